@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# On the lent H200, from the project root, after shared/gpu staging:
+#   bash scripts/gpu_live.sh VLLM_VERSION SWEEP.json JOBS CHILD_TIMEOUT_S
+# Runs the sweep with this project's engine module and packs the recordings
+# (and each child's log) into $OUT/<sweep>.tgz; the console log goes to $OUT too.
+set -uo pipefail
+v=$1; sweep=$2; jobs=${3:-2}; tmo=${4:-540}
+name=$(basename "$sweep" .json)
+bash .gpu/run/device-setup.sh || exit 1
+source .gpu/run/device-env.sh "$v"
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+mkdir -p /tmp/rec-$name
+python3 -m hisparse_model live --sweep "$sweep" --out-dir /tmp/rec-$name --jobs "$jobs" \
+  --timeout "$tmo" > /tmp/rec-$name/console.log 2>&1 &
+pid=$!
+# Pack what exists every 20 s so a command-level timeout still returns results.
+while kill -0 $pid 2>/dev/null; do
+  sleep 20; tar czf "$OUT/$name.tgz" -C /tmp "rec-$name" 2>/dev/null
+done
+wait $pid; rc=$?
+tar czf "$OUT/$name.tgz" -C /tmp "rec-$name"
+tail -c 6000 /tmp/rec-$name/console.log
+ls -la /tmp/rec-$name
+exit $rc
