@@ -1,0 +1,110 @@
+"""Table-driven checks of the model's sizes, routing and outcomes, arithmetic in comments.
+
+Expected values are computed by hand from vLLM's formulas (cited in the
+modules), not copied from the model's output.
+"""
+
+import pytest
+
+from hisparse_model import routing
+from hisparse_model.knobs import Knobs
+from hisparse_model.predict import predict
+from hisparse_model.sizes import sizes
+
+ERR = routing.ERROR_TEMPLATE
+
+SIZE_CASES = [
+    # S, B,    K, max_model_len -> B_resolved, q, C, W
+    # B default on an H200 (LLM class): min(16384, S * max_model_len)
+    (1, None, 0, 320, 320, 1, 1, 2),  # B = min(16384, 1*320) = 320; C = min(320, 1*1) = 1
+    (2, None, 0, 320, 640, 1, 2, 3),  # B = 2*320 = 640 (the live 0.31.0 run's value); C = 2
+    (3, None, 0, 320, 960, 1, 3, 4),  # B = 960; C = min(960, 3) = 3; W = 4
+    (256, None, 0, 320, 16384, 1, 256, 257),  # B = min(16384, 81920); C = 256
+    (2, 64, 0, 320, 64, 1, 2, 3),  # explicit B; C = min(64, 2) = 2
+    (2, None, 1, 320, 640, 2, 4, 5),  # MTP K=1: q = 1 + 1 = 2; C = min(640, 2*2) = 4
+    (1, None, 2, 320, 320, 3, 3, 4),  # K=2: q = 3; C = min(320, 1*3) = 3
+    (4, 6, 3, 320, 6, 4, 6, 7),  # K=3: q = 4; S*q = 16 > B = 6 -> C = B = 6 (B-limited)
+]
+
+
+@pytest.mark.parametrize("s,b,k,mml,b_res,q,c,w", SIZE_CASES)
+def test_sizes(s, b, k, mml, b_res, q, c, w):
+    """C = min(B, S*q) and the workspace is always exactly one row larger (W = C + 1)."""
+    got = sizes(Knobs(max_num_seqs=s, max_num_batched_tokens=b, num_speculative_tokens=k,
+                      max_model_len=mml))
+    assert (got.max_num_batched_tokens, got.max_decode_query_len) == (b_res, q)
+    assert (got.swap_capacity, got.workspace_rows) == (c, w)
+
+
+def test_parallel_drafting_is_inert_under_hisparse():
+    """HiSparse forces the V2 runner, so parallel_drafting does not widen q (backend.py:591-595)."""
+    a = sizes(Knobs(max_num_seqs=2, num_speculative_tokens=2))
+    b = sizes(Knobs(max_num_seqs=2, num_speculative_tokens=2, parallel_drafting=True))
+    assert a == b and a.max_decode_query_len == 3  # 1 + 2, not 1 + 2 + 2
+
+
+ROUTE_CASES = [
+    # version, mode, n, C, has_prefill -> path, error?
+    ("0.31.0", "stock", 2, 2, True, "swap_in", None),  # n = C fits the swap rows
+    ("0.31.0", "stock", 3, 2, True, "swap_in", ERR.format(stop=3, capacity=2)),  # n = W = C+1
+    ("0.31.0", "stock", 4, 2, True, "all_resident", None),  # n > W
+    ("0.31.0", "fix", 3, 2, True, "all_resident", None),  # fix: n > C -> fallback
+    ("0.32.0", "stock", 3, 2, True, "all_resident", None),
+    ("0.32.0", "stock", 2, 2, True, "swap_in", None),
+    ("0.33.0", "stock", 2, 2, True, "all_resident", None),  # any prefill -> all-resident
+    ("0.33.0", "stock", 2, 2, False, "swap_in", None),  # decode-only, n <= C
+    ("0.31.0", "stock", 17, 16, True, "swap_in", ERR.format(stop=17, capacity=16)),
+]
+
+
+@pytest.mark.parametrize("v,mode,n,c,pre,path,err", ROUTE_CASES)
+def test_route(v, mode, n, c, pre, path, err):
+    """0.31.0 sends n <= C+1 to swap_in and only n = C+1 overflows; 0.32.0 routes on C."""
+    r = routing.route(v, mode, n, c, has_prefill=pre)
+    assert (r.path, r.error) == (path, err)
+
+
+OUTCOME_CASES = [
+    # knobs, prompts -> startup error (None = ok), per-prompt error
+    # The fix PR's two cases: S=1 crashes at start on the 2-token PIECEWISE capture
+    # (capture sizes [1, 2]; 2 tokens over min(2, 1) = 1 request = a prefill = C+1).
+    (dict(max_num_seqs=1), [2, 3, 200], ERR.format(stop=2, capacity=1), [ERR.format(stop=2, capacity=1), None, None]),
+    # S=2: captures [1, 2, 4] never route 3 tokens; the 3-token prompt does (C+1 = 3).
+    (dict(max_num_seqs=2), [2, 3, 200], None, [None, ERR.format(stop=3, capacity=2), None]),
+    # S=3: C+1 = 4 is a capture size but 4 tokens over 3 requests = (1, 1, 2): only
+    # the 2 decode tokens are routed; the warmup prefill is 3 * 2 = 6 > 4.
+    (dict(max_num_seqs=3), [3, 200, 4], None, [None, None, ERR.format(stop=4, capacity=3)]),
+    # S=3, B=4: warmup prefill R = min(3, 4 // 2) = 2 requests of 2 tokens = 4 = C+1.
+    (dict(max_num_seqs=3, max_num_batched_tokens=4), [3], ERR.format(stop=4, capacity=3), [None]),
+    # enforce_eager: no captures and no JIT warmup -> S=1 starts, then a 2-token prompt crashes.
+    (dict(max_num_seqs=1, enforce_eager=True), [2], None, [ERR.format(stop=2, capacity=1)]),
+    # B=64: a 67-token prompt is chunked 64 + 3; the last chunk is C+1 = 3.
+    (dict(max_num_seqs=2, max_num_batched_tokens=64), [130, 67], None, [None, ERR.format(stop=3, capacity=2)]),
+    # B = S = 4: no step exceeds B = C, so nothing can reach C+1.
+    (dict(max_num_seqs=4, max_num_batched_tokens=4), [4, 5, 200], None, [None, None, None]),
+    # FLASHMLA_SPARSE never hands prefill tokens to the routing.
+    (dict(max_num_seqs=1, attention_backend="FLASHMLA_SPARSE"), [2, 3], None, [None, None]),
+    # The fix and 0.32.0/0.33.0 never crash on the PR's cases.
+    (dict(max_num_seqs=1, routing="fix"), [2, 3, 200], None, [None, None, None]),
+    (dict(max_num_seqs=1, vllm_version="0.32.0"), [2, 3, 200], None, [None, None, None]),
+    (dict(max_num_seqs=2, vllm_version="0.33.0"), [2, 3, 200], None, [None, None, None]),
+    # MTP K=2, S=1: q = 3, C = 3; capture sizes [1, 2, 3, 4]: 4 tokens over 1 request = C+1.
+    (dict(max_num_seqs=1, num_speculative_tokens=2), [2], ERR.format(stop=4, capacity=3), [None]),
+    # MTP K=1, S=2: q = 2, C = 4; a 2-token prompt is a decode; 5 tokens = C+1.
+    (dict(max_num_seqs=2, num_speculative_tokens=1), [2, 5], None, [None, ERR.format(stop=5, capacity=4)]),
+]
+
+
+@pytest.mark.parametrize("kw,prompts,startup_err,prompt_errs", OUTCOME_CASES)
+def test_outcomes(kw, prompts, startup_err, prompt_errs):
+    """Start-up and per-prompt outcomes follow from which batches reach the routing with C+1 tokens."""
+    pred = predict(Knobs(**kw), prompts)
+    assert pred.startup_error == startup_err
+    assert [p.error for p in pred.prompts] == prompt_errs
+
+
+def test_startup_crash_phase_for_pr_case():
+    """max_num_seqs=1 dies in the first (memory-profiling) PIECEWISE capture, on 2 tokens."""
+    bad = predict(Knobs(max_num_seqs=1)).startup_crash_batch
+    assert (bad.phase, bad.cudagraph_mode, bad.num_tokens, bad.num_reqs) == (
+        "cudagraph_memory_profile", "PIECEWISE", 2, 1)
