@@ -1,0 +1,59 @@
+"""Live engine runs on a CUDA GPU, compared with the model (``pytest -m gpu``; ``--record`` refreshes).
+
+Each configuration runs in its own child process with a timeout
+(:func:`hisparse_model.engine.live.run_one`).  Off a GPU, or without vLLM, every
+test skips with the reason ``check_available`` gives.  Only configurations of
+the installed vLLM version run.
+"""
+
+import os
+
+import pytest
+
+from hisparse_model.compare import compare_recording
+from hisparse_model.knobs import Knobs
+from hisparse_model.recording import recorded_dir
+
+pytestmark = pytest.mark.gpu
+
+# name -> (knobs, prompts); a sample covering start-up crash, runtime crash and the fix.
+SAMPLE = {
+    "v0.31.0-stock-s7": (dict(vllm_version="0.31.0", max_num_seqs=7), [7, 200, 8]),
+    "v0.31.0-stock-s1-flashmla": (
+        dict(vllm_version="0.31.0", max_num_seqs=1, attention_backend="FLASHMLA_SPARSE"),
+        [2, 3, 200],
+    ),
+    "v0.31.0-stock-s2": (dict(vllm_version="0.31.0", max_num_seqs=2), [2, 3, 200]),
+    "v0.31.0-stock-s1": (dict(vllm_version="0.31.0", max_num_seqs=1), [2, 3, 200]),
+    "v0.32.0-stock-s1": (dict(vllm_version="0.32.0", max_num_seqs=1), [2, 3, 200]),
+    "v0.32.0-stock-s2": (dict(vllm_version="0.32.0", max_num_seqs=2), [2, 3, 200]),
+}
+CHILD_TIMEOUT = float(os.environ.get("HISPARSE_LIVE_TIMEOUT", "420"))
+
+
+@pytest.fixture(scope="session")
+def live_version():
+    from hisparse_model.engine.live import LiveUnavailable, check_available
+
+    try:
+        return check_available()
+    except LiveUnavailable as exc:
+        pytest.skip(f"live engine unavailable: {exc}")
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLE))
+def test_live_matches_model(name, live_version, tmp_path, request):
+    """A real engine run and the model agree on every number, outcome and routing row."""
+    from hisparse_model.engine.live import run_one
+
+    knobs_kw, prompts = SAMPLE[name]
+    if knobs_kw["vllm_version"] != live_version:
+        pytest.skip(f"needs vLLM {knobs_kw['vllm_version']}, {live_version} is installed")
+    record = request.config.getoption("--record")
+    out = os.path.join(recorded_dir(), f"{name}.json") if record else str(tmp_path / "rec.json")
+    rec = run_one(Knobs(**knobs_kw), prompts, out, timeout=CHILD_TIMEOUT,
+                  command=f"pytest -m gpu tests/test_live_gpu.py -k {name}"
+                  + (" --record" if record else ""))
+    assert "startup" in rec, f"engine child produced no recording: {rec}"
+    diffs = compare_recording(rec)
+    assert not diffs, "\n".join(diffs)

@@ -1,0 +1,195 @@
+"""Every notebook runs headless (nbclient, kernel python3) and shows the model's numbers.
+
+Each notebook prints one plain-text summary line of its dashboard (e.g.
+``B=640 q=1 C=2 W=3 crash_size=3``); the tests parse those lines and compare
+them with :func:`hisparse_model.predict.predict` computed here, so a notebook
+that runs but shows the wrong numbers fails.
+
+The four notebooks run once per session (a module fixture), each cell with a
+60 s timeout; together they must finish in 60 s.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from hisparse_model import routing
+from hisparse_model.knobs import VLLM_VERSIONS, Knobs
+from hisparse_model.predict import predict
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NOTEBOOK_DIR = os.path.join(ROOT, "notebooks")
+NAMES = [
+    "01_off_by_one",
+    "02_startup_or_first_request",
+    "03_fix_and_next_fix",
+    "04_model_vs_engine",
+]
+CELL_TIMEOUT = 60  # seconds per cell (a lost kernel reply stalls for exactly this long)
+TOTAL_BUDGET = 60  # seconds for all four notebooks
+
+
+def _execute(name: str):
+    path = os.path.join(NOTEBOOK_DIR, name + ".ipynb")
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3",
+                            resources={"metadata": {"path": NOTEBOOK_DIR}})
+    t0 = time.monotonic()
+    client.execute()
+    return nb, time.monotonic() - t0
+
+
+@pytest.fixture(scope="module")
+def executed():
+    """name -> (executed notebook, its plain text output); runs all four once."""
+    out, seconds = {}, {}
+    with pytest.MonkeyPatch.context() as mp:
+        # notebook 4's live cell would run the real engine for minutes on a GPU machine;
+        # the kernels started below inherit this
+        mp.setenv("HISPARSE_NOTEBOOK_LIVE", "0")
+        for name in NAMES:
+            nb, secs = _execute(name)
+            out[name] = (nb, _text(nb))
+            seconds[name] = secs
+    out["_seconds"] = seconds
+    return out
+
+
+def _text(nb) -> str:
+    """Everything the notebook printed or displayed as text/plain, in order."""
+    parts = []
+    for cell in nb.cells:
+        for o in cell.get("outputs", []):
+            if o.output_type == "stream":
+                parts.append(o.text)
+            elif o.output_type in ("execute_result", "display_data"):
+                parts.append(o.get("data", {}).get("text/plain", ""))
+            elif o.output_type == "error":  # nbclient raises first; kept for clarity
+                parts.append("\n".join(o.traceback))
+    return "\n".join(parts)
+
+
+def _widget_views(nb) -> int:
+    return sum(
+        "application/vnd.jupyter.widget-view+json" in o.get("data", {})
+        for c in nb.cells for o in c.get("outputs", [])
+    )
+
+
+def test_all_notebooks_run_within_the_budget(executed):
+    """All four notebooks execute without error in 60 s together."""
+    seconds = executed["_seconds"]
+    assert set(seconds) == set(NAMES)
+    assert sum(seconds.values()) < TOTAL_BUDGET, seconds
+
+
+def test_01_shows_c_w_and_the_crash_size(executed):
+    """Notebook 1 shows C, W, the crash size and the exact error for the fix PR's knobs."""
+    nb, text = executed["01_off_by_one"]
+    pred = predict(Knobs(vllm_version="0.31.0", max_num_seqs=2))
+    s = pred.sizes  # B = min(2*320, 16384) = 640, q = 1, C = min(640, 2) = 2, W = 3
+    m = re.search(r"^B=(\d+) q=(\d+) C=(\d+) W=(\d+) crash_size=(\d+)$", text, re.M)
+    assert m, text
+    assert tuple(map(int, m.groups())) == (s.max_num_batched_tokens, s.max_decode_query_len,
+                                           s.swap_capacity, s.workspace_rows, s.workspace_rows)
+    assert (s.swap_capacity, s.workspace_rows) == (2, 3)
+    # the formula lines, each with its vLLM line
+    assert "C = min(B, max_num_seqs * q) = min(640, 2 * 1) = 2" in text
+    assert "vllm/v1/hisparse/runtime.py:51-57" in text
+    assert "W = C + 1 = 2 + 1 = 3" in text
+    assert "index_group.py:365-376" in text
+    # n = W under 0.31.0: swap_in and the exact ValueError; under 0.32.0: all-resident
+    line = next(x for x in text.splitlines() if x.startswith("n=3 "))
+    assert routing.swap_error(3, 2) in line and "all_resident" in line
+    assert _widget_views(nb) == 1
+
+
+def test_02_shows_startup_and_runtime_crashes(executed):
+    """Notebook 2: max_num_seqs=1 dies at start-up on n=2; max_num_seqs=2 on the 3-token prompt."""
+    nb, text = executed["02_startup_or_first_request"]
+    one = predict(Knobs(max_num_seqs=1))
+    assert one.capture_sizes == [1, 2] and one.startup_error == routing.swap_error(2, 1)
+    assert "capture sizes [1, 2]" in text
+    assert routing.swap_error(2, 1) in text
+    two = predict(Knobs(max_num_seqs=2), [2, 3, 200])
+    m = re.search(r"^max_num_seqs=(\d+) C=(\d+) W=(\d+) capture_sizes=([\d,]*) startup=(\S+) "
+                  r"prompts=(\S+)$", text, re.M)
+    assert m, text
+    s, c, w, caps, startup, prompts = m.groups()
+    assert (int(s), int(c), int(w)) == (2, two.sizes.swap_capacity, two.sizes.workspace_rows)
+    assert [int(x) for x in caps.split(",")] == two.capture_sizes == [1, 2, 4]
+    assert startup == ("ok" if two.startup_ok else "crash")
+    assert prompts == ",".join(f"{p.n}:{'ok' if p.ok else 'crash'}" for p in two.prompts)
+    assert prompts == "2:ok,3:crash,200:ok"
+    # the max_num_seqs chart's summary: 1 dies at start-up, 2..256 on a W-token prompt
+    m = re.search(r"^sweep startup_crash=(\S+) runtime_crash=(\S+) safe=(\S+) invalid=(\S+)$",
+                  text, re.M)
+    assert m, text
+    startup_crash = [s for s in range(1, 257) if not predict(Knobs(max_num_seqs=s)).startup_ok]
+    assert startup_crash == [1]
+    assert m.groups() == ("1", "2-256", "none", "none")
+    assert _widget_views(nb) == 1
+
+
+def _version_summary(backend: str) -> str:
+    parts = []
+    for v in VLLM_VERSIONS:
+        p = predict(Knobs(vllm_version=v, max_num_seqs=2, attention_backend=backend), [2, 3, 200])
+        prompts = ",".join(f"{o.n}:{'ok' if o.ok else 'crash'}" for o in p.prompts)
+        parts.append(f"{v} startup={'ok' if p.startup_ok else 'crash'} prompts={prompts}")
+    return f"backend={backend} routing=stock | " + " | ".join(parts)
+
+
+def test_03_shows_each_version_and_backend(executed):
+    """Notebook 3's per-version outcomes equal predict(); FLASHMLA_SPARSE never crashes."""
+    nb, text = executed["03_fix_and_next_fix"]
+    flash = _version_summary("FLASH_ATTN_MLA_SPARSE")
+    assert flash in text.splitlines()
+    # 0.31.0 crashes on the 3-token prompt; 0.32.0 and 0.33.0 do not
+    assert "0.31.0 startup=ok prompts=2:ok,3:crash,200:ok" in flash
+    assert "0.32.0 startup=ok prompts=2:ok,3:ok,200:ok" in flash
+    flashmla = _version_summary("FLASHMLA_SPARSE")
+    assert flashmla in text.splitlines()
+    assert "crash" not in flashmla
+    assert f"0.31.0: C=2 W=3 start-up ok; 2: ok, 3: {routing.swap_error(3, 2)}, 200: ok" in text
+    assert _widget_views(nb) == 1
+
+
+def test_04_compares_the_committed_recordings(executed):
+    """Notebook 4 counts the committed recordings and their agreement as computed here."""
+    from hisparse_model.recording import load_all
+
+    nb, text = executed["04_model_vs_engine"]
+    recs = load_all()
+    counts = {"agree": 0, "differ": 0, "inconclusive": 0}
+    for rec in recs:
+        pred = predict(Knobs(**rec["knobs"]), rec["prompt_lens"])
+        st = rec["startup"]
+        if not st["ok"] and not (st["error"] or "").startswith("ValueError: HiSparse swap rows"):
+            counts["inconclusive"] += 1  # died of something else (e.g. GPU memory)
+            continue
+        eng = rec["engine"]
+        same = (st["ok"], st["error"]) == (pred.startup_ok, pred.startup_error)
+        same &= eng.get("swap_capacity") in (None, pred.sizes.swap_capacity)
+        same &= eng.get("capture_sizes") in (None, pred.capture_sizes)
+        same &= eng.get("max_num_batched_tokens") in (None, pred.sizes.max_num_batched_tokens)
+        same &= eng.get("max_decode_query_len") in (None, pred.sizes.max_decode_query_len)
+        for got, want in zip(rec["prompts"], pred.prompts):
+            if got["ran"]:
+                same &= (got["ok"], got["error"]) == (want.ok, want.error)
+        counts["agree" if same else "differ"] += 1
+    m = re.search(r"^recordings=(\d+) agree=(\d+) differ=(\d+) inconclusive=(\d+)", text, re.M)
+    assert m, text
+    assert tuple(map(int, m.groups())) == (len(recs), counts["agree"], counts["differ"],
+                                           counts["inconclusive"])
+    assert f"{len(recs)} recordings" in text
+    # the live cell says why it cannot run, or that the tests switched it off
+    assert re.search(r"^live engine (unavailable: .+|available \(vLLM .+\), not run: "
+                     r"HISPARSE_NOTEBOOK_LIVE=0)$", text, re.M), text
+    assert _widget_views(nb) >= 1

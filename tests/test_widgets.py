@@ -1,0 +1,444 @@
+"""The notebooks' dashboards, driven without a browser (set ``.value``, read what they show).
+
+Every expectation is computed here from the model's own API
+(:func:`hisparse_model.predict.predict`, :func:`hisparse_model.routing.route`) or
+from the arithmetic in the case tables, never read back from the widget code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hisparse_model import plots, routing, widgets
+from hisparse_model.knobs import VLLM_VERSIONS, Knobs
+from hisparse_model.predict import predict
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+# (max_num_seqs, num_speculative_tokens, max_num_batched_tokens) -> (B, q, C, W)
+OFF_BY_ONE_CASES = [
+    ((2, 0, None), (640, 1, 2, 3)),  # B = min(2*320, 16384) = 640; C = min(640, 2*1) = 2; W = 3
+    ((1, 0, None), (320, 1, 1, 2)),  # B = min(1*320, 16384) = 320; C = min(320, 1*1) = 1; W = 2
+    ((2, 2, None), (640, 3, 6, 7)),  # q = 1 + 2 = 3; C = min(640, 2*3) = 6; W = 7
+    ((16, 0, None), (5120, 1, 16, 17)),  # B = 16*320 = 5120; C = 16; W = 17
+    ((4, 0, 4), (4, 1, 4, 5)),  # B = 4 (set); C = min(4, 4*1) = 4; W = 5
+    ((8, 1, 10), (10, 2, 10, 11)),  # q = 2; C = min(10, 8*2) = 10: B caps C; W = 11
+    ((256, 4, None), (16384, 5, 1280, 1281)),  # B = min(81920, 16384); C = min(16384, 256*5) = 1280
+]
+
+
+def _set(dash, **values) -> None:
+    for name, value in values.items():
+        dash.controls[name].value = value
+
+
+def _slider_b(b):
+    return 0 if b is None else b  # the slider's 0 means "not set"
+
+
+@pytest.fixture(scope="module")
+def off_by_one():
+    return widgets.off_by_one_dashboard()
+
+
+@pytest.mark.parametrize(("knobs", "expected"), OFF_BY_ONE_CASES)
+def test_off_by_one_numbers_follow_the_sliders(off_by_one, knobs, expected):
+    """The displayed B, q, C, W and crash size equal predict()'s for the slider values."""
+    s, k, b = knobs
+    dash = off_by_one
+    _set(dash, max_num_seqs=s, num_speculative_tokens=k, max_num_batched_tokens=_slider_b(b))
+    pred = predict(Knobs(max_num_seqs=s, num_speculative_tokens=k, max_num_batched_tokens=b))
+    sz = pred.sizes
+    assert (sz.max_num_batched_tokens, sz.max_decode_query_len, sz.swap_capacity,
+            sz.workspace_rows) == expected
+    assert dash.error is None
+    assert dash.labels["B"] == str(expected[0])
+    assert dash.labels["q"] == str(expected[1])
+    assert dash.labels["C"] == str(expected[2])
+    assert dash.labels["W"] == str(expected[3])
+    assert dash.labels["crash_size"] == str(expected[3])  # the crash is at n = W
+    assert dash.labels["summary"] == (
+        f"B={expected[0]} q={expected[1]} C={expected[2]} W={expected[3]} crash_size={expected[3]}"
+    )
+    assert dash.labels["crash_error"] == routing.swap_error(expected[3], expected[2])
+    assert dash.last_prediction.sizes == sz
+    assert f"<span class='hs-C'>{expected[2]}</span>" in dash.numbers.value
+    assert f"<span class='hs-W'>{expected[3]}</span>" in dash.numbers.value
+
+
+@pytest.mark.parametrize(("knobs", "expected"), OFF_BY_ONE_CASES)
+def test_off_by_one_plot_data_is_the_routing(off_by_one, knobs, expected):
+    """Each lane's outcome at n equals routing.route(n); only 0.31.0 has a crash, at n = W."""
+    s, k, b = knobs
+    _, _, c, w = expected
+    dash = off_by_one
+    _set(dash, max_num_seqs=s, num_speculative_tokens=k, max_num_batched_tokens=_slider_b(b))
+    data = dash.plot_data
+    assert data["n"] == list(range(1, max(3 * c, c + 3) + 1))  # 1..~3C
+    assert (data["C"], data["W"]) == (c, w)
+    for label, (version, mode) in plots.OFF_BY_ONE_LANES.items():
+        want = []
+        for n in data["n"]:
+            r = routing.route(version, mode, n, c, has_prefill=True)
+            want.append("crash" if r.error else r.path)
+        assert data["lanes"][label] == want
+    stock, fixed = plots.OFF_BY_ONE_LANES
+    assert data["crash_sizes"][stock] == [w]  # 0.31.0: exactly one crashing size
+    assert data["crash_sizes"][fixed] == []  # 0.32.0: none
+    assert bytes(dash.image.value).startswith(PNG)
+
+
+def test_off_by_one_tracks_a_sequence_of_moves():
+    """Moving max_num_seqs 2 -> 1 -> 3 updates C, W and the crash marker each time (the browser test's move)."""
+    dash = widgets.off_by_one_dashboard(max_num_seqs=2)
+    seen = []
+    for s in (2, 1, 3):  # C = s, W = s + 1 with default B and no speculation
+        dash.controls["max_num_seqs"].value = s
+        seen.append((dash.labels["C"], dash.labels["W"], dash.labels["crash_size"]))
+        assert dash.state["max_num_seqs"] == s
+    assert seen == [("2", "3", "3"), ("1", "2", "2"), ("3", "4", "4")]
+
+
+def test_invalid_knobs_show_the_model_error_instead_of_a_traceback():
+    """max_num_batched_tokens < max_num_seqs shows vLLM's ValueError text; fixing it clears it."""
+    dash = widgets.off_by_one_dashboard(max_num_seqs=2)
+    with pytest.raises(ValueError) as exc:
+        predict(Knobs(max_num_seqs=5, max_num_batched_tokens=3))
+    _set(dash, max_num_batched_tokens=3, max_num_seqs=5)  # B = 3 < S = 5
+    assert dash.error == str(exc.value)
+    assert "max_num_batched_tokens" in dash.error
+    assert str(exc.value) in dash.message.value.replace("&gt;", ">").replace("&lt;", "<")
+    assert dash.labels["error"] == dash.error
+    assert dash.plot_data == {}
+    assert dash.image.layout.display == "none"
+    dash.controls["max_num_seqs"].value = 3  # B = 3 >= S = 3: valid again, C = min(3, 3) = 3
+    assert dash.error is None and dash.message.value == ""
+    assert dash.labels["C"] == "3" and dash.labels["W"] == "4"
+    assert dash.image.layout.display is None
+
+
+@settings(max_examples=40, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(s=st.integers(1, 256), k=st.integers(0, 4), b=st.one_of(st.none(), st.integers(1, 4096)))
+def test_route_lanes_crash_only_at_w(s, k, b):
+    """For any valid knobs, 0.31.0 crashes at exactly one routed size, W = C + 1; 0.32.0 never."""
+    try:
+        pred = predict(Knobs(max_num_seqs=s, num_speculative_tokens=k, max_num_batched_tokens=b))
+    except ValueError:
+        return  # vLLM rejects the knobs (B < S): nothing to route
+    c = pred.sizes.swap_capacity
+    data = plots.route_lanes(c)
+    stock, fixed = plots.OFF_BY_ONE_LANES
+    assert data["crash_sizes"][stock] == [pred.sizes.workspace_rows]
+    assert data["crash_sizes"][fixed] == []
+
+
+# --------------------------------------------------------------------------
+# notebook 2
+# --------------------------------------------------------------------------
+
+# max_num_seqs -> (capture sizes, start-up error or None, outcome of prompts 2, 3, 200)
+STARTUP_CASES = [
+    # cap = min(2*1*1, 512) = 2 -> [1, 2]; the 2-token capture routes n = 2 = W -> swap_in > C = 1
+    (1, [1, 2], routing.swap_error(2, 1), ["crash", "ok", "ok"]),
+    # cap = 4 -> [1, 2, 4]; no 3-token start-up batch; the 3-token prompt is W = 3 -> crash
+    (2, [1, 2, 4], None, ["ok", "crash", "ok"]),
+    # cap = 6 -> [1, 2, 4] + uniform decode size 3 -> [1, 2, 3, 4]; W = 4: no prompt of 4
+    (3, [1, 2, 3, 4], None, ["ok", "ok", "ok"]),
+]
+
+
+@pytest.mark.parametrize(("s", "captures", "startup_error", "prompts"), STARTUP_CASES)
+def test_startup_dashboard_shows_captures_and_where_it_dies(s, captures, startup_error, prompts):
+    """Capture sizes, start-up outcome and prompt outcomes on screen equal predict()'s."""
+    dash = widgets.startup_dashboard(max_num_seqs=2)
+    dash.controls["max_num_seqs"].value = s
+    pred = predict(Knobs(max_num_seqs=s), [2, 3, 200])
+    assert pred.capture_sizes == captures
+    assert pred.startup_error == startup_error
+    assert ["ok" if p.ok else "crash" for p in pred.prompts] == prompts
+    assert dash.labels["capture_sizes"] == ", ".join(map(str, captures))
+    assert dash.labels["startup"] == ("ok" if startup_error is None else startup_error)
+    assert dash.labels["prompts"] == ",".join(f"{n}:{o}" for n, o in zip((2, 3, 200), prompts))
+    crash = pred.startup_crash_batch
+    startup_word = "ok" if crash is None else f"crash(n={crash.routed})"
+    assert dash.labels["summary"] == (
+        f"max_num_seqs={s} C={s} W={s + 1} capture_sizes={','.join(map(str, captures))} "
+        f"startup={startup_word} prompts={dash.labels['prompts']}"
+    )
+    if startup_error:
+        assert "background:#fde0dd" in dash.numbers.value  # the crashing row is highlighted
+    assert dash.plot_data["current"] == s
+
+
+def _expected_sweep(base: dict) -> dict[int, str]:
+    """Outcome per max_num_seqs, from predict() with every prompt length 1..max_model_len-1."""
+    out = {}
+    for s in range(1, 257):
+        try:
+            k = Knobs(**{**base, "max_num_seqs": s})
+        except ValueError:
+            out[s] = "invalid"
+            continue
+        try:
+            pred = predict(k)
+        except ValueError:  # e.g. max_num_batched_tokens < max_num_seqs
+            out[s] = "invalid"
+            continue
+        if not pred.startup_ok:
+            out[s] = "startup_crash"
+            continue
+        w = pred.sizes.workspace_rows
+        probe = predict(k, [w]) if w < k.max_model_len else None
+        out[s] = "runtime_crash" if probe is not None and not probe.prompts[0].ok else "safe"
+    return out
+
+
+@pytest.mark.parametrize(
+    ("base", "summary"),
+    [
+        # default B: S = 1 dies at start-up (2-token capture), every other S on a W-token prompt
+        ({}, "sweep startup_crash=1 runtime_crash=2-256 safe=none invalid=none"),
+        # B = 64: S = 63 dies at start-up (warmup prefill of min(63, 64 // 2) = 32 requests
+        # x 2 tokens = 64 = W); S = 64 has C = B = 64, W = 65 > B: no batch is ever that big;
+        # S > 64 is rejected (B < S)
+        ({"max_num_batched_tokens": 64},
+         "sweep startup_crash=1,63 runtime_crash=2-62 safe=64 invalid=65-256"),
+    ],
+)
+def test_max_num_seqs_sweep_matches_predict(base, summary):
+    """The chart's outcome per max_num_seqs equals predict() on start-up and on a W-token prompt."""
+    dash = widgets.startup_dashboard(max_num_batched_tokens=base.get("max_num_batched_tokens"))
+    expected = _expected_sweep({"vllm_version": "0.31.0", **base})
+    got = dict(zip(dash.plot_data["max_num_seqs"], dash.plot_data["outcome"]))
+    assert got == expected
+    assert dash.labels["sweep_summary"] == summary
+
+
+@pytest.mark.parametrize("s", [1, 2, 3, 5, 8])
+def test_w_is_the_only_crashing_prompt_length(s):
+    """Under 0.31.0 with default B, the only single-prompt length that crashes is W (the chart's premise)."""
+    k = Knobs(max_num_seqs=s)
+    pred = predict(k, list(range(1, k.max_model_len)))
+    crashing = [p.n for p in pred.prompts if not p.ok]
+    assert crashing == [pred.sizes.workspace_rows]  # W = S + 1 here
+
+
+def test_enforce_eager_moves_the_crash_from_startup_to_a_prompt():
+    """max_num_seqs=1 with enforce_eager: no captures, start-up survives, the 2-token prompt crashes."""
+    dash = widgets.startup_dashboard(max_num_seqs=1)
+    assert dash.labels["startup"] == routing.swap_error(2, 1)
+    dash.controls["enforce_eager"].value = True
+    pred = predict(Knobs(max_num_seqs=1, enforce_eager=True), [2, 3, 200])
+    assert pred.capture_sizes == [] and pred.startup_ok
+    assert dash.labels["capture_sizes"] == "none"
+    assert dash.labels["startup"] == "ok"
+    assert dash.labels["prompts"] == "2:crash,3:ok,200:ok"
+
+
+# --------------------------------------------------------------------------
+# notebook 3
+# --------------------------------------------------------------------------
+
+
+def _per_version(backend: str, s: int, lens: list[int], routing_mode: str = "stock") -> dict:
+    out = {}
+    for v in VLLM_VERSIONS:
+        mode = routing_mode if v == "0.31.0" else "stock"
+        p = predict(Knobs(vllm_version=v, max_num_seqs=s, attention_backend=backend,
+                          routing=mode), lens)
+        prompts = ",".join(f"{o.n}:{'ok' if o.ok else 'crash'}" for o in p.prompts)
+        out[v] = f"startup={'ok' if p.startup_ok else 'crash'} prompts={prompts}"
+    return out
+
+
+# (backend, routing, max_num_seqs, prompts) -> which versions crash where
+VERSION_CASES = [
+    ("FLASH_ATTN_MLA_SPARSE", "stock", 2, [2, 3, 200]),  # 0.31.0: prompt 3 = W crashes
+    ("FLASH_ATTN_MLA_SPARSE", "fix", 2, [2, 3, 200]),  # the fix: 3 > C = 2 -> all-resident
+    ("FLASH_ATTN_MLA_SPARSE", "stock", 1, [2, 3, 200]),  # 0.31.0: start-up crash (n = 2 = W)
+    ("FLASHMLA_SPARSE", "stock", 1, [2, 3, 200]),  # prefill staged: never routed, no crash
+    ("FLASHMLA_SPARSE", "stock", 2, [2, 3, 200]),
+]
+
+
+@pytest.mark.parametrize(("backend", "routing_mode", "s", "lens"), VERSION_CASES)
+def test_versions_side_by_side_equal_predict(backend, routing_mode, s, lens):
+    """Each version column's start-up and prompt outcomes equal predict() for that version."""
+    dash = widgets.versions_dashboard()
+    _set(dash, attention_backend=backend, routing=routing_mode, max_num_seqs=s,
+         prompt_lens=", ".join(map(str, lens)))
+    want = _per_version(backend, s, lens, routing_mode)
+    for v in VLLM_VERSIONS:
+        assert dash.labels[v] == want[v]
+    assert dash.labels["summary"] == (
+        f"backend={backend} routing={routing_mode} | "
+        + " | ".join(f"{v} {want[v]}" for v in VLLM_VERSIONS)
+    )
+
+
+def test_version_selector_picks_the_detailed_version():
+    """The selected version's prediction and batch table are the ones shown in detail."""
+    dash = widgets.versions_dashboard(max_num_seqs=2, prompt_lens="3")
+    for v in VLLM_VERSIONS:
+        dash.controls["vllm_version"].value = v
+        pred = predict(Knobs(vllm_version=v, max_num_seqs=2), [3])
+        assert dash.last_prediction.knobs.vllm_version == v
+        assert dash.state["vllm_version"] == v
+        first = pred.prompts[0].batches[0]
+        assert dash.last_prediction.prompts[0].batches[0] == first
+        assert f"each request's batches in {v}" in dash.numbers.value
+        assert dash.plot_data["selected"] == v
+
+
+@pytest.mark.parametrize("s", [1, 2, 3, 16])
+def test_flashmla_sparse_never_crashes(s):
+    """With FLASHMLA_SPARSE no prompt length crashes in any version (prefill tokens are staged)."""
+    dash = widgets.versions_dashboard(attention_backend="FLASHMLA_SPARSE", max_num_seqs=s)
+    for v in VLLM_VERSIONS:
+        assert CRASH_FREE(dash.plot_data["lanes"][v])
+        pred = predict(Knobs(vllm_version=v, max_num_seqs=s, attention_backend="FLASHMLA_SPARSE"),
+                       list(range(1, 320)))
+        assert pred.startup_ok and all(p.ok for p in pred.prompts)
+
+
+def CRASH_FREE(outcomes: list[str]) -> bool:
+    return plots.CRASH not in outcomes
+
+
+def test_prompt_lanes_follow_predict():
+    """Each lane cell is the prompt's crash or its first batch's route, as predict() says."""
+    dash = widgets.versions_dashboard(max_num_seqs=2)
+    data = dash.plot_data
+    assert data["n"] == list(range(1, 7))  # 1..3C with C = 2
+    for v in VLLM_VERSIONS:
+        pred = predict(Knobs(vllm_version=v, max_num_seqs=2), data["n"])
+        want = []
+        for p in pred.prompts:
+            b = p.batches[0]
+            want.append("crash" if not p.ok else (b.route or "not_routed"))
+        assert data["lanes"][v] == want
+    assert data["crash_sizes"] == {"0.31.0": [3], "0.32.0": [], "0.33.0": []}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("2, abc", "prompt_lens: 'abc' is not an integer"),
+        ("2, 400", None),  # 400 >= max_model_len = 320: the model's own message
+    ],
+)
+def test_workload_box_errors_are_shown(text, message):
+    """A bad workload shows the error text in the dashboard, then a good one recovers."""
+    dash = widgets.versions_dashboard()
+    dash.controls["prompt_lens"].value = text
+    if message is None:
+        with pytest.raises(ValueError) as exc:
+            predict(Knobs(), [2, 400])
+        message = str(exc.value)
+    assert dash.error == message
+    dash.controls["prompt_lens"].value = "2, 3"
+    assert dash.error is None
+    assert dash.state["prompt_lens"] == [2, 3]
+
+
+# --------------------------------------------------------------------------
+# notebook 4
+# --------------------------------------------------------------------------
+
+
+def _fake_recording(knobs: dict, lens: list[int], **override) -> dict:
+    """A recording as the engine would write it if it behaved exactly as predicted."""
+    pred = predict(Knobs(**knobs), lens)
+    ran = pred.startup_ok
+    prompts = []
+    for p in pred.prompts:
+        prompts.append({"n": p.n, "ran": ran, "ok": p.ok if ran else None,
+                        "error": p.error if ran else None})
+        if ran and not p.ok:
+            ran = False  # the engine is dead after a crash
+    rec = {
+        "schema": 1, "knobs": Knobs(**knobs).as_dict(), "prompt_lens": lens,
+        "provenance": {"vllm": knobs.get("vllm_version", "0.31.0"), "torch": "x", "gpu": "H200",
+                       "date": "2026-01-01"},
+        "engine": {"capture_sizes": pred.capture_sizes,
+                   "max_num_batched_tokens": pred.sizes.max_num_batched_tokens,
+                   "max_decode_query_len": pred.sizes.max_decode_query_len,
+                   "swap_capacity": pred.sizes.swap_capacity},
+        "startup": {"ok": pred.startup_ok, "error": pred.startup_error},
+        "prompts": prompts, "routing_log": [],
+    }
+    rec.update(override)
+    return rec
+
+
+def test_recordings_table_classifies_agree_differ_inconclusive(tmp_path, monkeypatch):
+    """Recorded outcomes equal to predict() agree; a changed error differs; an OOM is inconclusive."""
+    monkeypatch.setattr(widgets, "compare_function", lambda: None)  # the degraded path
+    agree = _fake_recording({"max_num_seqs": 2}, [2, 3, 200])
+    dies = _fake_recording({"max_num_seqs": 1}, [2, 3])
+    wrong = _fake_recording({"max_num_seqs": 2}, [2, 3, 200])
+    wrong["prompts"][1]["error"] = routing.swap_error(4, 3)  # not what the model says
+    oom = _fake_recording({"max_num_seqs": 2}, [2], startup={
+        "ok": False, "error": "ValueError: No available memory for the cache blocks."})
+    oom["prompts"][0].update(ran=False, ok=None, error=None)
+    stub = {"knobs": Knobs().as_dict(), "prompt_lens": [2], "child": "exit 1"}
+    for i, rec in enumerate([agree, dies, wrong, oom]):
+        (tmp_path / f"r{i}.json").write_text(json.dumps(rec))
+    dash = widgets.recordings_dashboard(directory=str(tmp_path))
+    verdicts = {r["name"]: r["verdict"] for r in dash.rows}
+    assert verdicts == {"r0": "agree", "r1": "agree", "r2": "differ", "r3": "inconclusive"}
+    assert dash.labels["summary"] == "recordings=4 agree=2 differ=1 inconclusive=1"
+    # the chart: start-up + each prompt; the engine's square vs the model's dot
+    cells = dash.plot_data["rows"][1]["cells"]  # max_num_seqs=1: dies at start-up
+    assert [(c["model"], c["engine"]) for c in cells] == [
+        ("crash", "crash"), ("crash", "not_run"), ("ok", "not_run")]
+    live = widgets.recordings_dashboard([stub])
+    assert live.rows[0]["verdict"] == "inconclusive"
+    empty = widgets.recordings_dashboard([])
+    assert empty.labels["summary"] == "recordings=0 agree=0 differ=0 inconclusive=0"
+
+
+def test_recordings_dashboard_loads_the_committed_recordings():
+    """Notebook 4's default source is tests/recorded/*.json, one row per file, in file order."""
+    from hisparse_model.recording import load_all
+
+    recs = load_all()
+    dash = widgets.recordings_dashboard()
+    assert [r["name"] for r in dash.rows] == [
+        os.path.splitext(os.path.basename(r["_path"]))[0] for r in recs]
+    assert dash.labels["recordings"] == str(len(recs))
+    if recs:
+        name = dash.rows[-1]["name"]
+        dash.controls["recording"].value = name
+        assert dash.state["recording"] == name
+
+
+# --------------------------------------------------------------------------
+# every chart
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("factory", ["off_by_one_dashboard", "startup_dashboard",
+                                     "versions_dashboard"])
+def test_charts_have_title_labels_legend_and_palette_colours(factory):
+    """Every chart has a title, axis labels and a legend, and colours from the one palette."""
+    from matplotlib.colors import to_hex
+
+    dash = getattr(widgets, factory)()
+    ax = dash.canvas.ax
+    assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
+    assert ax.get_legend() is not None
+    palette = {c.lower() for c in plots.PALETTE.values()}
+    used = set()
+    for coll in ax.collections:
+        for rgba in list(coll.get_facecolors()) + list(coll.get_edgecolors()):
+            if rgba[3] > 0:
+                used.add(to_hex(rgba))
+    assert used and used <= palette | {"#ffffff"}
+    assert bytes(dash.image.value).startswith(PNG)
