@@ -160,8 +160,11 @@ class Dashboard:
         """Recompute from the controls and redraw (every control change calls this)."""
         try:
             out = self._compute()
-        except ValueError as exc:
+        except ValueError as exc:  # vLLM would reject these knobs: the model says why
             self._show_error(str(exc))
+            return
+        except Exception as exc:  # noqa: BLE001  a model bug: shown, not lost in the Lab log
+            self._show_error(f"{type(exc).__name__}: {exc}", title="the model failed:")
             return
         self.error = None
         self.state = out["state"]
@@ -179,7 +182,7 @@ class Dashboard:
         else:
             self.image.layout.display = "none"
 
-    def _show_error(self, msg: str) -> None:
+    def _show_error(self, msg: str, title: str = "vLLM would reject these knobs:") -> None:
         self.error = msg
         self.last_prediction = None
         self.labels = {"error": msg, "summary": f"error: {msg}"}
@@ -187,7 +190,7 @@ class Dashboard:
         self.numbers.value = ""
         self.message.value = (
             "<div class='hs-error' style='color:#b2182b;border-left:4px solid #b2182b;"
-            f"padding:4px 8px'><b>vLLM would reject these knobs:</b> {_esc(msg)}</div>"
+            f"padding:4px 8px'><b>{_esc(title)}</b> {_esc(msg)}</div>"
         )
         self.image.layout.display = "none"
 
@@ -465,12 +468,6 @@ class VersionsDashboard(Dashboard):
         }
         self._wire()
 
-    def knobs_for(self, version: str) -> Knobs:
-        """The Knobs of one version column (routing='fix' applies to 0.31.0 only)."""
-        st = {k: v for k, v in self.state.items() if k != "prompt_lens"}
-        return Knobs(**{**st, "vllm_version": version,
-                        "routing": st["routing"] if version == "0.31.0" else "stock"})
-
     def _compute(self) -> dict:
         c = self.controls
         base = {
@@ -497,19 +494,15 @@ class VersionsDashboard(Dashboard):
         state = {**base, "vllm_version": selected, "prompt_lens": lens}
         if selected != "0.31.0":
             state["routing"] = "stock"
-
-        def word(p):
-            return _prompt_word(p)
-
         per_version = {
             v: (f"startup={'ok' if p.startup_ok else 'crash'} "
-                f"prompts={','.join(f'{o.n}:{word(o)}' for o in p.prompts) or 'none'}")
+                f"prompts={','.join(f'{o.n}:{_prompt_word(o)}' for o in p.prompts) or 'none'}")
             for v, p in preds.items()
         }
         labels = {
             "C": str(s.swap_capacity), "W": str(s.workspace_rows),
             "selected": selected, "attention_backend": base["attention_backend"],
-            **{f"{v}": per_version[v] for v in VLLM_VERSIONS},
+            **per_version,  # labels["0.31.0"] = "startup=ok prompts=2:ok,3:crash,200:ok"
             "summary": f"backend={base['attention_backend']} routing={base['routing']} | "
                        + " | ".join(f"{v} {per_version[v]}" for v in VLLM_VERSIONS),
         }
@@ -541,7 +534,7 @@ class VersionsDashboard(Dashboard):
                              _swatch(plots.outcome(first.route, None), f"ok (prefill → {path})"))
             rows.append([f"prompt n={n}"] + cells)
         col = VLLM_VERSIONS.index(selected) + 1
-        side = _table(hdr, rows, raw=True).replace("<table", "<table data-selected='%d'" % col)
+        side = _table(hdr, rows, raw=True).replace("<table", f"<table data-selected='{col}'")
         if base["attention_backend"] == "FLASHMLA_SPARSE":
             backend_note = (
                 "FLASHMLA_SPARSE hands only the decode tokens to the routing in 0.31.0 / "
@@ -625,7 +618,7 @@ class RecordingsDashboard(Dashboard):
                 continue
             try:
                 self.compare_results.append(list(self.compare(rec)))
-            except Exception as exc:  # a half-finished compare module must not kill the page
+            except Exception as exc:  # noqa: BLE001  a half-finished compare must not kill the page
                 self.compare_results.append([f"compare_recording failed: {exc!r}"])
         names = [r["name"] for r in self.rows] or ["(no recordings)"]
         self.controls = {"recording": W.Dropdown(options=names, value=names[0],

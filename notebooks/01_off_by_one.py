@@ -50,6 +50,8 @@
 # 0.32.0 compares with `cache.runtime.max_swap_rows` = C instead (`index_group.py:236`).
 
 # %%
+from IPython.display import display
+
 from hisparse_model import explain, plots, widgets
 from hisparse_model.knobs import Knobs
 from hisparse_model.predict import predict
@@ -81,7 +83,7 @@ print(explain.routes_text(c, [c, c + 1, c + 2], plots.OFF_BY_ONE_LANES))
 
 # %%
 dash = widgets.off_by_one_dashboard(max_num_seqs=2, num_speculative_tokens=0)
-dash.widget
+display(dash.widget)
 
 # %% [markdown]
 # The dashboard's numbers as one line (the tests read this line):

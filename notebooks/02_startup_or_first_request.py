@@ -49,6 +49,8 @@
 #   `ValueError` from `runtime.py:897-907` `_step_rows`.
 
 # %%
+from IPython.display import display
+
 from hisparse_model import explain, widgets
 from hisparse_model.knobs import Knobs
 from hisparse_model.predict import predict
@@ -86,7 +88,7 @@ print(explain.prompts_text(pred2))
 
 # %%
 dash = widgets.startup_dashboard(max_num_seqs=2, prompt_lens="2, 3, 200")
-dash.widget
+display(dash.widget)
 
 # %%
 print(dash.labels["summary"])

@@ -51,6 +51,8 @@
 #   every all-resident prefill to the all-resident path.
 
 # %%
+from IPython.display import display
+
 from hisparse_model import widgets
 from hisparse_model.knobs import VLLM_VERSIONS, Knobs
 from hisparse_model.predict import predict
@@ -77,7 +79,7 @@ for version in VLLM_VERSIONS:
 # %%
 dash = widgets.versions_dashboard(vllm_version="0.31.0", attention_backend="FLASH_ATTN_MLA_SPARSE",
                                   max_num_seqs=2, prompt_lens="2, 3, 200")
-dash.widget
+display(dash.widget)
 
 # %%
 print(dash.labels["summary"])

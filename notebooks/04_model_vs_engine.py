@@ -33,6 +33,8 @@
 # %%
 import os
 
+from IPython.display import display
+
 from hisparse_model import widgets
 from hisparse_model.recording import load_all
 
@@ -60,7 +62,7 @@ for rec in recordings:
 
 # %%
 dash = widgets.recordings_dashboard(recordings)
-dash.widget
+display(dash.widget)
 
 # %%
 print(dash.labels["summary"])

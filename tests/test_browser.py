@@ -54,7 +54,7 @@ if not os.path.exists(CHROMIUM):
     pytest.skip(f"{CHROMIUM} is absent (install it with: apt-get install -y chromium)",
                 allow_module_level=True)
 
-from playwright import sync_api as playwright_sync  # noqa: E402  (a test extra: must be there)
+from playwright import sync_api as playwright_sync  # a test extra: must be there
 
 
 def _free_port() -> int:

@@ -94,7 +94,7 @@ def test_01_shows_c_w_and_the_crash_size(executed):
     nb, text = executed["01_off_by_one"]
     pred = predict(Knobs(vllm_version="0.31.0", max_num_seqs=2))
     s = pred.sizes  # B = min(2*320, 16384) = 640, q = 1, C = min(640, 2) = 2, W = 3
-    m = re.search(r"^B=(\d+) q=(\d+) C=(\d+) W=(\d+) crash_size=(\d+)$", text, re.M)
+    m = re.search(r"^B=(\d+) q=(\d+) C=(\d+) W=(\d+) crash_size=(\d+)$", text, re.MULTILINE)
     assert m, text
     assert tuple(map(int, m.groups())) == (s.max_num_batched_tokens, s.max_decode_query_len,
                                            s.swap_capacity, s.workspace_rows, s.workspace_rows)
@@ -119,7 +119,7 @@ def test_02_shows_startup_and_runtime_crashes(executed):
     assert routing.swap_error(2, 1) in text
     two = predict(Knobs(max_num_seqs=2), [2, 3, 200])
     m = re.search(r"^max_num_seqs=(\d+) C=(\d+) W=(\d+) capture_sizes=([\d,]*) startup=(\S+) "
-                  r"prompts=(\S+)$", text, re.M)
+                  r"prompts=(\S+)$", text, re.MULTILINE)
     assert m, text
     s, c, w, caps, startup, prompts = m.groups()
     assert (int(s), int(c), int(w)) == (2, two.sizes.swap_capacity, two.sizes.workspace_rows)
@@ -129,7 +129,7 @@ def test_02_shows_startup_and_runtime_crashes(executed):
     assert prompts == "2:ok,3:crash,200:ok"
     # the max_num_seqs chart's summary: 1 dies at start-up, 2..256 on a W-token prompt
     m = re.search(r"^sweep startup_crash=(\S+) runtime_crash=(\S+) safe=(\S+) invalid=(\S+)$",
-                  text, re.M)
+                  text, re.MULTILINE)
     assert m, text
     startup_crash = [s for s in range(1, 257) if not predict(Knobs(max_num_seqs=s)).startup_ok]
     assert startup_crash == [1]
@@ -184,12 +184,12 @@ def test_04_compares_the_committed_recordings(executed):
             if got["ran"]:
                 same &= (got["ok"], got["error"]) == (want.ok, want.error)
         counts["agree" if same else "differ"] += 1
-    m = re.search(r"^recordings=(\d+) agree=(\d+) differ=(\d+) inconclusive=(\d+)", text, re.M)
+    m = re.search(r"^recordings=(\d+) agree=(\d+) differ=(\d+) inconclusive=(\d+)", text, re.MULTILINE)
     assert m, text
     assert tuple(map(int, m.groups())) == (len(recs), counts["agree"], counts["differ"],
                                            counts["inconclusive"])
     assert f"{len(recs)} recordings" in text
     # the live cell says why it cannot run, or that the tests switched it off
     assert re.search(r"^live engine (unavailable: .+|available \(vLLM .+\), not run: "
-                     r"HISPARSE_NOTEBOOK_LIVE=0)$", text, re.M), text
+                     r"HISPARSE_NOTEBOOK_LIVE=0)$", text, re.MULTILINE), text
     assert _widget_views(nb) >= 1
