@@ -13,6 +13,7 @@ batch is ordered decode-like first, prefill-like last.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass
 
 from . import routing
@@ -67,6 +68,18 @@ class Batch:
         return asdict(self)
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _route_core(version, backend, mode, q, capacity, query_lens):
+    """(tokens, decode tokens, routed tokens, route, error) for one batch shape (memoised)."""
+    n = sum(query_lens)
+    dec = decode_tokens(query_lens, q)
+    routed = routing.routed_tokens(version, backend, n, dec)
+    if not routed:
+        return n, dec, 0, None, None
+    r = routing.route(version, mode, routed, capacity, has_prefill=dec < n)
+    return n, dec, routed, r.path, r.error
+
+
 def make_batch(
     ctx,
     phase: str,
@@ -78,31 +91,10 @@ def make_batch(
     runner: str = "target",
 ) -> Batch:
     """Build a :class:`Batch` and route it under the context's version and backend."""
-    n = sum(query_lens)
-    dec = decode_tokens(query_lens, ctx.sizes.max_decode_query_len)
-    routed = routing.routed_tokens(ctx.knobs.vllm_version, ctx.knobs.attention_backend, n, dec)
-    if routed:
-        r = routing.route(
-            ctx.knobs.vllm_version,
-            ctx.knobs.routing,
-            routed,
-            ctx.sizes.swap_capacity,
-            has_prefill=dec < n,
-        )
-        path, err = r.path, r.error
-    else:
-        path, err = None, None
-    return Batch(
-        phase=phase,
-        label=label,
-        num_tokens=n,
-        num_reqs=len(query_lens),
-        num_decode_tokens=dec,
-        cudagraph_mode=cudagraph_mode,
-        routed=routed,
-        route=path,
-        error=err,
-        forwards=forwards,
-        prompt_index=prompt_index,
-        runner=runner,
+    k = ctx.knobs
+    n, dec, routed, path, err = _route_core(
+        k.vllm_version, k.attention_backend, k.routing,
+        ctx.sizes.max_decode_query_len, ctx.sizes.swap_capacity, query_lens,
     )
+    return Batch(phase, label, n, len(query_lens), dec, cudagraph_mode, routed, path, err,
+                 forwards, prompt_index, runner)

@@ -91,6 +91,6 @@ def predict(knobs: Knobs, prompt_lens=()) -> Prediction:
         sizes=ctx.sizes,
         cudagraph_mode=ctx.cudagraph_mode,
         capture_sizes=list(ctx.capture_sizes),
-        startup=startup_batches(ctx),
+        startup=list(startup_batches(ctx)),
         prompts=[PromptOutcome(n, prompt_batches(ctx, i, n)) for i, n in enumerate(lens)],
     )

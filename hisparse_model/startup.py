@@ -33,6 +33,8 @@ batch is handed to the routing whole.
 
 from __future__ import annotations
 
+import functools
+
 from .batches import Batch, make_batch, spread
 from .graphs import capture_descriptors, compile_warmup_sizes
 
@@ -106,8 +108,9 @@ def _jit_warmup(ctx) -> list[Batch]:
     return out
 
 
-def startup_batches(ctx) -> list[Batch]:
-    """All start-up batches, in engine order (see the module docstring)."""
+@functools.lru_cache(maxsize=4096)
+def startup_batches(ctx) -> tuple[Batch, ...]:
+    """All start-up batches, in engine order (see the module docstring); memoised per context."""
     s = ctx.knobs.max_num_seqs
     graphs = ctx.cudagraph_mode != "NONE"
     out: list[Batch] = []
@@ -122,4 +125,4 @@ def startup_batches(ctx) -> list[Batch]:
         out += _jit_warmup(ctx)
     if graphs:
         out += _capture_phase(ctx, "capture", None)
-    return out
+    return tuple(out)
