@@ -9,7 +9,8 @@ from hisparse_model.predict import predict
 knob_sets = st.builds(
     lambda s, extra_b, use_b, k, eager, backend, mml: Knobs(
         max_num_seqs=s,
-        max_num_batched_tokens=(s + extra_b) if use_b else None,
+        # vLLM needs B >= S, and 0.33.0 also B > K under MTP (config/vllm.py:2371)
+        max_num_batched_tokens=(max(s, k + 1) + extra_b) if use_b else None,
         num_speculative_tokens=k,
         enforce_eager=eager,
         attention_backend=backend,
