@@ -1,78 +1,103 @@
-"""Command line: ``predict`` (the model, CPU) and ``live`` (the real engine, GPU).
+"""Command line: ``predict``, ``explain`` (CPU) and ``live`` (the real engine, GPU).
 
-Bad arguments exit with status 2 and one line naming the knob, never a traceback.
+The knob flags are generated from the :class:`~hisparse_model.knobs.Knobs`
+declaration, so ``--help`` shows every knob's default and meaning.  Exit
+status: 0 ok; 1 ``predict --check`` found a crash, or a live run failed;
+2 bad input (one line naming the knob, never a traceback); 3 ``live`` cannot
+run here (no GPU or no vLLM).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
 
-from .knobs import VLLM_VERSIONS, Knobs
+from .knobs import Knobs, knob_specs
+
+EXIT_OK, EXIT_CRASH, EXIT_BAD_INPUT, EXIT_UNAVAILABLE = 0, 1, 2, 3
+# Knobs whose flag is not the knob's own name, per command.
+_OWN_FLAGS = {"predict": {"vllm_version": "--vllm"},
+              "live": {"vllm_version": None, "routing": "--vllm-mode"}}
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, exit 2 (argparse's own convention)
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
+
+
+def _typed(name: str, kind: type):
+    def convert(text: str):
+        if kind is int:
+            try:
+                return int(text)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}")
+        return text
+    return convert
 
 
 def _int_list(text: str) -> list[int]:
     try:
         values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"prompt_lens must be comma-separated integers, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"prompt_lens must be comma-separated integers, got {text!r}")
     if not values or any(v < 1 for v in values):
         raise argparse.ArgumentTypeError(f"prompt_lens must be integers >= 1, got {text!r}")
     return values
 
 
-def _add_knob_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--max-num-seqs", type=int, default=None)
-    p.add_argument("--max-model-len", type=int, default=320)
-    p.add_argument("--prompt-lens", type=_int_list, default=[2, 3, 200])
-    p.add_argument("--max-num-batched-tokens", type=int, default=None)
-    p.add_argument("--num-speculative-tokens", type=int, default=0)
-    p.add_argument("--speculative-method", default=None)
-    p.add_argument("--parallel-drafting", action="store_true")
-    p.add_argument("--enforce-eager", action="store_true")
-    p.add_argument("--cudagraph-mode", default=None)
-    p.add_argument("--attention-backend", default="FLASH_ATTN_MLA_SPARSE")
+def add_knob_args(p: argparse.ArgumentParser, command: str) -> None:
+    """One flag per knob, from the declaration (name, default, help, choices)."""
+    own = _OWN_FLAGS.get(command, {})
+    for spec in knob_specs():
+        flag = own.get(spec.name, "--" + spec.name.replace("_", "-"))
+        if flag is None:
+            continue
+        default = None if spec.cli_required else spec.default
+        shown = "required" if spec.cli_required else f"default: {spec.default}"
+        help_text = f"{spec.help} ({shown})"
+        if spec.kind is bool:
+            p.add_argument(flag, dest=spec.name, action="store_true", help=help_text)
+        else:
+            p.add_argument(flag, dest=spec.name, type=_typed(spec.name, spec.kind),
+                           default=default, metavar=spec.name.upper() if not spec.choices
+                           else "{" + ",".join(spec.choices) + "}", help=help_text)
 
 
-def _knobs(args, version: str, routing: str = "stock") -> Knobs:
-    if args.max_num_seqs is None:
-        raise ValueError("max_num_seqs is required (--max-num-seqs N)")
-    return Knobs(
-        vllm_version=version,
-        max_num_seqs=args.max_num_seqs,
-        max_model_len=args.max_model_len,
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        num_speculative_tokens=args.num_speculative_tokens,
-        speculative_method=args.speculative_method,
-        parallel_drafting=args.parallel_drafting,
-        enforce_eager=args.enforce_eager,
-        cudagraph_mode=args.cudagraph_mode,
-        attention_backend=args.attention_backend,
-        routing=routing,
-    )
+def knobs_from_args(args, **fixed) -> Knobs:
+    values = {s.name: getattr(args, s.name) for s in knob_specs() if hasattr(args, s.name)}
+    values.update(fixed)
+    missing = [s.name for s in knob_specs() if s.cli_required and values.get(s.name) is None]
+    if missing:
+        flags = ", ".join(f"--{m.replace('_', '-')}" for m in missing)
+        raise ValueError(f"{missing[0]} is required ({flags} N)")
+    return Knobs(**values)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m hisparse_model")
+    parser = _Parser(prog="python -m hisparse_model",
+                     description="Exact model of vLLM HiSparse buffer sizing and routing.")
     sub = parser.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
 
-    p = sub.add_parser("predict", help="predict sizes, start-up and per-prompt outcome")
-    p.add_argument("--vllm", default="0.31.0", help=f"one of {', '.join(VLLM_VERSIONS)}")
-    p.add_argument("--routing", default="stock", choices=["stock", "fix"])
-    _add_knob_args(p)
-    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("predict", help="sizes, start-up and each prompt served alone")
+    add_knob_args(p, "predict")
+    p.add_argument("--prompt-lens", type=_int_list, default=[2, 3, 200],
+                   help="prompt lengths in tokens, comma-separated, each served alone "
+                   "(default: 2,3,200)")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument("--check", action="store_true",
+                   help="exit 1 when any crash is predicted (for CI pipelines)")
+    p.add_argument("--full", action="store_true", help="do not fold identical batches")
+
+    p = sub.add_parser("explain", help="explain a HiSparse error text from a log")
+    p.add_argument("text", help='e.g. "ValueError: ... stop=3, capacity=2."')
 
     p = sub.add_parser("live", help="run the real engine (GPU + vLLM) and record it")
-    p.add_argument("--vllm-mode", default="stock", choices=["stock", "fix"])
-    _add_knob_args(p)
+    add_knob_args(p, "live")
+    p.add_argument("--prompt-lens", type=_int_list, default=[2, 3, 200])
     p.add_argument("--out", default=None)
     p.add_argument("--sweep", default=None, help="JSON list of configurations, one child each")
     p.add_argument("--out-dir", default=None, help="with --sweep: where recordings go")
@@ -82,48 +107,57 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _predict(args) -> int:
+    from .advice import advise, prediction_crashes
     from .predict import predict
     from .report import format_table, to_cli_json
 
-    knobs = _knobs(args, args.vllm, args.routing)
+    knobs = knobs_from_args(args)
     pred = predict(knobs, args.prompt_lens)
+    advice = (advise(knobs, prediction_crashes(args.prompt_lens), pred.sizes.max_num_batched_tokens)
+              if pred.crashes else [])
     if args.json:
-        print(json.dumps(to_cli_json(pred)))
+        print(json.dumps(to_cli_json(pred, advice)))
     else:
-        print(format_table(pred))
-    return 0
+        print(format_table(pred, full=args.full, advice=advice))
+    return EXIT_CRASH if args.check and pred.crashes else EXIT_OK
+
+
+def _explain(args) -> int:
+    from .diagnose import explain
+
+    print("\n".join(explain(args.text)))
+    return EXIT_OK
 
 
 def _live(args) -> int:
     from .engine.live import LiveUnavailable, check_available, run_one, run_sweep
 
     command = "python -m hisparse_model " + shlex.join(sys.argv[1:])
+    if not args.sweep:
+        if not args.out:
+            raise ValueError("--out FILE.json is required (or --sweep FILE)")
+        knobs_from_args(args)  # bad knobs exit 2 before any GPU probe
     try:
         version = check_available()
     except LiveUnavailable as exc:
         print(f"live: cannot run the engine here: {exc}", file=sys.stderr)
-        return 3
+        return EXIT_UNAVAILABLE
     if args.sweep:
         out_dir = args.out_dir or "recordings"
         results = run_sweep(args.sweep, out_dir, timeout=args.timeout, command=command,
                             jobs=args.jobs)
-        bad = [r for r in results if "startup" not in r]
-        return 1 if bad else 0
-    if not args.out:
-        print("live: error: --out FILE.json is required (or --sweep FILE)", file=sys.stderr)
-        return 2
-    knobs = _knobs(args, version, args.vllm_mode)
+        return EXIT_CRASH if [r for r in results if "startup" not in r] else EXIT_OK
+    knobs = knobs_from_args(args, vllm_version=version)
     rec = run_one(knobs, args.prompt_lens, args.out, timeout=args.timeout, command=command)
-    return 0 if "startup" in rec else 1
+    return EXIT_OK if "startup" in rec else EXIT_CRASH
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    handlers = {"predict": _predict, "explain": _explain, "live": _live}
     try:
-        if args.cmd == "predict":
-            return _predict(args)
-        return _live(args)
+        return handlers[args.cmd](args)
     except ValueError as exc:
         print(f"{parser.prog} {args.cmd}: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT

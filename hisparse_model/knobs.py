@@ -1,120 +1,87 @@
-"""The engine knobs the model takes, named exactly as vLLM names them.
+"""Every knob the model takes, declared once, named exactly as vLLM names it.
 
 A :class:`Knobs` value is one offline ``vllm.LLM(...)`` configuration of the fix
-PR's tiny DeepSeek-V3.2 with HiSparse switched on (shared/upstream-fix-pr.md).
-Validation happens once, in :meth:`Knobs.__post_init__`, and every rejection is
-a ``ValueError`` whose message starts with the knob's name, so a notebook or the
-command line can show it as is.
-
-What HiSparse makes inert: ``attention_config.hisparse_config`` forces the V2
-model runner (``config/vllm.py:701-710`` in 0.31.0, ``703-710`` in 0.32.0,
-``731-738`` in 0.33.0), so ``parallel_drafting`` no longer widens
-``max_decode_query_len`` (``v1/attention/backend.py:579-596`` in 0.31.0: the
-``+ num_speculative_tokens`` term applies to the V1 runner only).  The knob is
-still accepted, so users can see that it changes nothing.
+PR's tiny DeepSeek-V3.2 with HiSparse switched on (``reproduction.py``).  Each
+field carries its help text and valid values as metadata (:func:`knob_specs`):
+the command line's flags and every dashboard's controls are generated from
+it, and :meth:`Knobs.__post_init__` validates against it.  Every rejection is a
+``ValueError`` whose message starts with the knob's name, so a notebook or the
+command line can show it as is.  Rules that depend on the vLLM version (what
+vLLM itself rejects) live in ``versions.py``; rules that depend on the
+resolved sizes live in ``plan.py``.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import NamedTuple
 
 VLLM_VERSIONS = ("0.31.0", "0.32.0", "0.33.0")
-
-# Sparse-MLA attention backends that can serve DeepSeek-V3.2 on an H200 (SM90).
-# Priority on SM90 (platforms/cuda.py:138-153, 0.31.0): FLASH_ATTN_MLA_SPARSE,
-# then FLASHMLA_SPARSE, then FLASHINFER_MLA_SPARSE_SM90 (first only for head_size 512).
-ATTENTION_BACKENDS = (
-    "FLASH_ATTN_MLA_SPARSE",
-    "FLASHMLA_SPARSE",
-)
-# FLASHINFER_MLA_SPARSE_SM90 (v1/attention/backends/mla/flashinfer_mla_sparse_sm90.py)
-# has no HiSparse path at all, and the SM100 FLASHINFER_MLA_SPARSE is refused on
-# SM90 (platforms/cuda.py:448-464), so neither is offered here.
-DEFAULT_ATTENTION_BACKEND = "FLASH_ATTN_MLA_SPARSE"
-
-CUDAGRAPH_MODES = (
-    "NONE",
-    "PIECEWISE",
-    "FULL",
-    "FULL_DECODE_ONLY",
-    "FULL_AND_PIECEWISE",
-)
-
-SPECULATIVE_METHODS = ("mtp",)
-
-# "stock" runs vLLM's own routing; "fix" applies the upstream fix's routing
-# predicate (compare with the swap capacity) on top of an unfixed 0.31.0.
 ROUTING_MODES = ("stock", "fix")
+# Sparse-MLA backends that serve DeepSeek-V3.2 on an H200 (SM90), in vLLM's
+# priority order (vllm/platforms/cuda.py:138-153 `FLASH_ATTN_MLA_SPARSE`).  The
+# SM90 FlashInfer sparse backend has no HiSparse path and the SM100 one is
+# refused on SM90, so neither is offered.
+ATTENTION_BACKENDS = ("FLASH_ATTN_MLA_SPARSE", "FLASHMLA_SPARSE")
+DEFAULT_ATTENTION_BACKEND = ATTENTION_BACKENDS[0]  # what vLLM picks on an H200
+CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
+# DeepSeek-V3.2's longest context as vLLM derives it from the model config
+# (max_position_embeddings 163840, no rope-scaling growth).
+MODEL_MAX_LEN = 163_840
 
-# The fix PR's reproduction (shared/upstream-fix-pr.md): max_model_len=320.
-DEFAULT_MAX_MODEL_LEN = 320
+
+class KnobSpec(NamedTuple):
+    """What a control needs to know about one knob."""
+
+    name: str
+    kind: type  # int, bool or str
+    default: object
+    help: str
+    choices: tuple | None = None  # allowed values (str knobs)
+    minimum: int | None = None  # smallest allowed value (int knobs)
+    maximum: int | None = None  # largest allowed value (int knobs)
+    optional: bool = False  # None means "vLLM's default"
+    cli_required: bool = False  # the command line insists on it
 
 
-def _check_int(name: str, value: object, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+def _knob(default, help, *, kind=None, choices=None, minimum=None, maximum=None,
+          optional=False, cli_required=False):
+    meta = {"help": help, "kind": kind or type(default), "choices": choices,
+            "minimum": minimum, "maximum": maximum, "optional": optional,
+            "cli_required": cli_required}
+    return field(default=default, metadata=meta)
 
 
 @dataclass(frozen=True)
 class Knobs:
     """One engine configuration. ``None`` means "vLLM's default for the offline LLM class"."""
 
-    vllm_version: str = "0.31.0"
-    max_num_seqs: int = 2
-    max_model_len: int = DEFAULT_MAX_MODEL_LEN
-    max_num_batched_tokens: int | None = None
-    num_speculative_tokens: int = 0
-    speculative_method: str | None = None
-    parallel_drafting: bool = False
-    enforce_eager: bool = False
-    cudagraph_mode: str | None = None
-    attention_backend: str = DEFAULT_ATTENTION_BACKEND
-    routing: str = "stock"
-    extra: dict = field(default_factory=dict, compare=False, repr=False)
+    vllm_version: str = _knob("0.31.0", "vLLM release whose rules apply", choices=VLLM_VERSIONS)
+    routing: str = _knob(
+        "stock", "stock: vLLM's own routing; fix: 0.31.0 with the upstream fix's predicate",
+        choices=ROUTING_MODES)
+    max_num_seqs: int = _knob(2, "requests per engine step (S)", minimum=1, cli_required=True)
+    max_model_len: int = _knob(320, "longest sequence, prompt + output, in tokens",
+                               minimum=1, maximum=MODEL_MAX_LEN)
+    max_num_batched_tokens: int | None = _knob(
+        None, "tokens per engine step (B); default min(S * max_model_len, 16384)",
+        kind=int, minimum=1, optional=True)
+    num_speculative_tokens: int = _knob(0, "MTP draft tokens per step (K); 0 = no speculation",
+                                        minimum=0)
+    parallel_drafting: bool = _knob(False, "MTP parallel drafting (needs K >= 1)")
+    enforce_eager: bool = _knob(False, "no CUDA graphs (and no JIT warmup)")
+    cudagraph_mode: str | None = _knob(None, "CUDA-graph mode; default FULL_AND_PIECEWISE",
+                                       kind=str, choices=CUDAGRAPH_MODES, optional=True)
+    attention_backend: str = _knob(DEFAULT_ATTENTION_BACKEND, "sparse-MLA attention backend",
+                                   choices=ATTENTION_BACKENDS)
 
     def __post_init__(self) -> None:
-        if self.vllm_version not in VLLM_VERSIONS:
-            raise ValueError(
-                f"vllm_version must be one of {', '.join(VLLM_VERSIONS)}, "
-                f"got {self.vllm_version!r}"
-            )
-        _check_int("max_num_seqs", self.max_num_seqs, 1)
-        _check_int("max_model_len", self.max_model_len, 1)
-        if self.max_num_batched_tokens is not None:
-            _check_int("max_num_batched_tokens", self.max_num_batched_tokens, 1)
-        _check_int("num_speculative_tokens", self.num_speculative_tokens, 0)
-        if self.speculative_method is not None and (
-            self.speculative_method not in SPECULATIVE_METHODS
-        ):
-            raise ValueError(
-                f"speculative_method must be one of {SPECULATIVE_METHODS}, "
-                f"got {self.speculative_method!r}"
-            )
-        if self.speculative_method is not None and self.num_speculative_tokens == 0:
-            raise ValueError(
-                "num_speculative_tokens must be >= 1 when speculative_method "
-                f"is {self.speculative_method!r}"
-            )
+        for spec in knob_specs():
+            _check(spec, getattr(self, spec.name))
         if self.parallel_drafting and self.num_speculative_tokens == 0:
             raise ValueError(
                 "parallel_drafting needs num_speculative_tokens >= 1 "
                 "(it is a speculative-decoding option)"
-            )
-        if self.cudagraph_mode is not None and self.cudagraph_mode not in CUDAGRAPH_MODES:
-            raise ValueError(
-                f"cudagraph_mode must be one of {', '.join(CUDAGRAPH_MODES)}, "
-                f"got {self.cudagraph_mode!r}"
-            )
-        if self.attention_backend not in ATTENTION_BACKENDS:
-            raise ValueError(
-                f"attention_backend must be one of {', '.join(ATTENTION_BACKENDS)}, "
-                f"got {self.attention_backend!r}"
-            )
-        if self.routing not in ROUTING_MODES:
-            raise ValueError(
-                f"routing must be one of {ROUTING_MODES}, got {self.routing!r}"
             )
         if self.routing == "fix" and self.vllm_version != "0.31.0":
             raise ValueError(
@@ -125,14 +92,44 @@ class Knobs:
     @property
     def spec_method(self) -> str | None:
         """The speculative method in force: ``mtp`` whenever tokens are speculated."""
-        if self.num_speculative_tokens == 0:
-            return None
-        return self.speculative_method or "mtp"
+        return "mtp" if self.num_speculative_tokens else None
 
     def replace(self, **changes) -> "Knobs":
         return replace(self, **changes)
 
     def as_dict(self) -> dict:
-        d = asdict(self)
-        d.pop("extra")
-        return d
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Knobs":
+        """Build from a recording's or a user's dict, ignoring knobs this model does not take."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def knob_specs() -> tuple[KnobSpec, ...]:
+    """The declaration of every knob, in field order."""
+    return _SPECS
+
+
+def _check(spec: KnobSpec, value) -> None:
+    if value is None and spec.optional:
+        return
+    if spec.kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ValueError(f"{spec.name} must be an integer, got {value!r}")
+    if spec.kind is bool and not isinstance(value, bool):
+        raise ValueError(f"{spec.name} must be true or false, got {value!r}")
+    if spec.choices is not None and value not in spec.choices:
+        raise ValueError(f"{spec.name} must be one of {', '.join(spec.choices)}, got {value!r}")
+    if spec.minimum is not None and value < spec.minimum:
+        raise ValueError(f"{spec.name} must be >= {spec.minimum}, got {value}")
+    if spec.maximum is not None and value > spec.maximum:
+        raise ValueError(f"{spec.name} must be <= {spec.maximum}, got {value}")
+
+
+_SPECS = tuple(
+    KnobSpec(f.name, f.metadata["kind"], f.default, f.metadata["help"], f.metadata["choices"],
+             f.metadata["minimum"], f.metadata["maximum"], f.metadata["optional"],
+             f.metadata["cli_required"])
+    for f in fields(Knobs)
+)

@@ -1,9 +1,9 @@
-"""One call that predicts everything: sizes, capture sizes, start-up and each prompt.
+"""One call that predicts everything: plan, start-up and each prompt served alone.
 
 :func:`predict` is the model's front door; the notebooks, the command line,
 the recordings check and the benchmarks all go through it.  Each prompt is
-predicted as if served by a healthy engine (the engine would be dead after a
-start-up crash; the model still says what each prompt would do).
+predicted as if served by a healthy engine, one at a time; after a start-up
+crash the engine is dead, so :attr:`PromptOutcome.ran` is False.
 """
 
 from __future__ import annotations
@@ -11,27 +11,25 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .batches import Batch
-from .capture_sizes import default_cudagraph_capture_sizes, resolved_cudagraph_mode
 from .knobs import Knobs
-from .requests import prompt_batches, validate_prompt_lens
-from .sizes import Sizes, sizes
+from .plan import Plan, plan
+from .serving import prompt_batches, validate_prompt_lens
 from .startup import startup_batches
 
 
 @dataclass(frozen=True)
-class Context:
-    """What every stage of the model needs: the knobs and what they resolve to."""
-
-    knobs: Knobs
-    sizes: Sizes
-    cudagraph_mode: str  # resolved mode, "NONE" under enforce_eager
-    capture_sizes: tuple[int, ...]
+class Sizes:
+    max_num_batched_tokens: int  # B, tokens per engine step
+    max_decode_query_len: int  # q, tokens per decode request
+    swap_capacity: int  # C = min(B, S * q), rows
+    workspace_rows: int  # W = C + 1, rows
 
 
 @dataclass
 class PromptOutcome:
     n: int
     batches: list[Batch]
+    ran: bool = True  # False: the engine died at start-up before serving it
 
     @property
     def error(self) -> str | None:
@@ -45,52 +43,47 @@ class PromptOutcome:
 @dataclass
 class Prediction:
     knobs: Knobs
-    sizes: Sizes
-    cudagraph_mode: str
-    capture_sizes: list[int]
+    plan: Plan
     startup: list[Batch]
     prompts: list[PromptOutcome] = field(default_factory=list)
 
     @property
+    def sizes(self) -> Sizes:
+        p = self.plan
+        return Sizes(p.max_num_batched_tokens, p.max_decode_query_len, p.swap_capacity,
+                     p.workspace_rows)
+
+    @property
+    def cudagraph_mode(self) -> str:
+        return self.plan.cudagraph_mode
+
+    @property
+    def capture_sizes(self) -> list[int]:
+        return list(self.plan.capture_sizes)
+
+    @property
+    def startup_crash_batch(self) -> Batch | None:
+        return next((b for b in self.startup if b.error), None)
+
+    @property
     def startup_error(self) -> str | None:
-        return next((b.error for b in self.startup if b.error), None)
+        bad = self.startup_crash_batch
+        return bad.error if bad else None
 
     @property
     def startup_ok(self) -> bool:
         return self.startup_error is None
 
     @property
-    def startup_crash_batch(self) -> Batch | None:
-        return next((b for b in self.startup if b.error), None)
-
-
-def context(knobs: Knobs) -> Context:
-    sz = sizes(knobs)
-    mode = resolved_cudagraph_mode(
-        knobs.vllm_version,
-        knobs.attention_backend,
-        enforce_eager=knobs.enforce_eager,
-        requested=knobs.cudagraph_mode,
-    )
-    caps = default_cudagraph_capture_sizes(
-        knobs.vllm_version,
-        max_num_seqs=knobs.max_num_seqs,
-        max_num_batched_tokens=sz.max_num_batched_tokens,
-        num_speculative_tokens=knobs.num_speculative_tokens,
-        enforce_eager=knobs.enforce_eager,
-        cudagraph_mode=mode,
-    )
-    return Context(knobs, sz, mode, tuple(caps))
+    def crashes(self) -> bool:
+        """Whether the engine dies at start-up or on any of the prompts."""
+        return not self.startup_ok or any(p.error for p in self.prompts)
 
 
 def predict(knobs: Knobs, prompt_lens=()) -> Prediction:
     lens = validate_prompt_lens(prompt_lens, knobs.max_model_len)
-    ctx = context(knobs)
-    return Prediction(
-        knobs=knobs,
-        sizes=ctx.sizes,
-        cudagraph_mode=ctx.cudagraph_mode,
-        capture_sizes=list(ctx.capture_sizes),
-        startup=list(startup_batches(ctx)),
-        prompts=[PromptOutcome(n, prompt_batches(ctx, i, n)) for i, n in enumerate(lens)],
-    )
+    p = plan(knobs)
+    startup = list(startup_batches(p))
+    alive = not any(b.error for b in startup)
+    return Prediction(knobs, p, startup,
+                      [PromptOutcome(n, prompt_batches(p, i, n), alive) for i, n in enumerate(lens)])

@@ -1,104 +1,85 @@
-"""Which top-k tokens reach the HiSparse routing, and where the routing sends them.
+"""Route one batch: which of its tokens reach the HiSparse routing, and where they go.
 
-Two questions per batch, both decided by vLLM's source:
+Two questions per batch, both answered by the version's :class:`~hisparse_model.versions.VersionRules`:
 
-1. *Hand-off* — which of the batch's tokens an attention backend hands to
-   ``HiSparseMLAIndexGroup.convert_logical_to_physical_topk``:
+1. *Split and hand-off*.  HiSparse pins the decode threshold to q
+   (vllm/model_executor/layers/attention/sparse_mla_attention.py:253-265 `reorder_batch_threshold`),
+   and the batch is reordered decodes first, so its decode tokens are those of
+   the leading requests whose query length is <= q
+   (vllm/v1/attention/backends/utils.py:799-870 `def split_decodes_and_prefills`).
+   The backend then hands the decode part, or the whole batch, to
+   ``convert_logical_to_physical_topk`` (:meth:`VersionRules.handoff`).
+2. *Route*.  The predicate sends the routed tokens to ``swap_in`` or to the
+   all-resident path (:meth:`VersionRules.swap_in`); ``swap_in`` starts at
+   row 0 every forward and raises past C rows
+   (vllm/v1/hisparse/runtime.py:897-907 `HiSparse swap rows exceed the configured speculative decode`),
+   so the error's ``stop`` is the routed token count.
 
-   * 0.31.0 / 0.32.0, FLASH_ATTN_MLA_SPARSE
-     (``v1/attention/backends/mla/flashattn_mla_sparse.py:204-260`` in 0.31.0): the
-     decode tokens, if any; a batch with no decode token whose context pages
-     are all resident hands *all* its tokens over; a mixed batch's prefill
-     part is staged (``stage_prefill_rows``) and never routed.
-   * 0.31.0 / 0.32.0, FLASHMLA_SPARSE (``flashmla_sparse.py:815-850``): decode
-     tokens only; prefill tokens are always staged, so it can never crash.
-   * 0.33.0, every backend (``model_executor/layers/attention/
-     sparse_mla_attention.py:805-812``, ``flashmla_sparse.py:855-870``): the
-     whole batch when it is decode-only or all its pages are resident,
-     otherwise the decode part.
-
-2. *Route* — ``convert_logical_to_physical_topk``'s predicate:
-
-   * 0.31.0: swap_in when n <= W = C + 1 (``index_group.py:236``), where
-     ``_step_rows`` (``v1/hisparse/runtime.py:897-907``) raises for n > C;
-   * 0.32.0 and 0.31.0 + fix: swap_in when n <= C (``index_group.py:236``,
-     ``cache.runtime.max_swap_rows``);
-   * 0.33.0: swap_in when n <= C and the batch is decode-only or not all
-     resident (``index_group.py:239-242``).
-
-``_step_rows`` starts at row 0 every forward (``begin_forward`` resets the step,
-runtime.py:894-895, called from ``prepare_group_for_batch``), so the error's
-``stop`` is the batch's routed token count.
-
-Decode/prefill split: HiSparse pins the reorder threshold to 1, raised to q
-under speculative decoding (``sparse_mla_attention.py:253-265`` and
-``v1/attention/backend.py:666-691``); a request whose query length is <= q is a
-decode (``v1/attention/backends/utils.py:799-860``).
+Dummy and warmup batches, and light serving load, keep every context page
+resident (``all_resident=True``, the default here).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
-ALL_RESIDENT = "all_resident"
-SWAP_IN = "swap_in"
+from .versions import ALL_RESIDENT, ERROR_TEMPLATE, SWAP_IN, VersionRules, swap_error
 
-ERROR_TEMPLATE = (
-    "ValueError: HiSparse swap rows exceed the configured speculative decode "
-    "capacity: stop={stop}, capacity={capacity}."
-)
+__all__ = ["ALL_RESIDENT", "ERROR_TEMPLATE", "SWAP_IN", "Route", "Routed", "decode_tokens",
+           "route", "route_counts", "route_tokens", "routed_path", "swap_error"]
 
 
-def swap_error(stop: int, capacity: int) -> str:
-    """The exact text ``_step_rows`` raises (runtime.py:900-905 in 0.31.0)."""
-    return ERROR_TEMPLATE.format(stop=stop, capacity=capacity)
+class Route(NamedTuple):
+    path: str  # SWAP_IN or ALL_RESIDENT
+    error: str | None  # the exact ValueError text, or None
 
 
-def routed_tokens(
-    version: str,
-    backend: str,
-    num_tokens: int,
-    num_decode_tokens: int,
-    all_resident: bool = True,
-) -> int:
-    """Tokens of one batch that reach the routing (0: the routing is not called)."""
-    has_prefill = num_decode_tokens < num_tokens
-    if version == "0.33.0":
-        if not has_prefill or all_resident:
-            return num_tokens
-        return num_decode_tokens
-    if backend == "FLASHMLA_SPARSE":
-        return num_decode_tokens
-    if num_decode_tokens == 0 and all_resident:
-        return num_tokens  # pure prefill over resident pages: the whole batch
-    return num_decode_tokens  # the decode part; a mixed batch's prefill is staged
+class Routed(NamedTuple):
+    num_tokens: int  # tokens in the batch
+    num_decode_tokens: int  # of which decode tokens
+    routed: int  # tokens handed to the routing (0: it is not called)
+    route: str | None  # SWAP_IN, ALL_RESIDENT, or None when nothing is routed
+    error: str | None  # the exact ValueError text, or None
 
 
-@dataclass(frozen=True)
-class Route:
-    path: str  # ALL_RESIDENT or SWAP_IN
-    error: str | None  # exact ValueError text, or None
+def decode_tokens(query_lens: tuple[int, ...], threshold: int) -> int:
+    """Tokens of the leading requests whose query length is <= ``threshold``."""
+    total = 0
+    for qlen in query_lens:
+        if qlen > threshold:
+            break
+        total += qlen
+    return total
 
 
-def route(
-    version: str,
-    routing: str,
-    n: int,
-    capacity: int,
-    *,
-    has_prefill: bool,
-    all_resident: bool = True,
-) -> Route:
+def route_tokens(rules: VersionRules, n: int, capacity: int, *, has_prefill: bool,
+                 all_resident: bool = True) -> Route:
     """Where ``convert_logical_to_physical_topk`` sends ``n`` routed tokens."""
-    workspace = capacity + 1  # rows, index_group.py:367 (0.31.0)
-    if version == "0.31.0" and routing == "stock":
-        go_swap = n <= workspace
-    elif version == "0.33.0":
-        go_swap = n <= capacity and not (all_resident and has_prefill)
-    else:  # 0.32.0, or 0.31.0 with the upstream fix applied
-        go_swap = n <= capacity
-    if not go_swap:
+    if not rules.swap_in(n, capacity, has_prefill=has_prefill, all_resident=all_resident):
         return Route(ALL_RESIDENT, None)
-    if n > capacity:  # _step_rows: stop = 0 * n + n > capacity
+    if n > capacity:  # _step_rows: stop = n > capacity
         return Route(SWAP_IN, swap_error(n, capacity))
     return Route(SWAP_IN, None)
+
+
+def routed_path(plan, n: int, decode: int, all_resident: bool = True):
+    """(routed tokens, route, error) of a batch of ``n`` tokens, ``decode`` of them decodes."""
+    rules = plan.rules
+    routed = rules.handoff(plan.knobs.attention_backend, n, decode, all_resident)
+    if not routed:
+        return 0, None, None
+    c = plan.swap_capacity
+    if not rules.swap_in(routed, c, has_prefill=decode < n, all_resident=all_resident):
+        return routed, ALL_RESIDENT, None
+    return routed, SWAP_IN, (swap_error(routed, c) if routed > c else None)  # _step_rows
+
+
+def route_counts(plan, n: int, decode: int, *, all_resident: bool = True) -> Routed:
+    """Route a batch of ``n`` tokens, ``decode`` of them decodes, under a :class:`~hisparse_model.plan.Plan`."""
+    return Routed(n, decode, *routed_path(plan, n, decode, all_resident))
+
+
+def route(query_lens, plan, *, all_resident: bool = True) -> Routed:
+    """Route one batch (query lengths in the runner's order) under a :class:`~hisparse_model.plan.Plan`."""
+    return route_counts(plan, sum(query_lens), decode_tokens(query_lens, plan.max_decode_query_len),
+                        all_resident=all_resident)

@@ -6,7 +6,7 @@ below follow from the batch walk (and are tested equal to it,
 ``tests/test_sweep.py``), for the default engine shape: FLASH_ATTN_MLA_SPARSE,
 cudagraph_mode FULL_AND_PIECEWISE (or eager), stock routing.
 
-* C = min(B, S·q), W = C + 1 (``sizes.py``).
+* C = min(B, S·q), W = C + 1 (``plan.py``).
 * Start-up crash (0.31.0) iff
   - W is a capture size whose dummy batch is prefill-only: W tokens over
     min(W, S) requests with W // min(W, S) > q tokens each (a mixed or decode
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-PLATFORM_MAX_CAPTURE = 512  # tokens: default max capture size on SM90 (capture_sizes.py)
+from .plan import PLATFORM_MAX_CAPTURE  # tokens: largest default CUDA graph on SM90
 
 
 def _request_count_grid(n: np.ndarray) -> np.ndarray:
@@ -34,7 +34,7 @@ def _request_count_grid(n: np.ndarray) -> np.ndarray:
 
 
 def is_capture_size(x, s, b, q) -> np.ndarray:
-    """Whether token count x is among the default capture sizes (capture_sizes._plan)."""
+    """Whether token count x is among the default capture sizes (plan.capture_sizes)."""
     x, s, b, q = np.broadcast_arrays(*(np.asarray(v, dtype=np.int64) for v in (x, s, b, q)))
     cap0 = np.minimum(s * q * 2, PLATFORM_MAX_CAPTURE)  # tokens: 2 decode steps' worth
     cap = np.minimum(b, cap0)  # tokens, capped by B

@@ -36,7 +36,7 @@ import os
 from IPython.display import display
 
 from hisparse_model import widgets
-from hisparse_model.recording import load_all
+from hisparse_model.recordings import load_all
 
 RECORDED_DIR = None  # None: tests/recorded/ of this checkout
 # A live run takes minutes; the notebook tests set HISPARSE_NOTEBOOK_LIVE=0 to skip it.

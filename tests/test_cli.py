@@ -23,25 +23,36 @@ def test_predict_json_exact():
     got = json.loads(out.stdout)
     assert list(got) == ["vllm_version", "max_num_seqs", "max_num_batched_tokens",
                          "max_decode_query_len", "swap_capacity", "workspace_rows",
-                         "capture_sizes", "startup", "prompts"]
-    assert got == {
+                         "capture_sizes", "startup", "prompts", "inputs", "cudagraph_mode",
+                         "crash", "advice", "assumptions"]
+    core = {k: got[k] for k in list(got)[:9]}
+    assert core == {
         "vllm_version": "0.31.0", "max_num_seqs": 3, "max_num_batched_tokens": 960,
         "max_decode_query_len": 1, "swap_capacity": 3, "workspace_rows": 4,
         # 1, 2, 4 from the default list, plus max_num_seqs = 3 (uniform-decode size)
         "capture_sizes": [1, 2, 3, 4],
         "startup": {"ok": True, "error": None},
         "prompts": [
-            {"n": 3, "ok": True, "error": None},
-            {"n": 4, "ok": False, "error": ERROR_TEMPLATE.format(stop=4, capacity=3)},
-            {"n": 200, "ok": True, "error": None},
+            {"n": 3, "ran": True, "ok": True, "error": None},
+            {"n": 4, "ran": True, "ok": False, "error": ERROR_TEMPLATE.format(stop=4, capacity=3)},
+            {"n": 200, "ran": True, "ok": True, "error": None},
         ],
     }
+    # every input is echoed, the routing mode and attention backend included
+    assert got["inputs"] == {
+        "vllm_version": "0.31.0", "routing": "stock", "max_num_seqs": 3, "max_model_len": 320,
+        "max_num_batched_tokens": None, "num_speculative_tokens": 0, "parallel_drafting": False,
+        "enforce_eager": False, "cudagraph_mode": None,
+        "attention_backend": "FLASH_ATTN_MLA_SPARSE", "prompt_lens": [3, 4, 200]}
+    assert got["crash"] is True and got["cudagraph_mode"] == "FULL_AND_PIECEWISE"
 
 
 def test_predict_json_startup_crash():
     """S=1: start-up error text is the engine's, stop=2, capacity=1."""
     got = json.loads(run("predict", "--max-num-seqs", "1", "--prompt-lens", "2", "--json").stdout)
     assert got["startup"] == {"ok": False, "error": ERROR_TEMPLATE.format(stop=2, capacity=1)}
+    # the engine is dead after a start-up crash: the prompt is not run, not "ok"
+    assert got["prompts"] == [{"n": 2, "ran": False, "ok": None, "error": None}]
 
 
 def test_predict_options():
@@ -71,6 +82,11 @@ def test_predict_table():
         (["--max-num-seqs", "2", "--num-speculative-tokens", "-1"], "num_speculative_tokens"),
         (["--max-num-seqs", "2", "--attention-backend", "TRITON_MLA"], "attention_backend"),
         (["--prompt-lens", "3"], "max_num_seqs"),
+        (["--max-num-seqs", "x"], "max_num_seqs"),
+        (["--max-num-seqs", "2", "--max-model-len", "163841"], "max_model_len"),
+        (["--max-num-seqs", "1000000000000"], "derived as min(max_num_seqs * max_model_len"),
+        (["--max-num-seqs", "2", "--num-speculative-tokens", "1", "--parallel-drafting"],
+         "parallel_drafting: Model Runner V2 does not yet support"),
     ],
 )
 def test_bad_knobs(args, knob):
@@ -87,3 +103,102 @@ def test_live_without_gpu_says_why():
     out = run("live", "--max-num-seqs", "2", "--out", "/tmp/never-written.json")
     assert out.returncode == 3
     assert out.stderr.startswith("live: cannot run the engine here:")
+
+
+CHECK_CASES = [
+    # S=2, prompt 3 = C + 1 -> a crash -> --check exits 1; without --check 0
+    (["--max-num-seqs", "2", "--prompt-lens", "3"], 1),
+    # S=2, prompt 2 = C -> no crash -> 0
+    (["--max-num-seqs", "2", "--prompt-lens", "2"], 0),
+    # S=1 crashes at start-up (2-token capture = C + 1) -> 1
+    (["--max-num-seqs", "1", "--prompt-lens", "5"], 1),
+    # 0.32.0 never crashes -> 0
+    (["--vllm", "0.32.0", "--max-num-seqs", "1", "--prompt-lens", "2,3"], 0),
+]
+
+
+@pytest.mark.parametrize("args,status", CHECK_CASES)
+def test_check_exit_status(args, status):
+    """predict --check exits 1 exactly when a crash is predicted; without it, always 0."""
+    assert run("predict", *args, "--check").returncode == status
+    assert run("predict", *args).returncode == 0
+
+
+def test_advice_is_verified():
+    """Every piece of advice, applied, makes the same scenario crash-free (checked by re-running)."""
+    got = json.loads(run("predict", "--max-num-seqs", "2", "--prompt-lens", "3,200",
+                         "--json").stdout)
+    changes = [a["change"] for a in got["advice"]]
+    # S 2 -> 3 gives C = 3, W = 4: the 3-token prompt fits; 0.32.0 routes on C
+    assert {"max_num_seqs": 3} in changes and {"vllm_version": "0.32.0"} in changes
+    for change in changes:
+        (knob, value), = change.items()
+        flag = "--vllm" if knob == "vllm_version" else "--" + knob.replace("_", "-")
+        again = run("predict", "--max-num-seqs", "2", "--prompt-lens", "3,200", flag,
+                    str(value), "--check")
+        # the flag given last wins (argparse), so this re-runs the scenario with the change
+        assert again.returncode == 0, change
+    human = run("predict", "--max-num-seqs", "2", "--prompt-lens", "3").stdout
+    assert "To avoid it:" in human and "max_num_seqs=3" in human
+
+
+def test_no_advice_without_crash():
+    """A configuration that never crashes gets no advice."""
+    got = json.loads(run("predict", "--max-num-seqs", "2", "--prompt-lens", "2", "--json").stdout)
+    assert got["advice"] == [] and got["crash"] is False
+
+
+def test_help_is_generated_from_the_knobs():
+    """--help lists every knob with its default and marks max_num_seqs required."""
+    out = " ".join(run("predict", "--help").stdout.split())  # undo argparse's wrapping
+    for flag in ("--max-num-seqs", "--max-model-len", "--max-num-batched-tokens",
+                 "--num-speculative-tokens", "--enforce-eager", "--cudagraph-mode",
+                 "--attention-backend", "--routing", "--vllm", "--parallel-drafting"):
+        assert flag in out
+    assert "(required)" in out and "(default: 320)" in out
+
+
+def test_folded_batches_expand_with_full():
+    """Identical consecutive batches fold into one line with a count; --full shows each."""
+    # S=2 JIT warmup decodes: (1, 1) twice in a row -> one line "x2"
+    folded = run("predict", "--max-num-seqs", "2", "--prompt-lens", "2").stdout
+    full = run("predict", "--max-num-seqs", "2", "--prompt-lens", "2", "--full").stdout
+    assert " x2" in folded and " x2" not in full
+    assert len(full.splitlines()) == len(folded.splitlines()) + 1
+
+
+def test_prediction_states_its_assumptions():
+    """Human output ends with the model's assumptions."""
+    out = run("predict", "--max-num-seqs", "2").stdout
+    assert "Assumptions:" in out and "served alone" in out
+
+
+EXPLAIN_CASES = [
+    # stop = 3 = C + 1 with C = 2: S = 2 (K = 0) or S = 1 (K = 1) or B = 2
+    ("ValueError: HiSparse swap rows exceed the configured speculative decode capacity: "
+     "stop=3, capacity=2.", ["capacity=2", "C + 1", "max_num_seqs=2, num_speculative_tokens=0",
+                             "max_num_seqs=1, num_speculative_tokens=1", "0.32.0"]),
+    ("... stop=17, capacity=16.", ["capacity=16", "max_num_seqs=16", "max_num_seqs=8, "
+                                   "num_speculative_tokens=1"]),
+]
+
+
+@pytest.mark.parametrize("text,needles", EXPLAIN_CASES)
+def test_explain(text, needles):
+    """explain turns a log line into C, the knobs that give it, and what to change."""
+    out = run("explain", text)
+    assert out.returncode == 0
+    for needle in needles:
+        assert needle in out.stdout
+
+
+def test_explain_bad_text():
+    """A text without stop/capacity is bad input: exit 2, one line."""
+    out = run("explain", "something else")
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_live_rejects_bad_knobs_before_probing():
+    """live validates knobs first: bad knobs exit 2 even without a GPU."""
+    out = run("live", "--max-num-seqs", "0", "--out", "/tmp/never-written.json")
+    assert out.returncode == 2 and "max_num_seqs" in out.stderr

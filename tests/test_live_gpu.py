@@ -10,9 +10,9 @@ import os
 
 import pytest
 
-from hisparse_model.compare import compare_recording
+from hisparse_model.recordings import compare_recording
 from hisparse_model.knobs import Knobs
-from hisparse_model.recording import recorded_dir
+from hisparse_model.recordings import recorded_dir
 
 pytestmark = pytest.mark.gpu
 

@@ -6,10 +6,8 @@ modules), not copied from the model's output.
 
 import pytest
 
-from hisparse_model import routing
-from hisparse_model.knobs import Knobs
-from hisparse_model.predict import predict
-from hisparse_model.sizes import sizes
+from hisparse_model import Knobs, plan, predict, routing
+from hisparse_model.versions import RULES
 
 ERR = routing.ERROR_TEMPLATE
 
@@ -30,17 +28,16 @@ SIZE_CASES = [
 @pytest.mark.parametrize("s,b,k,mml,b_res,q,c,w", SIZE_CASES)
 def test_sizes(s, b, k, mml, b_res, q, c, w):
     """C = min(B, S*q) and the workspace is always exactly one row larger (W = C + 1)."""
-    got = sizes(Knobs(max_num_seqs=s, max_num_batched_tokens=b, num_speculative_tokens=k,
-                      max_model_len=mml))
+    got = plan(Knobs(max_num_seqs=s, max_num_batched_tokens=b, num_speculative_tokens=k,
+                     max_model_len=mml))
     assert (got.max_num_batched_tokens, got.max_decode_query_len) == (b_res, q)
     assert (got.swap_capacity, got.workspace_rows) == (c, w)
 
 
-def test_parallel_drafting_is_inert_under_hisparse():
-    """HiSparse forces the V2 runner, so parallel_drafting does not widen q (backend.py:591-595)."""
-    a = sizes(Knobs(max_num_seqs=2, num_speculative_tokens=2))
-    b = sizes(Knobs(max_num_seqs=2, num_speculative_tokens=2, parallel_drafting=True))
-    assert a == b and a.max_decode_query_len == 3  # 1 + 2, not 1 + 2 + 2
+def test_parallel_drafting_is_rejected_under_hisparse():
+    """HiSparse forces the V2 runner, which refuses parallel drafting (vllm/config/vllm.py:3088-3091)."""
+    with pytest.raises(ValueError, match="^parallel_drafting: Model Runner V2 does not yet support"):
+        plan(Knobs(max_num_seqs=2, num_speculative_tokens=2, parallel_drafting=True))
 
 
 ROUTE_CASES = [
@@ -60,7 +57,8 @@ ROUTE_CASES = [
 @pytest.mark.parametrize("v,mode,n,c,pre,path,err", ROUTE_CASES)
 def test_route(v, mode, n, c, pre, path, err):
     """0.31.0 sends n <= C+1 to swap_in and only n = C+1 overflows; 0.32.0 routes on C."""
-    r = routing.route(v, mode, n, c, has_prefill=pre)
+    rules = RULES[v + ("+fix" if mode == "fix" else "")]
+    r = routing.route_tokens(rules, n, c, has_prefill=pre)
     assert (r.path, r.error) == (path, err)
 
 

@@ -163,7 +163,7 @@ def test_03_shows_each_version_and_backend(executed):
 
 def test_04_compares_the_committed_recordings(executed):
     """Notebook 4 counts the committed recordings and their agreement as computed here."""
-    from hisparse_model.recording import load_all
+    from hisparse_model.recordings import load_all
 
     nb, text = executed["04_model_vs_engine"]
     recs = load_all()

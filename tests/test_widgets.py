@@ -406,7 +406,7 @@ def test_recordings_table_classifies_agree_differ_inconclusive(tmp_path, monkeyp
 
 def test_recordings_dashboard_loads_the_committed_recordings():
     """Notebook 4's default source is tests/recorded/*.json, one row per file, in file order."""
-    from hisparse_model.recording import load_all
+    from hisparse_model.recordings import load_all
 
     recs = load_all()
     dash = widgets.recordings_dashboard()

@@ -499,6 +499,18 @@ def run(payload) -> dict:
     }
 
 
+def time_config_path(knobs_list: list[dict], device: dict | None = None) -> float:
+    """Seconds vLLM's own config path takes for these knob sets: scheduler defaults, then
+    ``VllmConfig`` and ``_set_cudagraph_sizes`` (what ``plan`` answers; for the benchmark)."""
+    import time
+
+    dev = dict(device or H200_DEVICE)
+    t0 = time.perf_counter()
+    for knobs in knobs_list:
+        _capture_sizes(_scheduler_defaults(knobs, dev), knobs, dev)
+    return time.perf_counter() - t0
+
+
 def main(argv: list[str] | None = None) -> int:
     payload = json.load(sys.stdin)
     out = sys.stdout

@@ -17,7 +17,7 @@ import tempfile
 import time
 
 from ..knobs import Knobs
-from ..recording import SCHEMA_VERSION, write_json_atomic
+from ..recordings import SCHEMA_VERSION, write_json_atomic
 from . import instrument, llm_args
 
 

@@ -16,7 +16,7 @@ import tempfile
 import time
 
 from ..knobs import Knobs
-from ..recording import write_json_atomic
+from ..recordings import write_json_atomic
 
 
 class LiveUnavailable(RuntimeError):

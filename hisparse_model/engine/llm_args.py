@@ -16,22 +16,14 @@ from importlib import resources
 
 from ..knobs import DEFAULT_ATTENTION_BACKEND, Knobs
 
-# The fix PR's reproduction (shared/upstream-fix-pr.md), verbatim.
-TINY_OVERRIDES = {
-    "num_hidden_layers": 8,
-    "hidden_size": 256,
-    "intermediate_size": 512,
-    "num_attention_heads": 8,
-    "num_key_value_heads": 1,
-    "n_routed_experts": 8,
-    "num_experts_per_tok": 2,
-    "index_topk": 128,
-}
-BLOCK_SIZE = 64  # tokens per KV block, as in the PR
-GPU_MEMORY_UTILIZATION = 0.3  # fraction of the H200's memory, as in the PR
-HOST_POOL_GIB = 1  # HiSparse host pool, GiB, as in the PR
-MAX_TOKENS = 8  # generated tokens per prompt, as in the PR
-PROMPT_FIRST_TOKEN_ID = 100  # the PR's prompts are list(range(100, 100 + n))
+from ..reproduction import (  # noqa: F401 - re-exported for the engine child
+    BLOCK_SIZE,
+    GPU_MEMORY_UTILIZATION,
+    HOST_POOL_GIB,
+    MAX_TOKENS,
+    TINY_OVERRIDES,
+    prompt_token_ids,
+)
 
 
 def shrink_hf_config(hf_config):
@@ -50,10 +42,6 @@ def write_model_dir(path: str) -> str:
     with open(os.path.join(path, "config.json"), "w") as f:
         f.write(model_config_text())
     return path
-
-
-def prompt_token_ids(n: int) -> list[int]:
-    return list(range(PROMPT_FIRST_TOKEN_ID, PROMPT_FIRST_TOKEN_ID + n))
 
 
 def llm_kwargs(knobs: Knobs, model_dir: str) -> dict:

@@ -1,0 +1,156 @@
+"""What the knobs resolve to before the first batch runs: B, q, C, W, CUDA graphs.
+
+:func:`plan` models only what a :class:`~hisparse_model.knobs.Knobs` can reach
+for the fix PR's setup (DeepSeek-V3.2 through the offline ``LLM`` class on one
+H200, TP = PP = DP = 1, HiSparse on, so Model Runner V2):
+
+B, tokens per engine step
+    the user's value, else ``min(S * max_model_len, 16384)``: the offline
+    ``LLM`` class's table value for a GPU of 70 GiB or more
+    (vllm/engine/arg_utils.py:2861 `UsageContext.LLM_CLASS: 16384`) clamped by
+    vllm/engine/arg_utils.py:3102-3105 `self.max_num_seqs * model_config.max_model_len`.
+q, tokens per decode request
+    1, or 1 + K under MTP: HiSparse forces the V2 runner, for which
+    vllm/v1/attention/backend.py:579-596 `def max_decode_query_len` counts one
+    verification request.
+C = min(B, S * q), the swap rows
+    vllm/v1/hisparse/runtime.py:51-57 `def _get_max_swap_rows`.
+W = C + 1, the index-group workspace rows
+    vllm/v1/attention/backends/mla/index_group.py:365-376 `workspace_rows + 1`.
+CUDA-graph mode
+    DeepSeek-V3.2 gets breakable CUDA graphs and no torch.compile
+    (vllm/config/vllm.py:82 `DeepseekV32ForCausalLM`), so the default -O2 mode
+    FULL_AND_PIECEWISE stays; both sparse backends report UNIFORM_BATCH, so a
+    requested FULL becomes FULL_DECODE_ONLY
+    (vllm/config/compilation.py:1391-1415 `min_cg_support != AttentionCGSupport.ALWAYS`);
+    enforce_eager means NONE.
+capture sizes
+    vllm/config/vllm.py:2388 `def _set_cudagraph_sizes`: a grid 1, 2, 4,
+    every 8 below 256, every 16 from 256, up to min(B, 2 S q, 512); B itself
+    when it fits; the uniform-decode sizes (S, or n q for n on the request grid).
+    Capture descriptors: vllm/v1/worker/gpu/cudagraph_utils.py:249-386 `def _init_candidates`.
+
+Line numbers are 0.31.0's; ``versions.py`` holds every version's.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from .knobs import Knobs
+from .versions import VersionRules, rules_for
+
+LLM_CLASS_MAX_BATCHED_TOKENS = 16_384  # tokens/step: the offline LLM class on a >= 70 GiB GPU
+PLATFORM_MAX_CAPTURE = 512  # tokens: largest default CUDA graph on SM90
+DEFAULT_CUDAGRAPH_MODE = "FULL_AND_PIECEWISE"  # -O2's mode
+# Mixed-batch half of each mode (vllm/config/compilation.py:53-112 `class CUDAGraphMode`)
+MIXED_MODE = {"FULL_AND_PIECEWISE": "PIECEWISE", "PIECEWISE": "PIECEWISE",
+              "FULL_DECODE_ONLY": None, "NONE": None}
+DECODE_FULL = ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY")  # modes with FULL decode graphs
+
+# A capture descriptor: (tokens, requests or None = spread over min(T, S), uniform q or None)
+Descriptor = tuple
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The resolved configuration every batch walk starts from."""
+
+    knobs: Knobs
+    rules: VersionRules
+    max_num_batched_tokens: int  # B, tokens per step
+    max_decode_query_len: int  # q, tokens per decode request
+    swap_capacity: int  # C = min(B, S * q), rows
+    workspace_rows: int  # W = C + 1, rows
+    cudagraph_mode: str  # the V2 runner's mode: NONE, PIECEWISE, FULL_DECODE_ONLY, ...
+    capture_sizes: tuple[int, ...]  # tokens per captured graph, ascending
+    piecewise: tuple[Descriptor, ...]  # PIECEWISE captures, largest first
+    full: tuple[Descriptor, ...]  # FULL decode captures, largest first
+
+
+def default_max_num_batched_tokens(max_num_seqs: int, max_model_len: int) -> int:
+    """B when the user leaves it unset: min(S * max_model_len, 16384) tokens per step."""
+    return min(max_num_seqs * max_model_len, LLM_CLASS_MAX_BATCHED_TOKENS)
+
+
+def cudagraph_mode(knobs: Knobs) -> str:
+    """The mode the V2 runner captures and dispatches with (see the module docstring)."""
+    if knobs.enforce_eager:
+        return "NONE"
+    mode = knobs.cudagraph_mode or DEFAULT_CUDAGRAPH_MODE
+    return "FULL_DECODE_ONLY" if mode == "FULL" else mode
+
+
+def _grid(limit: int) -> list[int]:
+    """1, 2, 4, then every 8 below 256, then every 16 from 256, up to ``limit`` tokens."""
+    sizes = [n for n in (1, 2, 4) if n <= limit]
+    sizes += range(8, min(limit + 1, 256), 8)
+    sizes += range(256, limit + 1, 16)
+    return sizes
+
+
+def capture_sizes(s: int, b: int, q: int) -> tuple[int, ...]:
+    """Default ``cudagraph_capture_sizes`` (tokens) for S requests, B tokens, q per decode."""
+    cap0 = min(s * q * 2, PLATFORM_MAX_CAPTURE)  # tokens: two decode steps' worth
+    if q > 1:  # uniform decode sizes: n requests of q tokens, n on the request grid
+        reqs = min(s, PLATFORM_MAX_CAPTURE)
+        uniform = {n * q for n in _grid(reqs) + [reqs] if n * q <= cap0}
+    else:
+        uniform = {s} if s <= cap0 else set()
+    cap = min(b, cap0)  # tokens
+    sizes = set(_grid(cap))
+    if b <= cap:
+        sizes.add(b)  # the whole step, when it fits
+    sizes |= {x for x in uniform if x <= b}
+    return tuple(sorted(sizes))
+
+
+def _descriptors(mode: str, sizes: tuple[int, ...], s: int, q: int):
+    """(PIECEWISE, FULL) capture descriptors, each largest first."""
+    if mode == "NONE" or not sizes:
+        return (), ()
+    piecewise, full = [], []
+    for t in sizes:
+        if mode in DECODE_FULL:  # a uniform decode graph of whole q-token requests
+            rounded = -(-t // q) * q  # tokens, rounded up to whole requests
+            desc = (rounded, rounded // q, q)
+            if rounded <= s * q and rounded <= sizes[-1] and desc not in full:
+                full.append(desc)
+        if MIXED_MODE[mode] == "PIECEWISE":
+            piecewise.append((t, None, None))
+    return tuple(reversed(piecewise)), tuple(sorted(full, reverse=True))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def plan(knobs: Knobs) -> Plan:
+    """Resolve the knobs; raises ValueError (naming the knob) where vLLM refuses them."""
+    rules = rules_for(knobs)
+    if knobs.parallel_drafting:
+        # HiSparse forces Model Runner V2, which refuses it in every version:
+        # vllm/config/vllm.py:3088-3092 `parallel drafting for EAGLE speculative decoding`,
+        # raised by vllm/config/vllm.py:3315-3323 `def _validate_v2_model_runner`.
+        raise ValueError("parallel_drafting: Model Runner V2 does not yet support: parallel "
+                         "drafting for EAGLE speculative decoding (HiSparse forces Model "
+                         "Runner V2)")
+    s = knobs.max_num_seqs
+    b = knobs.max_num_batched_tokens
+    derived = b is None
+    if derived:
+        b = default_max_num_batched_tokens(s, knobs.max_model_len)
+    if b < s:  # vllm/config/scheduler.py:329 `self.max_num_batched_tokens < self.max_num_seqs`
+        how = (f", derived as min(max_num_seqs * max_model_len, "
+               f"{LLM_CLASS_MAX_BATCHED_TOKENS})") if derived else ""
+        raise ValueError(f"max_num_batched_tokens ({b}{how}) must be greater than or equal "
+                         f"to max_num_seqs ({s}).")
+    k = knobs.num_speculative_tokens
+    error = rules.spec_slot_error(b, k)
+    if error:
+        raise ValueError(error)
+    q = 1 + k
+    c = min(b, s * q)  # rows: requests * tokens per request, capped by B
+    mode = cudagraph_mode(knobs)
+    graphs = not knobs.enforce_eager and knobs.cudagraph_mode != "NONE"
+    sizes = capture_sizes(s, b, q) if graphs else ()
+    piecewise, full = _descriptors(mode, sizes, s, q)
+    return Plan(knobs, rules, b, q, c, c + 1, mode, sizes, piecewise, full)

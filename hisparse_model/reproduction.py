@@ -1,0 +1,47 @@
+"""The fix PR's reproduction, in one place: the tiny model, the engine settings, the prompts.
+
+The upstream fix reproduces the crash with a DeepSeek-V3.2 config shrunk by
+``hf_overrides``, dummy weights, 64-token KV blocks, 30 % of the GPU's memory,
+a 1 GiB HiSparse host pool and prompts ``list(range(100, 100 + n))`` generating
+8 tokens each.  The model (``recordings.py``: how many layers log a routing
+call), the workload simulation (prompt ids) and the engine companion
+(``engine/llm_args.py``) all read these constants from here.
+"""
+
+from __future__ import annotations
+
+TINY_OVERRIDES = {
+    "num_hidden_layers": 8,
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 1,
+    "n_routed_experts": 8,
+    "num_experts_per_tok": 2,
+    "index_topk": 128,
+}
+TARGET_LAYERS = TINY_OVERRIDES["num_hidden_layers"]  # index groups in the tiny target
+DRAFTER_LAYERS = 1  # DeepSeek-V3.2 MTP: num_nextn_predict_layers = 1
+BLOCK_SIZE = 64  # tokens per KV block
+GPU_MEMORY_UTILIZATION = 0.3  # fraction of the GPU's memory
+HOST_POOL_GIB = 1  # HiSparse host pool, GiB
+MAX_TOKENS = 8  # generated tokens per prompt
+PROMPT_FIRST_TOKEN_ID = 100  # prompts are list(range(100, 100 + n))
+DEFAULT_MAX_MODEL_LEN = 320  # max_model_len of the reproduction
+
+
+def prompt_token_ids(n: int) -> list[int]:
+    """The reproduction's prompt of ``n`` tokens (prompts of any length share prefixes)."""
+    return list(range(PROMPT_FIRST_TOKEN_ID, PROMPT_FIRST_TOKEN_ID + n))
+
+# What every prediction assumes; printed by the command line and shown in the notebooks.
+ASSUMPTIONS = (
+    "DeepSeek-V3.2 (the fix PR's tiny config, dummy weights) through the offline vllm.LLM "
+    "class on one NVIDIA H200: tensor/pipeline/data parallel size 1",
+    "HiSparse on (so Model Runner V2), 64-token KV blocks, the default -O2 compilation "
+    "(breakable CUDA graphs, no torch.compile)",
+    "predict: each prompt is served alone, one at a time, with prefix caching off and "
+    "8 output tokens (ignore_eos); several requests at once: use simulate",
+    "MTP verify steps: how many drafts the dummy-weight target accepts is not modelled; "
+    "their count is left open (forwards=None)",
+)

@@ -1,0 +1,77 @@
+"""The batches one prompt makes when it is served alone (the fix PR's loop).
+
+``llm.generate`` with one prompt of n tokens and ``max_tokens=8``:
+
+* chunked prefill (on by default in the V1 scheduler): chunks of
+  min(remaining, B) tokens, one per step;
+* then decode steps of q tokens (1, or 1 sampled + K drafts under MTP), until
+  8 tokens are out or the sequence reaches max_model_len.  The last prefill
+  chunk samples the first output token, so there are 7 decode steps.
+
+The routing sees the real token count: PIECEWISE and eager batches build
+unpadded attention metadata, and a FULL decode graph replays without running
+Python, so nothing is routed anew.  With one request at a time the scheduler
+never hands a live request's pages to another, so every page stays resident
+(vllm/v1/hisparse/coordinator.py:654-670 `all_context_pages_resident`).
+Several requests at once are the workload simulation's business (``simulate``).
+"""
+
+from __future__ import annotations
+
+from .batches import Batch, make_batch
+from .plan import Plan
+from .reproduction import MAX_TOKENS
+
+
+def dispatch_mode(plan: Plan, num_tokens: int, *, decode_like: bool) -> str:
+    """How a step runs: a FULL decode-graph replay, a PIECEWISE graph, or eager.
+
+    vllm/v1/worker/gpu/cudagraph_utils.py:499-530 `def dispatch` picks a FULL
+    uniform decode graph for a decode-like step, else a PIECEWISE graph when the
+    step fits the largest capture size, else eager.
+    """
+    mode = plan.cudagraph_mode
+    if mode == "NONE" or not plan.capture_sizes:
+        return "NONE"
+    if decode_like and mode in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY"):
+        return "FULL"
+    if mode in ("FULL_AND_PIECEWISE", "PIECEWISE") and num_tokens <= plan.capture_sizes[-1]:
+        return "PIECEWISE"
+    return "NONE"
+
+
+def prompt_batches(plan: Plan, index: int, n: int) -> list[Batch]:
+    b, q = plan.max_num_batched_tokens, plan.max_decode_query_len
+    chunks = [min(b, n - start) for start in range(0, n, b)]  # tokens per prefill step
+    runner = "both" if plan.knobs.num_speculative_tokens else "target"
+    out = []
+    for i, c in enumerate(chunks):
+        label = f"prefill chunk {i + 1}/{len(chunks)}" if len(chunks) > 1 else "prefill"
+        # A one-token chunk over existing context computes like a decode.
+        mode = dispatch_mode(plan, c, decode_like=(c == 1 and i > 0))
+        dec = c if c <= q else 0  # a chunk of at most q tokens computes like a decode
+        out.append(make_batch(plan, "prompt", label, c, 1, dec, mode, prompt_index=index,
+                              runner=runner))
+    steps = min(MAX_TOKENS - 1, plan.knobs.max_model_len - n - 1)  # decode forwards
+    if steps > 0:
+        # Under MTP the number of verify steps depends on how many drafts the
+        # (dummy-weight) target accepts, so it is not a fixed number.
+        forwards = None if plan.knobs.num_speculative_tokens else steps
+        out.append(make_batch(plan, "prompt", "decode", q, 1, q,
+                              dispatch_mode(plan, q, decode_like=True), forwards=forwards,
+                              prompt_index=index, runner=runner))
+    return out
+
+
+def validate_prompt_lens(prompt_lens, max_model_len: int) -> list[int]:
+    lens = []
+    for i, n in enumerate(prompt_lens):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"prompt_lens: prompt {i} must be an integer >= 1, got {n!r}")
+        if n >= max_model_len:
+            raise ValueError(
+                f"prompt_lens: a prompt of {n} tokens leaves no room to generate "
+                f"under max_model_len={max_model_len}"
+            )
+        lens.append(n)
+    return lens

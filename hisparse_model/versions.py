@@ -1,0 +1,182 @@
+"""Everything that differs between the vLLM versions the model knows, in one place.
+
+One :class:`VersionRules` per routing regime: 0.31.0 (the off-by-one),
+0.31.0 + the upstream fix's predicate, 0.32.0 (the fix) and 0.33.0 (every
+all-resident prefill takes the all-resident path).  Each holds
+
+* the routing predicate of ``convert_logical_to_physical_topk`` and the
+  backends' hand-off (which tokens of a batch reach it),
+* what vLLM rejects that depends on the version (the speculative-decoding
+  slot check),
+* the vLLM ``file:line`` of every rule, per version (:attr:`VersionRules.cites`;
+  ``tests/test_citations.py`` opens each one in the installed sources).
+
+No other module branches on the version: they ask :func:`rules_for`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+ALL_RESIDENT = "all_resident"
+SWAP_IN = "swap_in"
+ROUTES = (SWAP_IN, ALL_RESIDENT)
+
+ERROR_TEMPLATE = (
+    "ValueError: HiSparse swap rows exceed the configured speculative decode "
+    "capacity: stop={stop}, capacity={capacity}."
+)
+
+
+def swap_error(stop: int, capacity: int) -> str:
+    """The exact text ``_step_rows`` raises when swap_in is asked for more than C rows."""
+    return ERROR_TEMPLATE.format(stop=stop, capacity=capacity)
+
+
+class Cite(NamedTuple):
+    """A range of lines in the installed ``vllm`` package that holds ``symbol``."""
+
+    path: str  # relative to the vllm package, e.g. "v1/hisparse/runtime.py"
+    start: int
+    end: int
+    symbol: str
+
+    def __str__(self) -> str:
+        lines = f"{self.start}" if self.start == self.end else f"{self.start}-{self.end}"
+        return f"vllm/{self.path}:{lines} `{self.symbol}`"
+
+
+def _c(path: str, lines: str, symbol: str) -> Cite:
+    start, _, end = lines.partition("-")
+    return Cite(path, int(start), int(end or start), symbol)
+
+
+_IG = "v1/attention/backends/mla/index_group.py"
+_RT = "v1/hisparse/runtime.py"
+_FA = "v1/attention/backends/mla/flashattn_mla_sparse.py"
+_FM = "v1/attention/backends/mla/flashmla_sparse.py"
+
+# name -> version -> where vLLM implements it
+_CITES = {
+    "q": {v: _c("v1/attention/backend.py", ln, "def max_decode_query_len")
+          for v, ln in (("0.31.0", "579-596"), ("0.32.0", "569-586"), ("0.33.0", "572-589"))},
+    "C": {v: _c(_RT, ln, "def _get_max_swap_rows")
+          for v, ln in (("0.31.0", "51-57"), ("0.32.0", "53-59"), ("0.33.0", "56-62"))},
+    "W": {v: _c(_IG, ln, "workspace_rows + 1")
+          for v, ln in (("0.31.0", "365-376"), ("0.32.0", "371-382"), ("0.33.0", "378-389"))},
+    "max_rows": {v: _c(_IG, ln, "def get_sparse_mla_index_group_max_rows")
+                 for v, ln in (("0.31.0", "393-398"), ("0.32.0", "399-404"),
+                               ("0.33.0", "406-411"))},
+    "B": {v: _c("engine/arg_utils.py", ln, "self.max_num_seqs * model_config.max_model_len")
+          for v, ln in (("0.31.0", "3102-3105"), ("0.32.0", "3167-3170"),
+                        ("0.33.0", "3221-3224"))},
+    "B>=S": {v: _c("config/scheduler.py", ln, "self.max_num_batched_tokens < self.max_num_seqs")
+             for v, ln in (("0.31.0", "329"), ("0.32.0", "328"), ("0.33.0", "331"))},
+    "spec_slots": {
+        "0.31.0": _c("config/vllm.py", "2381", "max_num_batched_tokens <= scheduled_token_delta"),
+        "0.32.0": _c("config/vllm.py", "2285", "max_num_batched_tokens <= scheduled_token_delta"),
+        "0.33.0": _c("config/vllm.py", "2371", "max_num_batched_tokens <= self.num_lookahead_tokens"),
+    },
+    "capture_sizes": {v: _c("config/vllm.py", ln, "def _set_cudagraph_sizes")
+                      for v, ln in (("0.31.0", "2388"), ("0.32.0", "2292"), ("0.33.0", "2398"))},
+    "predicate": {
+        "0.31.0": _c(_IG, "236", "num_tokens > self.physical_topk_indices.shape[0]"),
+        "0.32.0": _c(_IG, "236", "num_tokens > cache.runtime.max_swap_rows"),
+        "0.33.0": _c(_IG, "239-242", "cache.num_decode_tokens < cache.num_actual_tokens"),
+    },
+    "error": {v: _c(_RT, ln, "HiSparse swap rows exceed the configured speculative decode")
+              for v, ln in (("0.31.0", "897-907"), ("0.32.0", "909-919"), ("0.33.0", "930-940"))},
+    "handoff": {
+        "0.31.0": _c(_FA, "204-260", "num_decode_tokens == 0 and cache.all_context_pages_resident"),
+        "0.32.0": _c(_FA, "208-275", "num_decode_tokens == 0 and cache.all_context_pages_resident"),
+        "0.33.0": _c("model_executor/layers/attention/sparse_mla_attention.py", "805-812",
+                     "all_context_pages_resident"),
+    },
+    "handoff_flashmla": {
+        "0.31.0": _c(_FM, "815-850", "convert_logical_to_physical_topk"),
+        "0.32.0": _c(_FM, "855-890", "convert_logical_to_physical_topk"),
+        "0.33.0": _c(_FM, "855-870", "num_decode_tokens < q.shape[0] and cache.all_context_pages_resident"),
+    },
+}
+
+
+@dataclass(frozen=True)
+class VersionRules:
+    """The routing regime and version-dependent checks of one vLLM release (or 0.31.0 + fix)."""
+
+    key: str  # "0.31.0", "0.31.0+fix", "0.32.0", "0.33.0"
+    vllm_version: str  # whose sources the citations point into
+    predicate_text: str
+    routes_on_workspace: bool  # swap_in for n <= W = C + 1 (the off-by-one)
+    resident_prefill_bypass: bool  # all-resident batches with prefill skip swap_in (0.33.0)
+    whole_batch_handoff: bool  # every backend hands the whole batch when it can (0.33.0)
+    spec_slots_are_lookahead: bool  # B must exceed K (0.33.0), not 0 (0.31.0/0.32.0)
+    cites: dict = field(repr=False, compare=False, default_factory=dict)
+
+    @property
+    def crashes(self) -> bool:
+        """Whether any batch can reach swap_in with more than C tokens."""
+        return self.routes_on_workspace
+
+    def handoff(self, backend: str, n: int, decode: int, all_resident: bool = True) -> int:
+        """Tokens of an ``n``-token batch (``decode`` of them decodes) handed to the routing.
+
+        0.31.0/0.32.0 FLASH_ATTN_MLA_SPARSE: the decode part, or the whole batch
+        when it has no decode and its pages are all resident (a mixed batch's
+        prefill is staged); FLASHMLA_SPARSE: the decode part only.  0.33.0,
+        every backend: the whole batch when it is decode-only or all resident,
+        else the decode part.
+        """
+        if self.whole_batch_handoff:
+            return n if decode == n or all_resident else decode
+        if backend == "FLASHMLA_SPARSE":
+            return decode
+        return n if decode == 0 and all_resident else decode
+
+    def swap_in(self, n: int, capacity: int, *, has_prefill: bool, all_resident: bool) -> bool:
+        """Whether ``convert_logical_to_physical_topk`` sends ``n`` routed tokens to swap_in."""
+        limit = capacity + 1 if self.routes_on_workspace else capacity  # W = C + 1 rows, or C
+        if self.resident_prefill_bypass and all_resident and has_prefill:
+            return False
+        return n <= limit
+
+    def spec_slot_error(self, b: int, k: int) -> str | None:
+        """vLLM's refusal when B leaves no room for speculative tokens, else None."""
+        if not k:
+            return None
+        if self.spec_slots_are_lookahead:
+            if b <= k:  # num_lookahead_tokens = K for MTP
+                return ("max_num_batched_tokens: VllmConfig does not have enough slots to "
+                        "schedule a token and support the speculative decoding settings. "
+                        f"Got max_num_batched_tokens={b} and num_lookahead_tokens={k}.")
+            return None
+        return None  # MTP needs no extra slot before 0.33.0: B > 0 always holds
+
+
+def _rules(key, version, text, *, workspace=False, bypass=False, whole=False, lookahead=False):
+    cites = {name: per_version[version] for name, per_version in _CITES.items()}
+    return VersionRules(key, version, text, workspace, bypass, whole, lookahead, cites)
+
+
+RULES = {
+    "0.31.0": _rules("0.31.0", "0.31.0", "swap_in if n <= W = C + 1, else all-resident",
+                     workspace=True),
+    "0.31.0+fix": _rules("0.31.0+fix", "0.31.0",
+                         "swap_in if n <= C, else all-resident (the upstream fix)"),
+    "0.32.0": _rules("0.32.0", "0.32.0", "swap_in if n <= C, else all-resident"),
+    "0.33.0": _rules("0.33.0", "0.33.0",
+                     "swap_in if n <= C and the batch is decode-only (or not all resident), "
+                     "else all-resident", bypass=True, whole=True, lookahead=True),
+}
+
+
+def rules_for(knobs) -> VersionRules:
+    """The rules in force for a :class:`~hisparse_model.knobs.Knobs`."""
+    key = knobs.vllm_version + ("+fix" if knobs.routing == "fix" else "")
+    return RULES[key]
+
+
+def all_cites() -> list[tuple[str, Cite]]:
+    """(vllm version, citation) for every rule of every version (for the citation test)."""
+    return [(v, c) for per_version in _CITES.values() for v, c in per_version.items()]
