@@ -59,7 +59,10 @@ def add_knob_args(p: argparse.ArgumentParser, command: str) -> None:
         default = None if spec.cli_required else spec.default
         shown = "required" if spec.cli_required else f"default: {spec.default}"
         help_text = f"{spec.help} ({shown})"
-        if spec.kind is bool:
+        if spec.kind is bool and spec.default:  # on by default: --x / --no-x
+            p.add_argument(flag, dest=spec.name, action=argparse.BooleanOptionalAction,
+                           default=True, help=help_text)
+        elif spec.kind is bool:
             p.add_argument(flag, dest=spec.name, action="store_true", help=help_text)
         else:
             p.add_argument(flag, dest=spec.name, type=_typed(spec.name, spec.kind),
@@ -92,6 +95,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exit 1 when any crash is predicted (for CI pipelines)")
     p.add_argument("--full", action="store_true", help="do not fold identical batches")
 
+    p = sub.add_parser("simulate", help="serve a workload: every engine step, routed")
+    add_knob_args(p, "predict")
+    p.add_argument("--workload", required=True, metavar="FILE.json",
+                   help='requests: [{"prompt_len": n, "max_tokens": 8, "arrival_step": 0}, ...]')
+    p.add_argument("--accepted", type=int, default=None, metavar="N",
+                   help="MTP drafts accepted per verify step (default 0: dummy weights)")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument("--check", action="store_true", help="exit 1 when the workload crashes")
+    p.add_argument("--full", action="store_true", help="do not fold similar steps")
+
     p = sub.add_parser("explain", help="explain a HiSparse error text from a log")
     p.add_argument("text", help='e.g. "ValueError: ... stop=3, capacity=2."')
 
@@ -103,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", default=None, help="with --sweep: where recordings go")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per child")
     p.add_argument("--jobs", type=int, default=1, help="with --sweep: children at once on one GPU")
+    from .app import add_parser as _app_parser; _app_parser(sub)  # noqa: E702
     return parser
 
 
@@ -120,6 +134,27 @@ def _predict(args) -> int:
     else:
         print(format_table(pred, full=args.full, advice=advice))
     return EXIT_CRASH if args.check and pred.crashes else EXIT_OK
+
+
+def _simulate(args) -> int:
+    from .advice import advise
+    from .report import format_schedule, schedule_json
+    from .simulate import simulate
+    from .workload import load_workload
+
+    knobs = knobs_from_args(args)
+    work = load_workload(args.workload)
+    sched = simulate(knobs, work, args.accepted)
+
+    def crashes(k: Knobs) -> bool:
+        return simulate(k, work, args.accepted).crash is not None
+
+    advice = advise(knobs, crashes, sched.plan.max_num_batched_tokens) if sched.crash else []
+    if args.json:
+        print(json.dumps(schedule_json(sched, advice)))
+    else:
+        print(format_schedule(sched, full=args.full, advice=advice))
+    return EXIT_CRASH if args.check and sched.crash else EXIT_OK
 
 
 def _explain(args) -> int:
@@ -155,9 +190,13 @@ def _live(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    handlers = {"predict": _predict, "explain": _explain, "live": _live}
+    handlers = {"predict": _predict, "simulate": _simulate, "explain": _explain, "live": _live}
+    handlers["app"] = getattr(args, "run_app", None)  # set by app.add_parser
     try:
         return handlers[args.cmd](args)
+    except BrokenPipeError:  # e.g. piped into head: the reader left, nothing to report
+        sys.stderr.close()
+        return EXIT_OK
     except ValueError as exc:
         print(f"{parser.prog} {args.cmd}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

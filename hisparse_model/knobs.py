@@ -74,6 +74,11 @@ class Knobs:
                                        kind=str, choices=CUDAGRAPH_MODES, optional=True)
     attention_backend: str = _knob(DEFAULT_ATTENTION_BACKEND, "sparse-MLA attention backend",
                                    choices=ATTENTION_BACKENDS)
+    # vLLM's default for a decoder-only generate model: on
+    # (vllm/engine/arg_utils.py:2956-2957 `self.enable_prefix_caching = default_prefix_caching`);
+    # the fix PR's reproduction (and its recordings) turn it off.
+    enable_prefix_caching: bool = _knob(
+        True, "reuse cached full 64-token prompt blocks (vLLM's default: on)")
 
     def __post_init__(self) -> None:
         for spec in knob_specs():

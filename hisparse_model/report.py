@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .predict import Prediction
 from .reproduction import ASSUMPTIONS
+from .simulate import SIMULATE_ASSUMPTIONS
 
 
 def to_cli_json(pred: Prediction, advice: list[dict] | None = None) -> dict:
@@ -81,4 +82,72 @@ def format_table(pred: Prediction, *, show_batches: bool = True, full: bool = Fa
         lines += [f"  - {', '.join(f'{n}={v}' for n, v in a['change'].items())}: {a['why']}"
                   for a in advice]
     lines += ["", "Assumptions:"] + [f"  - {a}" for a in ASSUMPTIONS]
+    return "\n".join(lines)
+
+
+def schedule_json(sched, advice: list[dict] | None = None) -> dict:
+    """The JSON object ``python -m hisparse_model simulate --json`` prints."""
+    p = sched.plan
+    return {
+        "inputs": {**sched.knobs.as_dict(), "workload": sched.workload.as_json()["requests"],
+                   "accepted": sched.accepted},
+        "max_num_batched_tokens": p.max_num_batched_tokens,
+        "max_decode_query_len": p.max_decode_query_len,
+        "swap_capacity": p.swap_capacity,
+        "workspace_rows": p.workspace_rows,
+        "cudagraph_mode": p.cudagraph_mode,
+        "capture_sizes": list(p.capture_sizes),
+        "startup": {"ok": sched.startup_error is None, "error": sched.startup_error},
+        "steps": [{"step": s.step, "scheduled": {str(r): n for r, n in s.scheduled.items()},
+                   "num_tokens": s.num_tokens, "num_decode_tokens": s.num_decode_tokens,
+                   "dispatch": s.dispatch, "padded": s.padded, "resident": s.resident,
+                   "routed_tokens": s.routed_tokens, "route": s.route, "error": s.error}
+                  for s in sched.steps],
+        "crash": sched.crash,
+        "finished": sorted(sched.finished),
+        "advice": advice or [],
+        "assumptions": list(SIMULATE_ASSUMPTIONS),
+    }
+
+
+def _step_key(s) -> tuple:
+    """What makes two steps look the same in the folded table (not the step number)."""
+    return (tuple(sorted(s.scheduled.values())), s.dispatch, s.routed_tokens, s.route, s.error)
+
+
+def format_schedule(sched, *, full: bool = False, advice: list[dict] | None = None) -> str:
+    k, p = sched.knobs, sched.plan
+    lines = [
+        f"vLLM {k.vllm_version}{' + upstream fix' if k.routing == 'fix' else ''}  "
+        f"S={k.max_num_seqs} B={p.max_num_batched_tokens} q={p.max_decode_query_len}  "
+        f"C={p.swap_capacity} W={p.workspace_rows}  prefix caching "
+        f"{'on' if k.enable_prefix_caching else 'off'}  {len(sched.workload)} requests",
+        f"start-up: {'ok' if sched.startup_error is None else sched.startup_error}",
+    ]
+    groups: list[list] = []
+    for s in sched.steps:
+        if not full and groups and _step_key(groups[-1][0]) == _step_key(s) and not s.error:
+            groups[-1][1] = s
+            groups[-1][2] += 1
+        else:
+            groups.append([s, s, 1])
+    for first, last, count in groups:
+        steps = f"step {first.step}" if count == 1 else f"steps {first.step}-{last.step}"
+        reqs = " ".join(f"r{r}:{n}" for r, n in first.scheduled.items())
+        routed = (f"{first.routed_tokens} routed -> {first.route}" if first.routed_tokens
+                  else ("replayed (FULL graph)" if first.dispatch == "FULL" else "not routed"))
+        tail = f"  !! {first.error}" if first.error else ""
+        more = f" (x{count}, requests vary)" if count > 1 else ""
+        lines.append(f"  {steps:<16} {first.num_tokens:>5} tok [{first.dispatch:<9}] "
+                     f"{routed}{tail}   {reqs[:60]}{more}")
+    crash = sched.crash
+    lines.append("crash: none" if crash is None else
+                 f"crash at {'start-up' if crash['step'] is None else 'step ' + str(crash['step'])}: "
+                 f"{crash['error']}")
+    lines.append(f"finished: {len(sched.finished)} of {len(sched.workload)} requests")
+    if advice:
+        lines += ["", "To avoid it:"]
+        lines += [f"  - {', '.join(f'{n}={v}' for n, v in a['change'].items())}: {a['why']}"
+                  for a in advice]
+    lines += ["", "Assumptions:"] + [f"  - {a}" for a in SIMULATE_ASSUMPTIONS]
     return "\n".join(lines)

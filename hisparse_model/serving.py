@@ -19,25 +19,9 @@ Several requests at once are the workload simulation's business (``simulate``).
 from __future__ import annotations
 
 from .batches import Batch, make_batch
+from .dispatch import dispatch
 from .plan import Plan
 from .reproduction import MAX_TOKENS
-
-
-def dispatch_mode(plan: Plan, num_tokens: int, *, decode_like: bool) -> str:
-    """How a step runs: a FULL decode-graph replay, a PIECEWISE graph, or eager.
-
-    vllm/v1/worker/gpu/cudagraph_utils.py:499-530 `def dispatch` picks a FULL
-    uniform decode graph for a decode-like step, else a PIECEWISE graph when the
-    step fits the largest capture size, else eager.
-    """
-    mode = plan.cudagraph_mode
-    if mode == "NONE" or not plan.capture_sizes:
-        return "NONE"
-    if decode_like and mode in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY"):
-        return "FULL"
-    if mode in ("FULL_AND_PIECEWISE", "PIECEWISE") and num_tokens <= plan.capture_sizes[-1]:
-        return "PIECEWISE"
-    return "NONE"
 
 
 def prompt_batches(plan: Plan, index: int, n: int) -> list[Batch]:
@@ -47,8 +31,8 @@ def prompt_batches(plan: Plan, index: int, n: int) -> list[Batch]:
     out = []
     for i, c in enumerate(chunks):
         label = f"prefill chunk {i + 1}/{len(chunks)}" if len(chunks) > 1 else "prefill"
-        # A one-token chunk over existing context computes like a decode.
-        mode = dispatch_mode(plan, c, decode_like=(c == 1 and i > 0))
+        # A one-token chunk over existing context may replay a decode graph.
+        mode = dispatch(plan, c, 1, c, decode_graph_eligible=(c == 1 and i > 0)).mode
         dec = c if c <= q else 0  # a chunk of at most q tokens computes like a decode
         out.append(make_batch(plan, "prompt", label, c, 1, dec, mode, prompt_index=index,
                               runner=runner))
@@ -58,7 +42,7 @@ def prompt_batches(plan: Plan, index: int, n: int) -> list[Batch]:
         # (dummy-weight) target accepts, so it is not a fixed number.
         forwards = None if plan.knobs.num_speculative_tokens else steps
         out.append(make_batch(plan, "prompt", "decode", q, 1, q,
-                              dispatch_mode(plan, q, decode_like=True), forwards=forwards,
+                              dispatch(plan, q, 1, q, True).mode, forwards=forwards,
                               prompt_index=index, runner=runner))
     return out
 

@@ -54,7 +54,7 @@ def llm_kwargs(knobs: Knobs, model_dir: str) -> dict:
         "max_model_len": knobs.max_model_len,
         "block_size": BLOCK_SIZE,
         "max_num_seqs": knobs.max_num_seqs,
-        "enable_prefix_caching": False,
+        "enable_prefix_caching": knobs.enable_prefix_caching,
         "gpu_memory_utilization": GPU_MEMORY_UTILIZATION,
         "kv_transfer_config": {
             "kv_connector": "HiSparseConnector",

@@ -1,0 +1,48 @@
+"""How a step runs: a FULL decode-graph replay, a PIECEWISE graph, or eager.
+
+The V2 runner asks ``CudaGraphManager.dispatch``
+(vllm/v1/worker/gpu/cudagraph_utils.py:499-529 `def dispatch`) for the first
+compatible candidate of the step's token count: the smallest FULL graph of at
+least that many tokens, then the smallest PIECEWISE one
+(vllm/v1/worker/gpu/cudagraph_utils.py:374-392 `self._candidates.setdefault(key, []).extend(matching)`).
+A FULL decode graph fits only a uniform decode batch of q tokens per request
+with no more requests than it was captured for
+(vllm/v1/worker/gpu/cudagraph_utils.py:103-130 `def _is_compatible`); a
+batch is uniform when every request decodes (or extends its prompt by one
+token over existing context) and all have the same query length
+(vllm/v1/worker/gpu/model_runner.py:1284-1316 `decode_graph_eligible`).
+A PIECEWISE graph fits any batch.  Otherwise the step runs eagerly.
+
+Inside a FULL replay no Python runs, so the routing decided at capture time
+is replayed and nothing is routed anew; PIECEWISE and eager steps route the
+real (unpadded) token count.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .plan import Plan
+
+
+class Dispatch(NamedTuple):
+    mode: str  # "FULL", "PIECEWISE" or "NONE" (eager)
+    padded: int  # tokens the forward runs, padding included
+
+
+def dispatch(plan: Plan, num_tokens: int, num_reqs: int, max_query_len: int,
+             decode_graph_eligible: bool) -> Dispatch:
+    """The descriptor a step of ``num_tokens`` over ``num_reqs`` requests replays."""
+    if plan.cudagraph_mode == "NONE" or not plan.capture_sizes:
+        return Dispatch("NONE", num_tokens)
+    uniform = (max_query_len if decode_graph_eligible and num_tokens == num_reqs * max_query_len
+               else None)  # tokens per request of a uniform decode batch
+    fits = [d for d in plan.full if d[0] >= num_tokens]
+    if fits:
+        tokens, reqs, q = fits[-1]  # the smallest FULL graph that holds the step
+        if uniform == q and reqs >= num_reqs:
+            return Dispatch("FULL", tokens)
+    fits = [d for d in plan.piecewise if d[0] >= num_tokens]
+    if fits:
+        return Dispatch("PIECEWISE", fits[-1][0])
+    return Dispatch("NONE", num_tokens)

@@ -1,0 +1,119 @@
+"""Serve a workload: vLLM's scheduler step by step, each step dispatched and routed.
+
+:func:`simulate` is :func:`~hisparse_model.predict.predict` for real traffic:
+start-up exactly as ``predict``, then every engine step of
+:func:`hisparse_model.scheduler.schedule` (several requests per step, chunked
+prefill, prefix caching, async scheduling, MTP verify steps) is
+
+1. put in the model runner's batch order and split into decode and prefill
+   tokens (``routing.decode_tokens`` with threshold q);
+2. dispatched (``dispatch.dispatch``): a FULL replay routes nothing anew, a
+   PIECEWISE or eager step routes its real token count;
+3. routed under the version's rules, with the step's residency (a cached
+   prefix whose pages are not all on the GPU is staged, not routed);
+
+until the first error, which kills the engine.  What the model cannot know
+(how many MTP drafts dummy weights accept) is an input, ``accepted``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from .batches import Batch
+from .dispatch import dispatch
+from .knobs import Knobs
+from .plan import Plan, plan
+from .reproduction import ASSUMPTIONS, BLOCK_SIZE
+from .routing import decode_tokens, routed_path
+from .scheduler import SchedulerConfig, acceptance, schedule
+from .startup import startup_batches
+from .workload import Workload
+
+SIMULATE_ASSUMPTIONS = ASSUMPTIONS[:2] + (
+    "simulate: requests arrive before the engine step numbered arrival_step; async "
+    "scheduling on (vLLM's default here); the KV pools never run short (no preemption)",
+    "MTP: accepted drafts per verify step are an input (default 0: dummy weights); a "
+    "recording supplies them for a live comparison",
+)
+
+
+class StepResult(NamedTuple):
+    """One engine step as the routing sees it."""
+
+    step: int  # engine step number
+    scheduled: dict  # request index -> tokens computed this step
+    num_tokens: int  # tokens in the step
+    num_decode_tokens: int  # of which decode tokens (runner order, threshold q)
+    dispatch: str  # FULL (replay), PIECEWISE or NONE (eager)
+    padded: int  # tokens the forward runs, padding included
+    resident: bool  # all context pages on the GPU (HiSparse)
+    routed_tokens: int  # tokens handed to the routing (0: none, or a FULL replay)
+    route: str | None  # swap_in / all_resident / None
+    error: str | None  # the exact ValueError text, or None
+
+
+@dataclass
+class Schedule:
+    knobs: Knobs
+    plan: Plan
+    workload: Workload
+    startup: tuple[Batch, ...]
+    steps: list[StepResult] = field(default_factory=list)
+    finished: list[int] = field(default_factory=list)
+    accepted: object = None
+
+    @property
+    def startup_error(self) -> str | None:
+        return next((b.error for b in self.startup if b.error), None)
+
+    @property
+    def crash(self) -> dict | None:
+        """``{"step", "error"}`` of the first error (step None: at start-up), or None."""
+        if self.startup_error:
+            return {"step": None, "error": self.startup_error}
+        bad = next((s for s in self.steps if s.error), None)
+        return {"step": bad.step, "error": bad.error} if bad else None
+
+
+def route_step(p: Plan, st) -> StepResult:
+    """Dispatch and route one scheduler step (a :class:`hisparse_model.scheduler.Step`)."""
+    qlens = st.runner_query_lens()
+    n = sum(qlens)
+    eligible = all(
+        kind != "prefill" or (st.scheduled[r] - st.spec.get(r, 0) == 1
+                              and st.num_computed_before[r] > 0)
+        for r, kind in st.kinds.items())  # every request decodes, or extends by one token
+    d = dispatch(p, n, len(qlens), max(qlens), eligible)
+    dec = decode_tokens(qlens, p.max_decode_query_len)
+    if d.mode == "FULL":  # a replay: the routing of the capture is reused, nothing new
+        routed, path, error = 0, None, None
+    else:
+        routed, path, error = routed_path(p, n, dec, st.resident)
+    return StepResult(st.index, dict(st.scheduled), n, dec, d.mode, d.padded, st.resident,
+                      routed, path, error)
+
+
+def scheduler_config(knobs: Knobs, p: Plan) -> SchedulerConfig:
+    return SchedulerConfig(
+        max_num_seqs=knobs.max_num_seqs, max_num_batched_tokens=p.max_num_batched_tokens,
+        max_model_len=knobs.max_model_len, num_speculative_tokens=knobs.num_speculative_tokens,
+        enable_prefix_caching=knobs.enable_prefix_caching, block_size=BLOCK_SIZE,
+        vllm_version=knobs.vllm_version)
+
+
+def simulate(knobs: Knobs, workload: Workload, accepted=None) -> Schedule:
+    """Start-up, then every engine step of ``workload`` until it finishes or crashes."""
+    p = plan(knobs)
+    workload.validate(knobs.max_model_len)
+    out = Schedule(knobs, p, workload, startup_batches(p), accepted=accepted)
+    if out.startup_error:
+        return out  # the engine never serves
+    for st in schedule(scheduler_config(knobs, p), workload, acceptance(accepted)):
+        res = route_step(p, st)
+        out.steps.append(res)
+        if res.error:
+            return out  # the engine is dead
+        out.finished += st.finished
+    return out
