@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from .batches import Batch
 from .knobs import Knobs
 from .plan import Plan, plan
-from .serving import prompt_batches, validate_prompt_lens
+from .serving import cached_prefixes, prompt_batches, validate_prompt_lens
 from .startup import startup_batches
 
 
@@ -85,5 +85,6 @@ def predict(knobs: Knobs, prompt_lens=()) -> Prediction:
     p = plan(knobs)
     startup = list(startup_batches(p))
     alive = not any(b.error for b in startup)
-    return Prediction(knobs, p, startup,
-                      [PromptOutcome(n, prompt_batches(p, i, n), alive) for i, n in enumerate(lens)])
+    hits = cached_prefixes(p, lens)
+    return Prediction(knobs, p, startup, [PromptOutcome(n, prompt_batches(p, i, n, hit), alive)
+                                          for i, (n, hit) in enumerate(zip(lens, hits))])

@@ -40,8 +40,9 @@ ASSUMPTIONS = (
     "class on one NVIDIA H200: tensor/pipeline/data parallel size 1",
     "HiSparse on (so Model Runner V2), 64-token KV blocks, the default -O2 compilation "
     "(breakable CUDA graphs, no torch.compile)",
-    "predict: each prompt is served alone, one at a time, with prefix caching off and "
-    "8 output tokens (ignore_eos); several requests at once: use simulate",
+    "predict: the prompts are served one after another, each alone in the engine, 8 output "
+    "tokens each (ignore_eos); with prefix caching on, an earlier prompt's full 64-token "
+    "blocks shorten a later prefill; several requests at once: use simulate",
     "MTP verify steps: how many drafts the dummy-weight target accepts is not modelled; "
     "their count is left open (forwards=None)",
 )

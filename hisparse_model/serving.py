@@ -14,6 +14,11 @@ Python, so nothing is routed anew.  With one request at a time the scheduler
 never hands a live request's pages to another, so every page stays resident
 (vllm/v1/hisparse/coordinator.py:654-670 `all_context_pages_resident`).
 Several requests at once are the workload simulation's business (``simulate``).
+
+With prefix caching on, an earlier prompt's full 64-token blocks shorten a
+later prompt's prefill; :func:`cached_prefixes` asks the scheduler model
+(``scheduler.py``) how many tokens hit, serving the prompts one after another
+as ``llm.generate`` does.
 """
 
 from __future__ import annotations
@@ -24,15 +29,17 @@ from .plan import Plan
 from .reproduction import MAX_TOKENS
 
 
-def prompt_batches(plan: Plan, index: int, n: int) -> list[Batch]:
+def prompt_batches(plan: Plan, index: int, n: int, cached: int = 0) -> list[Batch]:
+    """The steps of one prompt of ``n`` tokens whose first ``cached`` are a prefix-cache hit."""
     b, q = plan.max_num_batched_tokens, plan.max_decode_query_len
-    chunks = [min(b, n - start) for start in range(0, n, b)]  # tokens per prefill step
+    chunks = [min(b, n - start) for start in range(cached, n, b)]  # tokens per prefill step
     runner = "both" if plan.knobs.num_speculative_tokens else "target"
     out = []
     for i, c in enumerate(chunks):
         label = f"prefill chunk {i + 1}/{len(chunks)}" if len(chunks) > 1 else "prefill"
         # A one-token chunk over existing context may replay a decode graph.
-        mode = dispatch(plan, c, 1, c, decode_graph_eligible=(c == 1 and i > 0)).mode
+        extends = c == 1 and (i > 0 or cached > 0)  # one token over existing context
+        mode = dispatch(plan, c, 1, c, decode_graph_eligible=extends).mode
         dec = c if c <= q else 0  # a chunk of at most q tokens computes like a decode
         out.append(make_batch(plan, "prompt", label, c, 1, dec, mode, prompt_index=index,
                               runner=runner))
@@ -45,6 +52,31 @@ def prompt_batches(plan: Plan, index: int, n: int) -> list[Batch]:
                               dispatch(plan, q, 1, q, True).mode, forwards=forwards,
                               prompt_index=index, runner=runner))
     return out
+
+
+def cached_prefixes(plan: Plan, lens: list[int]) -> list[int]:
+    """Prefix-cache hit, in tokens, of each prompt when they are served one after another."""
+    from .reproduction import BLOCK_SIZE
+
+    knobs = plan.knobs
+    longest_before = [max(lens[:i], default=0) for i in range(len(lens))]
+    if not knobs.enable_prefix_caching or not any(
+            min(n - 1, m) >= BLOCK_SIZE for n, m in zip(lens, longest_before)):
+        return [0] * len(lens)  # no prompt can share a full block with an earlier one
+    from .simulate import scheduler_config
+    from .scheduler import schedule
+    from .workload import Workload
+
+    requests: list[dict] = []
+    hits = []
+    arrival = 0
+    for i, n in enumerate(lens):
+        requests.append({"prompt_len": n, "arrival_step": arrival})
+        steps = schedule(scheduler_config(knobs, plan), Workload.from_json(requests))
+        hits.append(next(s.num_computed_before[i] for s in steps if i in s.scheduled))
+        done = next(s.index for s in steps if i in s.finished)
+        arrival = done + 2  # its output lands one step later; generate() then returns
+    return hits
 
 
 def validate_prompt_lens(prompt_lens, max_model_len: int) -> list[int]:

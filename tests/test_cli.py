@@ -43,7 +43,8 @@ def test_predict_json_exact():
         "vllm_version": "0.31.0", "routing": "stock", "max_num_seqs": 3, "max_model_len": 320,
         "max_num_batched_tokens": None, "num_speculative_tokens": 0, "parallel_drafting": False,
         "enforce_eager": False, "cudagraph_mode": None,
-        "attention_backend": "FLASH_ATTN_MLA_SPARSE", "prompt_lens": [3, 4, 200]}
+        "attention_backend": "FLASH_ATTN_MLA_SPARSE", "enable_prefix_caching": True,
+        "prompt_lens": [3, 4, 200]}
     assert got["crash"] is True and got["cudagraph_mode"] == "FULL_AND_PIECEWISE"
 
 
