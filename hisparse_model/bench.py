@@ -94,8 +94,10 @@ def time_model_config_path(configs: list[dict]) -> float:
 
 
 def time_vllm_config_path(configs: list[dict], version: str = "0.31.0") -> float | None:
+    # scripts/install_vllm_cpu.sh puts vLLM and its pinned dependencies in this tree only;
+    # torch comes from the environment.
     site = os.path.join(REPO, ".vllm", version)
-    if not os.path.isdir(site):
+    if not os.path.isfile(os.path.join(site, ".hisparse-installed")):
         return None
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([site, REPO]),
            "VLLM_LOGGING_LEVEL": "ERROR"}
@@ -106,6 +108,21 @@ def time_vllm_config_path(configs: list[dict], version: str = "0.31.0") -> float
         return None
     res = json.loads(out.stdout.strip().splitlines()[-1])
     return res["seconds"] / res["n"]
+
+
+def _run_vllm(module: str, payload: dict, version: str) -> dict | None:
+    """Run ``python -m module`` with vLLM ``version`` on the path; its last JSON line, or None."""
+    site = os.path.join(REPO, ".vllm", version)
+    if not os.path.isfile(os.path.join(site, ".hisparse-installed")):
+        return None
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([site, REPO]),
+           "VLLM_LOGGING_LEVEL": "ERROR"}
+    out = subprocess.run([sys.executable, "-m", module], input=json.dumps(payload),
+                         capture_output=True, text=True, env=env, timeout=900)
+    if out.returncode != 0:
+        print(out.stderr[-2000:], file=sys.stderr)
+        return None
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def browser_latency() -> dict | None:
@@ -135,12 +152,28 @@ def measure() -> dict:
     return out
 
 
-def _simulate_figures() -> dict:
-    try:
-        from .simulate import bench_figures
-    except ImportError:  # the workload simulation is not in this checkout
-        return {}
-    return bench_figures()
+def _simulate_figures(n: int = 10_000, version: str = "0.31.0") -> dict:
+    """Seconds to simulate an n-request workload, vLLM's own Scheduler on it, and the ratio."""
+    from dataclasses import asdict
+
+    from .simulate import scheduler_config, simulate
+    from .workload import synthetic
+
+    knobs = Knobs(max_num_seqs=64, max_num_batched_tokens=2048)
+    work = synthetic(n, prompt_lens=(5, 17, 64, 130, 200), spacing=0)
+    t0 = time.perf_counter()
+    simulate(knobs, work)
+    sim_s = time.perf_counter() - t0
+    payload = {"time_10k": {"config": asdict(scheduler_config(knobs, plan(knobs))),
+                            "workload": [{"prompt_token_ids": list(r.prompt_token_ids),
+                                          "max_tokens": r.max_tokens,
+                                          "arrival_step": r.arrival_step}
+                                         for r in work.requests]}}
+    res = _run_vllm("hisparse_model.crosscheck.scheduler_driver", payload, version)
+    vllm_s = None if res is None else res["vllm_scheduler_s"]
+    return {"simulate_10k_s": round(sim_s, 3),
+            "vllm_scheduler_10k_s": None if vllm_s is None else round(vllm_s, 3),
+            "simulate_ratio": None if vllm_s is None else round(vllm_s / sim_s, 1)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -111,10 +111,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("live", help="run the real engine (GPU + vLLM) and record it")
     add_knob_args(p, "live")
     p.add_argument("--prompt-lens", type=_int_list, default=[2, 3, 200])
+    p.add_argument("--workload", default=None, metavar="FILE.json",
+                   help="serve this workload step by step instead of --prompt-lens")
     p.add_argument("--out", default=None)
     p.add_argument("--sweep", default=None, help="JSON list of configurations, one child each")
     p.add_argument("--out-dir", default=None, help="with --sweep: where recordings go")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds per child")
+    p.add_argument("--timeout", type=float, default=600.0,
+                   help="seconds per child, counted from when it holds the GPU start-up lock")
     p.add_argument("--jobs", type=int, default=1, help="with --sweep: children at once on one GPU")
     from .app import add_parser as _app_parser; _app_parser(sub)  # noqa: E702
     return parser
@@ -165,25 +168,37 @@ def _explain(args) -> int:
 
 
 def _live(args) -> int:
-    from .engine.live import LiveUnavailable, check_available, run_one, run_sweep
+    from .engine.live import (LiveUnavailable, check_available, run_one, run_sweep,
+                              validate_sweep)
 
     command = "python -m hisparse_model " + shlex.join(sys.argv[1:])
-    if not args.sweep:
+    entries = validate_sweep(args.sweep) if args.sweep else None  # before any GPU probe
+    workload = None
+    if entries is None:
         if not args.out:
             raise ValueError("--out FILE.json is required (or --sweep FILE)")
         knobs_from_args(args)  # bad knobs exit 2 before any GPU probe
+        if args.workload:
+            from .workload import load_workload
+
+            workload = load_workload(args.workload)
+            workload.validate(args.max_model_len)
     try:
         version = check_available()
     except LiveUnavailable as exc:
         print(f"live: cannot run the engine here: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE
-    if args.sweep:
-        out_dir = args.out_dir or "recordings"
-        results = run_sweep(args.sweep, out_dir, timeout=args.timeout, command=command,
-                            jobs=args.jobs)
+    if entries is not None:
+        wrong = [e["name"] for e in entries if e["knobs"].vllm_version != version]
+        if wrong:
+            raise ValueError(f"sweep entry {wrong[0]!r}: asks for vllm_version other than the "
+                             f"installed vLLM {version}")
+        results = run_sweep(entries, args.out_dir or "recordings", timeout=args.timeout,
+                            command=command, jobs=args.jobs)
         return EXIT_CRASH if [r for r in results if "startup" not in r] else EXIT_OK
     knobs = knobs_from_args(args, vllm_version=version)
-    rec = run_one(knobs, args.prompt_lens, args.out, timeout=args.timeout, command=command)
+    rec = run_one(knobs, args.prompt_lens, args.out, timeout=args.timeout, command=command,
+                  workload=None if workload is None else workload.as_json()["requests"])
     return EXIT_OK if "startup" in rec else EXIT_CRASH
 
 

@@ -72,6 +72,15 @@ def check_provenance(rec: dict) -> list[str]:
     return missing
 
 
+def recording_knobs(rec: dict) -> Knobs:
+    """The knobs a recording ran; knobs added to the model later come from its engine arguments."""
+    data = dict(rec["knobs"])
+    args = (rec.get("provenance") or {}).get("engine_args") or {}
+    if "enable_prefix_caching" not in data and "enable_prefix_caching" in args:
+        data["enable_prefix_caching"] = args["enable_prefix_caching"]
+    return Knobs.from_dict(data)
+
+
 def load(path: str) -> dict:
     with open(path) as f:
         rec = json.load(f)
@@ -115,25 +124,26 @@ def _forward_modes(batch, serving: bool) -> list[str] | None:
     return [batch.cudagraph_mode] * batch.forwards
 
 
+def add_row(rows: list[dict], phase: str, routed: int, decode: int, n: int, route, mode: str,
+            error, calls: int | None) -> None:
+    """Append one routing row, folded into the last when only the call count differs."""
+    row = {"phase": PHASE_ALIASES.get(phase, phase), "num_tokens": routed,
+           "num_decode_tokens": decode, "num_actual_tokens": n, "route": route,
+           "cudagraph_mode": mode, "error": error}
+    if rows and all(rows[-1][k] == row[k] for k in ROW_KEYS):
+        prev = rows[-1]["calls"]
+        rows[-1]["calls"] = None if prev is None or calls is None else prev + calls
+    else:
+        rows.append({**row, "calls": calls})
+
+
 def expected_log(pred: Prediction, ran_prompts: int | None = None) -> list[dict]:
     """The folded routing log the engine should write for this prediction."""
     rows: list[dict] = []
 
     def add(batch, phase: str, mode: str, calls: int | None) -> None:
-        row = {
-            "phase": PHASE_ALIASES.get(phase, phase),
-            "num_tokens": batch.routed,
-            "num_decode_tokens": batch.num_decode_tokens,
-            "num_actual_tokens": batch.num_tokens,
-            "route": batch.route,
-            "cudagraph_mode": mode,
-            "error": batch.error,
-        }
-        if rows and all(rows[-1][k] == row[k] for k in ROW_KEYS):
-            prev = rows[-1]["calls"]
-            rows[-1]["calls"] = None if prev is None or calls is None else prev + calls
-        else:
-            rows.append({**row, "calls": calls})
+        add_row(rows, phase, batch.routed, batch.num_decode_tokens, batch.num_tokens,
+                batch.route, mode, batch.error, calls)
 
     def run(batches, serving: bool, phase_of) -> bool:
         for b in batches:
@@ -161,7 +171,7 @@ def expected_log(pred: Prediction, ran_prompts: int | None = None) -> list[dict]
     return rows
 
 
-def _fmt(row: dict) -> str:
+def fmt_row(row: dict) -> str:
     return (
         f"{row.get('phase')}: n={row.get('num_tokens')} decode={row.get('num_decode_tokens')} "
         f"actual={row.get('num_actual_tokens')} {row.get('route')} "
@@ -170,24 +180,43 @@ def _fmt(row: dict) -> str:
     )
 
 
+def compare_engine(eng: dict, plan) -> list[str]:
+    """Differences between the sizes the engine reported and the plan."""
+    checks = {
+        "capture_sizes": (eng.get("capture_sizes"), list(plan.capture_sizes)),
+        "max_num_batched_tokens": (eng.get("max_num_batched_tokens"), plan.max_num_batched_tokens),
+        "max_decode_query_len": (eng.get("max_decode_query_len"), plan.max_decode_query_len),
+        "swap_capacity": (eng.get("swap_capacity"), plan.swap_capacity),
+        "cudagraph_mode": (eng.get("cudagraph_mode"), plan.cudagraph_mode),
+        "attention_backends": (eng.get("attention_backends"), [plan.knobs.attention_backend]),
+    }
+    return [f"{name}: engine {got!r} != model {want!r}"
+            for name, (got, want) in checks.items() if got != want]
+
+
+def compare_rows(got_rows: list[dict], want_rows: list[dict], plan) -> list[str]:
+    """The first difference between the logged and the expected routing rows (or none)."""
+    for row in got_rows:
+        if (row["workspace_rows"], row["swap_capacity"]) != (plan.workspace_rows,
+                                                             plan.swap_capacity):
+            return [f"routing row sizes W={row['workspace_rows']} C={row['swap_capacity']} != "
+                    f"model W={plan.workspace_rows} C={plan.swap_capacity}"]
+    for i in range(max(len(got_rows), len(want_rows))):
+        g = got_rows[i] if i < len(got_rows) else None
+        w = want_rows[i] if i < len(want_rows) else None
+        same = (g is not None and w is not None and all(g.get(k) == w[k] for k in ROW_KEYS)
+                and (w["calls"] is None or g.get("calls") == w["calls"]))
+        if not same:  # later rows are shifted; the first difference is the useful one
+            return [f"routing row {i}: engine {fmt_row(g) if g else '(none)'} != "
+                    f"model {fmt_row(w) if w else '(none)'}"]
+    return []
+
+
 def compare_recording(rec: dict) -> list[str]:
     """Readable differences between a recording and the model (empty list: they agree)."""
-    diffs: list[str] = []
-    knobs = Knobs.from_dict(rec["knobs"])
+    knobs = recording_knobs(rec)
     pred = predict(knobs, rec["prompt_lens"])
-    eng = rec.get("engine") or {}
-    checks = {
-        "capture_sizes": (eng.get("capture_sizes"), pred.capture_sizes),
-        "max_num_batched_tokens": (eng.get("max_num_batched_tokens"), pred.sizes.max_num_batched_tokens),
-        "max_decode_query_len": (eng.get("max_decode_query_len"), pred.sizes.max_decode_query_len),
-        "swap_capacity": (eng.get("swap_capacity"), pred.sizes.swap_capacity),
-        "cudagraph_mode": (eng.get("cudagraph_mode"), pred.cudagraph_mode),
-        "attention_backends": (eng.get("attention_backends"), [knobs.attention_backend]),
-    }
-    for name, (got, want) in checks.items():
-        if got != want:
-            diffs.append(f"{name}: engine {got!r} != model {want!r}")
-
+    diffs = compare_engine(rec.get("engine") or {}, pred.plan)
     startup = rec["startup"]
     if (startup["ok"], startup["error"]) != (pred.startup_ok, pred.startup_error):
         diffs.append(
@@ -204,31 +233,41 @@ def compare_recording(rec: dict) -> list[str]:
                 f"prompt n={got['n']}: engine ok={got['ok']} error={got['error']!r} != "
                 f"model ok={want.ok} error={want.error!r}"
             )
+    return diffs + compare_rows(rec.get("routing_log", []),
+                                expected_log(pred, ran_prompts=ran), pred.plan)
 
-    got_rows = rec.get("routing_log", [])
-    want_rows = expected_log(pred, ran_prompts=ran)
-    for row in got_rows:
-        if row["workspace_rows"] != pred.sizes.workspace_rows or (
-            row["swap_capacity"] != pred.sizes.swap_capacity
-        ):
-            diffs.append(
-                f"routing row sizes W={row['workspace_rows']} C={row['swap_capacity']} != "
-                f"model W={pred.sizes.workspace_rows} C={pred.sizes.swap_capacity}"
-            )
-            break
-    for i in range(max(len(got_rows), len(want_rows))):
-        g = got_rows[i] if i < len(got_rows) else None
-        w = want_rows[i] if i < len(want_rows) else None
-        same = (
-            g is not None
-            and w is not None
-            and all(g.get(k) == w[k] for k in ROW_KEYS)
-            and (w["calls"] is None or g.get("calls") == w["calls"])
-        )
-        if not same:
-            diffs.append(
-                f"routing row {i}: engine {_fmt(g) if g else '(none)'} != "
-                f"model {_fmt(w) if w else '(none)'}"
-            )
-            break  # later rows are shifted; the first difference is the useful one
-    return diffs
+
+def summary_row(rec: dict) -> dict:
+    """One recording in a line: its knobs, each event's outcome in the model and the engine, agrees.
+
+    Events are start-up, then each prompt.  An outcome is ``"ok"``, the exact
+    error text, or ``None`` (not run: the engine had died, or, for the model, a
+    start-up crash).  ``agrees`` and ``diffs`` are :func:`compare_recording`'s
+    verdict; a child that left no recording (``"startup"`` missing) does not agree.
+    """
+    name = os.path.splitext(os.path.basename(rec.get("_path") or rec.get("name") or "live"))[0]
+    row = {"name": name, "knobs": recording_knobs(rec),
+           "prompt_lens": list(rec.get("prompt_lens") or []), "provenance": rec.get("provenance") or {}}
+    if "startup" not in rec:
+        return {**row, "events": [], "model": [], "engine": [], "sizes": {}, "agrees": False,
+                "diffs": [f"no recording: the engine child ended with {rec.get('child', '?')}"]}
+    pred = predict(row["knobs"], row["prompt_lens"])
+    eng = rec.get("engine") or {}
+
+    def outcome(ran, ok, error):
+        return None if not ran else ("ok" if ok else error)
+
+    startup = rec["startup"]
+    got = rec.get("prompts") or []
+    return {
+        **row,
+        "events": ["start-up"] + [f"prompt n={p.n}" for p in pred.prompts],
+        "model": [outcome(True, pred.startup_ok, pred.startup_error)]
+        + [outcome(p.ran, p.ok, p.error) for p in pred.prompts],
+        "engine": [outcome(True, startup.get("ok"), startup.get("error"))]
+        + [outcome(g.get("ran"), g.get("ok"), g.get("error")) for g in got],
+        "sizes": {"C": (pred.sizes.swap_capacity, eng.get("swap_capacity")),
+                  "capture_sizes": (pred.capture_sizes, eng.get("capture_sizes"))},
+        "diffs": (diffs := compare_recording(rec)),
+        "agrees": not diffs,
+    }

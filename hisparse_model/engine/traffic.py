@@ -14,7 +14,9 @@ What is recorded, per engine step that scheduled anything:
   ``Scheduler.schedule`` reads it; speculative tokens included);
 * the routing rows of that step's forward, labelled ``step:<k>`` (a wrapper
   on the model runner's ``execute_model`` sets the phase from the scheduler
-  output it is given, so async scheduling cannot mislabel them).
+  output it is given, so async scheduling cannot mislabel them);
+* under MTP, how many drafts each verify step accepted (sampled tokens - 1, read
+  in ``Scheduler.update_from_output``): the acceptance the model takes as input.
 """
 
 from __future__ import annotations
@@ -28,13 +30,23 @@ def _request_index(req_id: str) -> int:
     return int(str(req_id)[len(REQUEST_PREFIX):].split("-")[0])
 
 
-def install_step_recorder(log, steps: list[dict], counter: dict) -> None:
-    """Wrap the scheduler and the model runner so each step's schedule and routing are logged."""
-    from vllm.v1.core.sched import scheduler as sched_mod
-    from vllm.v1.worker.gpu import model_runner as mr
+def _vllm_classes():
+    from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.worker.gpu.model_runner import GPUModelRunner
 
-    orig_schedule = sched_mod.Scheduler.schedule
+    return Scheduler, GPUModelRunner
+
+
+def install_step_recorder(log, steps: list[dict], counter: dict, classes=None) -> None:
+    """Wrap the scheduler and the model runner so each step's schedule and routing are logged.
+
+    ``classes``: (scheduler class, model runner class); vLLM's own by default.
+    """
+    scheduler_cls, runner_cls = classes or _vllm_classes()
+    orig_schedule = scheduler_cls.schedule
     step_of_output: dict[int, int] = {}
+    step_of_update: dict[int, int] = {}
+    accepted = counter.setdefault("accepted", {})
 
     @functools.wraps(orig_schedule)
     def schedule(self, *a, **k):
@@ -49,11 +61,28 @@ def install_step_recorder(log, steps: list[dict], counter: dict) -> None:
                                    (getattr(out, "finished_req_ids", None) or ())),
             })
             step_of_output[id(out)] = counter["step"]
+            step_of_update[id(out)] = counter["step"]
         return out
 
-    sched_mod.Scheduler.schedule = schedule
+    scheduler_cls.schedule = schedule
 
-    orig_execute = mr.GPUModelRunner.execute_model
+    orig_update = scheduler_cls.update_from_output
+
+    @functools.wraps(orig_update)
+    def update_from_output(self, scheduler_output, model_runner_output, *a, **k):
+        step = step_of_update.pop(id(scheduler_output), None)
+        drafts = getattr(scheduler_output, "scheduled_spec_decode_tokens", None) or {}
+        if step is not None and drafts:
+            sampled = dict(zip(getattr(model_runner_output, "req_ids", []) or [],
+                               getattr(model_runner_output, "sampled_token_ids", []) or []))
+            for req_id, ids in sampled.items():
+                if req_id in drafts and len(ids):  # accepted drafts = sampled - 1
+                    accepted[f"{step}:{_request_index(req_id)}"] = len(ids) - 1
+        return orig_update(self, scheduler_output, model_runner_output, *a, **k)
+
+    scheduler_cls.update_from_output = update_from_output
+
+    orig_execute = runner_cls.execute_model
 
     @functools.wraps(orig_execute)
     def execute_model(self, scheduler_output, *a, **k):
@@ -63,17 +92,32 @@ def install_step_recorder(log, steps: list[dict], counter: dict) -> None:
         with log.in_phase(f"step:{step}"):
             return orig_execute(self, scheduler_output, *a, **k)
 
-    mr.GPUModelRunner.execute_model = execute_model
+    runner_cls.execute_model = execute_model
 
 
-def serve(llm, log, workload: list[dict], *, max_steps: int = 200_000) -> dict:
-    """Serve ``workload`` (dicts with prompt_token_ids, max_tokens, arrival_step); the record."""
+def _crash(log, k: int, exc: BaseException) -> dict:
+    """The step whose forward raised (async scheduling may surface it a step later)."""
+    from .instrument import format_exception
+
+    row = next((r for r in log.rows if r["phase"].startswith("step:") and r.get("error")), None)
+    if row is not None:
+        return {"step": int(row["phase"].split(":", 1)[1]), "error": row["error"]}
+    return {"step": k, "error": format_exception(exc)}
+
+
+def _sampling_params(max_tokens: int):
     from vllm import SamplingParams
 
+    return SamplingParams(max_tokens=max_tokens, ignore_eos=True)
+
+
+def serve(llm, log, workload: list[dict], *, max_steps: int = 200_000, classes=None) -> dict:
+    """Serve ``workload`` (dicts with prompt_token_ids, max_tokens, arrival_step); the record."""
     engine = llm.llm_engine
+    params = getattr(llm, "sampling_params", None) or _sampling_params
     steps: list[dict] = []
     counter = {"step": 0}
-    install_step_recorder(log, steps, counter)
+    install_step_recorder(log, steps, counter, classes)
     pending = sorted(range(len(workload)), key=lambda i: (workload[i]["arrival_step"], i))
     finished: list[int] = []
     crash = None
@@ -84,17 +128,16 @@ def serve(llm, log, workload: list[dict], *, max_steps: int = 200_000) -> dict:
             req = workload[i]
             engine.add_request(f"{REQUEST_PREFIX}{i}",
                                {"prompt_token_ids": list(req["prompt_token_ids"])},
-                               SamplingParams(max_tokens=req["max_tokens"], ignore_eos=True))
+                               params(req["max_tokens"]))
         if not pending and not engine.has_unfinished_requests():
             break
         try:
-            outputs = engine.step()
+            outputs = engine.step() or []
         except BaseException as exc:  # noqa: BLE001 - the point is to record it
-            from .instrument import format_exception
-
-            crash = {"step": k, "error": log.first_error(f"step:{k}") or format_exception(exc)}
+            crash = _crash(log, k, exc)
             break
         finished += [_request_index(o.request_id) for o in outputs if o.finished]
         counter["step"] += 1
     return {"steps": steps, "crash": crash, "finished": sorted(finished),
-            "engine_steps": counter["step"]}
+            "engine_steps": counter["step"],
+            "accepted": {"table": counter["accepted"]} if counter["accepted"] else None}

@@ -1,0 +1,160 @@
+"""Workloads: the requests an offline ``vllm.LLM`` is given, and when.
+
+A workload file is ``{"requests": [...]}`` or a bare list; each request is
+``{"prompt_len": n}`` (token ids ``range(100, 100 + n)``, the fix PR's prompts,
+so any two share a prefix) or ``{"prompt_token_ids": [...]}``, plus optional
+``"max_tokens"`` (default 8) and ``"arrival_step"`` (default 0: the engine step
+before whose ``schedule()`` the request is added).  ``ignore_eos`` is implied.
+Every error is a :class:`WorkloadError` whose message is one line naming the
+request (numbered from 0).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from dataclasses import dataclass
+
+from .reproduction import MAX_TOKENS, prompt_token_ids
+
+_KEYS = ("prompt_len", "prompt_token_ids", "max_tokens", "arrival_step")
+
+
+class WorkloadError(ValueError):
+    """A workload vLLM would not accept (one line, naming the request)."""
+
+
+@dataclass(frozen=True)
+class Request:
+    prompt_token_ids: tuple[int, ...]
+    max_tokens: int = MAX_TOKENS
+    arrival_step: int = 0
+
+    @property
+    def prompt_len(self) -> int:
+        return len(self.prompt_token_ids)
+
+    def as_dict(self) -> dict:
+        ids = self.prompt_token_ids
+        out: dict = ({"prompt_len": len(ids)} if ids == _fix_pr_prompt(len(ids))
+                     else {"prompt_token_ids": list(ids)})
+        out["max_tokens"] = self.max_tokens
+        out["arrival_step"] = self.arrival_step
+        return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _fix_pr_prompt(n: int) -> tuple[int, ...]:
+    return tuple(prompt_token_ids(n))  # shared: cheap for 10,000-request workloads
+
+
+def _int(value, what: str, minimum: int, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise WorkloadError(f"{where}: {what} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _request(i: int, obj) -> Request:
+    where = f"request {i}"
+    if not isinstance(obj, dict):
+        raise WorkloadError(f"{where}: must be an object with prompt_len or "
+                            f"prompt_token_ids, got {obj!r}")
+    unknown = sorted(set(obj) - set(_KEYS))
+    if unknown:
+        raise WorkloadError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
+                            f"allowed: {', '.join(_KEYS)}")
+    if ("prompt_len" in obj) == ("prompt_token_ids" in obj):
+        raise WorkloadError(f"{where}: give exactly one of prompt_len and prompt_token_ids")
+    if "prompt_len" in obj:
+        ids = _fix_pr_prompt(_int(obj["prompt_len"], "prompt_len", 1, where))
+    else:
+        raw = obj["prompt_token_ids"]
+        if raw == []:
+            raise WorkloadError(f"{where}: The decoder prompt cannot be empty")
+        if not isinstance(raw, list) or any(
+                isinstance(t, bool) or not isinstance(t, int) or t < 0 for t in raw):
+            raise WorkloadError(f"{where}: prompt_token_ids must be a list of "
+                                f"integers >= 0, got {raw!r}"[:300])
+        ids = tuple(raw)
+    return Request(ids, _int(obj.get("max_tokens", MAX_TOKENS), "max_tokens", 1, where),
+                   _int(obj.get("arrival_step", 0), "arrival_step", 0, where))
+
+
+@dataclass(frozen=True)
+class Workload:
+    requests: tuple[Request, ...]
+
+    def __post_init__(self) -> None:
+        if not self.requests:
+            raise WorkloadError("workload: no requests")
+
+    def __len__(self) -> int:
+        return len(self.requests)
+
+    @classmethod
+    def from_json(cls, obj) -> Workload:
+        """From ``{"requests": [...]}`` or a bare list of request objects."""
+        if isinstance(obj, dict):
+            extra = sorted(set(obj) - {"requests"})
+            if extra or "requests" not in obj:
+                raise WorkloadError("workload: expected {\"requests\": [...]} or a list"
+                                    + (f"; unknown key(s) {', '.join(map(repr, extra))}"
+                                       if extra else ""))
+            obj = obj["requests"]
+        if not isinstance(obj, list):
+            raise WorkloadError(f"workload: requests must be a list, got {type(obj).__name__}")
+        return cls(tuple(_request(i, r) for i, r in enumerate(obj)))
+
+    def as_json(self) -> dict:
+        return {"requests": [r.as_dict() for r in self.requests]}
+
+    def validate(self, max_model_len: int) -> None:
+        """Reject prompts vLLM's input processor refuses, with its own words.
+
+        ``InputProcessor._validate_prompt_len`` (vllm/v1/engine/input_processor.py:508-553
+        `def _validate_prompt_len`; vllm/v1/engine/input_processor.py:557-602@0.32.0
+        `def _validate_prompt_len`; vllm/v1/engine/input_processor.py:557-602@0.33.0
+        `def _validate_prompt_len`): an empty prompt (refused by ``from_json``); a
+        prompt longer than max_model_len; one of exactly max_model_len (no room for
+        an output token, generate runner).  A prompt + max_tokens beyond it is
+        accepted: the request then stops at max_model_len.
+        """
+        for i, r in enumerate(self.requests):
+            n = r.prompt_len
+            if n > max_model_len:
+                raise WorkloadError(
+                    f"request {i}: The decoder prompt (length {n}) is longer than the "
+                    f"maximum model length of {max_model_len}. Make sure that "
+                    "`max_model_len` is no smaller than the number of text tokens.")
+            if n == max_model_len:
+                raise WorkloadError(
+                    f"request {i}: The decoder prompt (length {n}) plus the number of "
+                    f"requested output tokens (at least 1) is longer than the maximum "
+                    f"model length of {max_model_len}. Make sure that `max_model_len` "
+                    "is no smaller than the number of text tokens (prompt + requested "
+                    "output tokens).")
+
+
+def load_workload(path: str | os.PathLike) -> Workload:
+    """Read a workload file; malformed JSON is a WorkloadError naming the file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            obj = json.load(f)
+    except json.JSONDecodeError as exc:
+        raise WorkloadError(f"workload {os.fspath(path)}: malformed JSON: {exc}") from None
+    except OSError as exc:
+        raise WorkloadError(f"workload {os.fspath(path)}: {exc.strerror}") from None
+    return Workload.from_json(obj)
+
+
+def synthetic(n_requests: int, prompt_lens=(16,), spacing: int = 0,
+              max_tokens: int = MAX_TOKENS) -> Workload:
+    """``n_requests`` fix-PR prompts cycling through ``prompt_lens``; request i
+    arrives at step ``i * spacing`` (0: all at once)."""
+    lens = [prompt_lens] if isinstance(prompt_lens, int) else list(prompt_lens)
+    if n_requests < 1 or not lens or spacing < 0:
+        raise WorkloadError("synthetic: need n_requests >= 1, prompt lengths, spacing >= 0")
+    return Workload.from_json([
+        {"prompt_len": lens[i % len(lens)], "max_tokens": max_tokens,
+         "arrival_step": i * spacing} for i in range(n_requests)])

@@ -1,0 +1,62 @@
+"""Live workload recordings against :func:`~hisparse_model.simulate.simulate`, step by step.
+
+A workload recording (``tests/recorded/w-*.json``, written by the engine child
+with ``live --workload``) holds, next to the usual ``provenance``, ``knobs``,
+``engine`` and ``startup``: the ``workload`` it served, every engine step's
+``scheduled`` tokens per request, the ``crash`` (step and exact error) or
+none, the ``finished`` requests, the MTP ``accepted`` drafts the engine
+reported (the model's input), and the folded ``routing_log`` whose serving
+rows are labelled ``step:<k>``.
+
+:func:`compare_workload_recording` simulates the same knobs and workload (with
+the recorded acceptance) and reports every difference: sizes, start-up, each
+step's scheduled tokens, the crash, the finished requests and the routing rows.
+"""
+
+from __future__ import annotations
+
+from .predict import Prediction
+from .recordings import (LAYERS, add_row, compare_engine, compare_rows, expected_log,
+                         recording_knobs)
+from .simulate import Schedule, simulate
+from .workload import Workload
+
+
+def expected_workload_log(sched: Schedule) -> list[dict]:
+    """The folded routing rows the engine should log: start-up, then each routed step."""
+    rows = expected_log(Prediction(sched.knobs, sched.plan, list(sched.startup)))
+    if sched.startup_error:
+        return rows
+    layers = LAYERS["both" if sched.knobs.num_speculative_tokens else "target"]
+    for s in sched.steps:
+        if not s.routed_tokens:
+            continue  # a FULL replay runs no Python; nothing else is routed
+        calls = 1 if s.error else layers  # the first routing layer raises
+        add_row(rows, f"step:{s.step}", s.routed_tokens, s.num_decode_tokens, s.num_tokens,
+                s.route, s.dispatch, s.error, calls)
+    return rows
+
+
+def compare_workload_recording(rec: dict) -> list[str]:
+    """Readable differences between a workload recording and the simulation (empty: agree)."""
+    knobs = recording_knobs(rec)
+    sched = simulate(knobs, Workload.from_json(rec["workload"]), rec.get("accepted"))
+    diffs = compare_engine(rec.get("engine") or {}, sched.plan)
+    startup = rec["startup"]
+    if startup["error"] != sched.startup_error:
+        diffs.append(f"startup: engine {startup['error']!r} != model {sched.startup_error!r}")
+    got = [(s["step"], {int(r): n for r, n in s["scheduled"].items()}) for s in rec["steps"]]
+    want = [(s.step, s.scheduled) for s in sched.steps]
+    for i, (g, w) in enumerate(zip(got, want)):
+        if g != w:
+            diffs.append(f"step #{i}: engine step {g[0]} {g[1]} != model step {w[0]} {w[1]}")
+            break
+    if len(got) != len(want):
+        diffs.append(f"steps: engine scheduled {len(got)}, model {len(want)}")
+    if rec.get("crash") != sched.crash:
+        diffs.append(f"crash: engine {rec.get('crash')} != model {sched.crash}")
+    if sorted(rec.get("finished", [])) != sorted(sched.finished):
+        diffs.append(f"finished: engine {sorted(rec.get('finished', []))} != "
+                     f"model {sorted(sched.finished)}")
+    return diffs + compare_rows(rec.get("routing_log", []), expected_workload_log(sched),
+                                sched.plan)
