@@ -93,6 +93,16 @@ _CITES = {
         "0.33.0": _c("model_executor/layers/attention/sparse_mla_attention.py", "805-812",
                      "all_context_pages_resident"),
     },
+    # the start-up steps and serving dispatch the notebooks cite: name, file, symbol, line per version
+    **{name: dict(zip(("0.31.0", "0.32.0", "0.33.0"), (_c(path, ln, sym) for ln in lines)))
+       for name, path, sym, lines in (
+           ("memory_profile", "v1/worker/gpu_worker.py", "def determine_available_memory",
+            ("571", "634", "641")),
+           ("startup", "v1/worker/gpu_worker.py", "def compile_or_warm_up_model",
+            ("829", "908", "933")),
+           ("warmup", "v1/worker/gpu/warmup.py", "def _warmup_kernels", ("243", "248", "255")),
+           ("dispatch", "v1/worker/gpu/cudagraph_utils.py", "def dispatch", ("499", "518", "523")),
+       )},
     "handoff_flashmla": {
         "0.31.0": _c(_FM, "815-850", "convert_logical_to_physical_topk"),
         "0.32.0": _c(_FM, "855-890", "convert_logical_to_physical_topk"),

@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.17.3
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -16,80 +16,65 @@
 # %% [markdown]
 # # 1 · The off-by-one: W = C + 1 workspace rows, C swap rows
 #
-# **What you will see.** vLLM 0.31.0 with HiSparse crashes on a batch of exactly
-# `C + 1` tokens:
+# vLLM 0.31.0 with HiSparse crashes on a batch of exactly `C + 1` routed tokens:
 #
 # ```
 # ValueError: HiSparse swap rows exceed the configured speculative decode capacity: stop=C+1, capacity=C.
 # ```
 #
-# This notebook computes the two sizes behind that message for any knobs you choose,
-# the **swap capacity C** and the **index-group workspace W = C + 1**, and draws which
-# path every batch size n = 1 … 3C takes. Under 0.31.0 exactly one size, n = W, is sent
-# to `swap_in` although it does not fit: that is the crash. Under 0.32.0 (the fix) the
-# same batch goes to the all-resident fallback.
+# This notebook explains what HiSparse does, draws the two buffers behind that message, and
+# lets you move the knobs that size them. Everything is computed by `hisparse_model`, an
+# exact pure-Python model of vLLM's code (no GPU needed); notebook 4 checks it against
+# recorded runs of the real engine.
 #
-# Everything here is computed by the pure-Python model `hisparse_model` (no GPU needed);
-# notebook 4 checks the model against recorded runs of the real engine.
-
-# %% [markdown]
-# ## Where each number comes from
+# ## A primer
 #
-# | symbol | meaning | formula | vLLM 0.31.0 line |
-# |---|---|---|---|
-# | B | tokens per engine step | `max_num_batched_tokens`; unset: `min(max_num_seqs * max_model_len, 16384)` | `vllm/engine/arg_utils.py:3102-3105` |
-# | q | tokens per decode request | `1 + num_speculative_tokens` | `vllm/v1/attention/backend.py:579-596` `max_decode_query_len` |
-# | **C** | rows `swap_in` may use in one forward | `min(B, max_num_seqs * q)` | `vllm/v1/hisparse/runtime.py:51-57` `_get_max_swap_rows` |
-# | **W** | rows of the index-group workspace `physical_topk_indices` | `C + 1` | `vllm/v1/attention/backends/mla/index_group.py:365-376` `workspace_rows + 1` |
-#
-# The routing in `convert_logical_to_physical_topk` (`index_group.py:236`) sends a batch of
-# n routed tokens to the all-resident path when `n > physical_topk_indices.shape[0]`, i.e.
-# when n > W, and to `swap_in` otherwise. `swap_in` writes into the runtime's shared swap
-# rows, of which there are only C; `_step_rows` (`vllm/v1/hisparse/runtime.py:897-907`)
-# raises as soon as `stop = n > C`. So n ≤ C is fine, n ≥ W + 1 is fine, and **n = W crashes**.
-# 0.32.0 compares with `cache.runtime.max_swap_rows` = C instead (`index_group.py:236`).
+# * **Sparse attention.** DeepSeek-V3.2 does not attend to every earlier token: for each new
+#   token, an *indexer* picks the top-k earlier tokens (the "logical" top-k indices), and
+#   attention reads only their KV-cache entries.
+# * **HiSparse** is vLLM's tiered KV cache for that model: part of the KV cache lives on the
+#   GPU, the rest in host memory. Before attention, each token's top-k list must be turned
+#   into GPU locations ("physical" indices). `convert_logical_to_physical_topk` does that for
+#   the tokens the attention backend hands it: the **routed tokens** of a batch (n of them).
+# * It takes one of two paths. **`swap_in`** copies the pages the tokens need onto the GPU and
+#   writes one row per routed token into the runtime's **swap rows**: there are
+#   **C = min(B, max_num_seqs · q)** of them, one per decode token the engine can schedule in
+#   a step (B = tokens per step, q = tokens per decode request). The **all-resident path**
+#   is for batches whose pages are all on the GPU already: it needs no swap rows.
+# * Which path? 0.31.0 asks whether the n tokens fit the **index-group workspace**, a buffer
+#   of **W = C + 1** rows. A batch of n ≤ C tokens fits both buffers; n > W goes
+#   all-resident; and **n = W = C + 1** passes the check, goes to `swap_in`, and finds no
+#   row for its last token:
 
 # %%
-from IPython.display import display
+from IPython.display import HTML, display
 
-from hisparse_model import explain, plots, widgets
-from hisparse_model.knobs import Knobs
-from hisparse_model.predict import predict
+from hisparse_model.views import off_by_one_dashboard
+from hisparse_model.views.primer import buffers_diagram, where_in_vllm
 
-# %% [markdown]
-# The fix PR's reproduction uses `max_num_seqs=2`, no speculative decoding and the default
-# `max_num_batched_tokens`. Its numbers, each with its formula and vLLM line:
-
-# %%
-pred = predict(Knobs(vllm_version="0.31.0", max_num_seqs=2))
-for name, formula, where in explain.formulas(pred):
-    print(f"{formula:<62} {where}")
+display(HTML(buffers_diagram(2)))
 
 # %% [markdown]
-# What the two routing rules do with batches just below, at and just above W:
+# The fix (vLLM 0.32.0) asks `n ≤ C` instead, so the same batch takes the all-resident path.
+# Every rule above is a line of vLLM's source; open the table for the file and line of each:
 
 # %%
-c = pred.sizes.swap_capacity
-print(explain.routes_text(c, [c, c + 1, c + 2], plots.OFF_BY_ONE_LANES))
+display(HTML(where_in_vllm("0.31.0")))
 
 # %% [markdown]
 # ## Try the knobs
 #
-# Move the sliders. `max_num_batched_tokens = 0` means "not set" (vLLM's default).
-# The chart's x axis is the number of tokens a batch hands to the routing; each lane is one
-# routing rule; green = `swap_in` that fits, blue = all-resident, red = `swap_in` past C
-# (the crash). The dashed line is C, the dotted line W. An invalid combination (for example
+# The dashboard starts at the fix PR's reproduction (`max_num_seqs=2`, no speculative
+# decoding, `max_num_batched_tokens` not set). Drag a slider or type into its number box;
+# `max_num_batched_tokens = 0` means "not set" (vLLM's default). The chart's x axis is n,
+# the number of tokens one forward hands to the routing, zoomed around C … W; each lane is
+# one routing rule: green fits `swap_in`, blue is the all-resident path, red is `swap_in`
+# past C rows (the crash, marked ▼). An invalid combination (for example
 # `max_num_batched_tokens` below `max_num_seqs`) shows vLLM's error message instead.
 
 # %%
-dash = widgets.off_by_one_dashboard(max_num_seqs=2, num_speculative_tokens=0)
+dash = off_by_one_dashboard(max_num_seqs=2, num_speculative_tokens=0)
 display(dash.widget)
-
-# %% [markdown]
-# The dashboard's numbers as one line (the tests read this line):
-
-# %%
-print(dash.labels["summary"])
 
 # %% [markdown]
 # ## Takeaways
@@ -98,7 +83,7 @@ print(dash.labels["summary"])
 #    holds **W = C + 1**. 0.31.0 routes on W, so exactly one batch size, **n = W = C + 1**,
 #    passes the routing check and then overflows `swap_in`.
 # 2. Every other size is safe: n ≤ C fits the swap rows, n > W goes all-resident.
-#    That is why the bug hides until a batch of exactly C + 1 tokens appears.
+#    That is why the bug hides until a batch of exactly C + 1 routed tokens appears.
 # 3. The fix (0.32.0) compares with C itself: the same batch takes the all-resident path.
 #
 # ## Try this

@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.17.3
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -16,82 +16,53 @@
 # %% [markdown]
 # # 3 · The fix (0.32.0) and the next fix (0.33.0)
 #
-# **What you will see.** The same knobs and the same workload run through vLLM 0.31.0,
-# 0.32.0 and 0.33.0 side by side: the routing rule each version applies, C, W, the capture
-# sizes, whether start-up survives and how each prompt ends. The version selector picks
-# the version whose per-request batches are listed in full. The attention-backend selector
-# shows why **FLASHMLA_SPARSE never crashes**, and the workload box takes any prompt
-# lengths (comma-separated).
-
-# %% [markdown]
+# The same knobs and the same prompts run through vLLM 0.31.0, 0.32.0 and 0.33.0 side by
+# side: the routing rule each version applies, B, q, C, W, the capture sizes, whether
+# start-up survives and how each prompt ends. The `vllm_version` buttons pick the version
+# whose batches are listed in full and highlighted in the chart; `attention_backend` shows
+# why **FLASHMLA_SPARSE never crashes**; `routing = fix` applies the upstream fix's rule to
+# 0.31.0; `prompt_lens` takes any prompt lengths (comma-separated).
+#
 # ## Three routing rules
 #
-# `HiSparseMLAIndexGroup.convert_logical_to_physical_topk` decides, for n routed tokens:
+# `convert_logical_to_physical_topk` decides, for n routed tokens:
 #
-# | version | rule | vLLM line |
+# | version | `swap_in` when | otherwise |
 # |---|---|---|
-# | 0.31.0 | `swap_in` if n ≤ W = C + 1 (`physical_topk_indices.shape[0]`), else all-resident | `index_group.py:236` |
-# | 0.32.0 | `swap_in` if n ≤ C (`cache.runtime.max_swap_rows`), else all-resident | `index_group.py:236` |
-# | 0.33.0 | `swap_in` if n ≤ C **and** the batch is decode-only (or not all resident); every all-resident prefill goes all-resident | `index_group.py:239-242` |
+# | 0.31.0 | n ≤ W = C + 1 (the workspace's rows) | all-resident |
+# | 0.32.0 | n ≤ C (the swap rows: the fix) | all-resident |
+# | 0.33.0 | n ≤ C **and** the batch is decode-only (or not all resident) | all-resident: every all-resident prefill |
 #
-# C = min(B, max_num_seqs · q) (`vllm/v1/hisparse/runtime.py:51-57` / `53-59` / `56-62`),
-# W = C + 1 (`vllm/v1/attention/backends/mla/index_group.py:365-376` / `371-382` / `378-389`),
-# and `swap_in` past C rows raises in `_step_rows` (`runtime.py:897-907` in 0.31.0).
+# The table in the dashboard cites each version's line.
 #
 # ## Which tokens reach the routing (the attention backend)
 #
-# * **FLASH_ATTN_MLA_SPARSE** (0.31.0 / 0.32.0, `flashattn_mla_sparse.py:204-260`): the decode
-#   tokens, if any; a batch with no decode token whose pages are all resident is routed
-#   **whole**, so a prefill of exactly W tokens reaches `swap_in` in 0.31.0.
-# * **FLASHMLA_SPARSE** (0.31.0 / 0.32.0, `flashmla_sparse.py:815-850`): decode tokens only;
-#   prefill tokens are staged (`stage_prefill_rows`). Decode tokens number at most
-#   max_num_seqs · q and at most B, so n ≤ C always: it can never crash.
-# * **0.33.0**, every backend (`sparse_mla_attention.py:805-812`): the whole batch when it
-#   is decode-only or all resident, else the decode part; the new predicate then sends
-#   every all-resident prefill to the all-resident path.
+# * **FLASH_ATTN_MLA_SPARSE** (0.31.0 / 0.32.0): the decode tokens, if any; a batch with no
+#   decode token whose pages are all resident is routed **whole**, so a prefill chunk of
+#   exactly W tokens reaches `swap_in` in 0.31.0. A chunk of at most q tokens (q = 1 +
+#   num_speculative_tokens) counts as decode tokens: it is routed as such.
+# * **FLASHMLA_SPARSE** (0.31.0 / 0.32.0): decode tokens only; prefill tokens are staged.
+#   Decode tokens number at most max_num_seqs · q and at most B, so n ≤ C always: it can
+#   never crash.
+# * **0.33.0**, every backend: the whole batch when it is decode-only or all resident, else
+#   the decode part; the new rule then sends every all-resident prefill to the all-resident
+#   path.
+#
+# ## Try the versions, backends and workloads
+#
+# The chart shows every prompt length n below max_model_len, each prompt served alone: where
+# its prefill goes in each version (green `swap_in` that fits, blue all-resident, red the
+# crash, marked ▼ with its n). Prefills longer than B are chunked, so with B = 64 a 67-token
+# prompt is prefilled as 64 + 3 tokens, and its last chunk is the W-token batch.
 
 # %%
 from IPython.display import display
 
-from hisparse_model import widgets
-from hisparse_model.knobs import VLLM_VERSIONS, Knobs
-from hisparse_model.predict import predict
+from hisparse_model.views import versions_dashboard
 
-# %% [markdown]
-# The fix PR's workload (prompts of 2, 3 and 200 tokens, `max_num_seqs=2`) in each version:
-
-# %%
-for version in VLLM_VERSIONS:
-    p = predict(Knobs(vllm_version=version, max_num_seqs=2), [2, 3, 200])
-    outcomes = ", ".join(f"{o.n}: {'ok' if o.ok else o.error}" for o in p.prompts)
-    print(f"{version}: C={p.sizes.swap_capacity} W={p.sizes.workspace_rows} "
-          f"start-up {'ok' if p.startup_ok else p.startup_error}; {outcomes}")
-
-# %% [markdown]
-# ## Try the versions, backends and workloads
-#
-# The table has one column per version (▶ marks the selected one); `routing = fix` applies
-# the upstream fix's rule to 0.31.0. Below it, every batch of every request in the selected
-# version. The chart shows, for one prompt of n tokens served alone, where its (first)
-# prefill batch goes in each version: green `swap_in` that fits, blue all-resident, red
-# the crash, grey not routed (staged by the backend).
-
-# %%
-dash = widgets.versions_dashboard(vllm_version="0.31.0", attention_backend="FLASH_ATTN_MLA_SPARSE",
-                                  max_num_seqs=2, prompt_lens="2, 3, 200")
+dash = versions_dashboard(vllm_version="0.31.0", attention_backend="FLASH_ATTN_MLA_SPARSE",
+                          max_num_seqs=2, prompt_lens="2, 3, 200")
 display(dash.widget)
-
-# %%
-print(dash.labels["summary"])
-
-# %% [markdown]
-# The same knobs with FLASHMLA_SPARSE (a second dashboard, so the one above keeps your
-# settings):
-
-# %%
-flashmla = widgets.versions_dashboard(attention_backend="FLASHMLA_SPARSE", max_num_seqs=2,
-                                      prompt_lens="2, 3, 200")
-print(flashmla.labels["summary"])
 
 # %% [markdown]
 # ## Takeaways
@@ -105,6 +76,11 @@ print(flashmla.labels["summary"])
 #
 # ## Try this
 #
+# * Set `max_num_batched_tokens = 64` and add 67 to `prompt_lens`: the 67-token prompt
+#   crashes 0.31.0 (chunks of 64 and 3 tokens; the 3-token chunk is W), and so would 131,
+#   195 and 259: find them in the chart.
 # * Select 0.31.0 with `routing = fix`: does it now match 0.32.0 for every prompt?
+# * Switch `attention_backend` to FLASHMLA_SPARSE: which prefills are still routed?
 # * Set `num_speculative_tokens = 1` and the workload `2, 4, 5, 6`: which prompt crashes in
-#   0.31.0, and why is the 2-token prompt a *decode* (hint: 2 ≤ q)?
+#   0.31.0? The 2-token prompt's prefill has 2 ≤ q = 2 tokens: the batch table shows it
+#   routed as 2 decode tokens.

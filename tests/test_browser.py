@@ -1,12 +1,18 @@
-"""Notebook 1 in a real JupyterLab, driven by headless Chromium (Playwright).
+"""Every notebook in a real JupyterLab, and the standalone app, driven by headless Chromium.
 
 The test starts its own JupyterLab on 127.0.0.1 (free port, no token) serving a
-temporary copy of ``notebooks/`` (Lab writes checkpoints and reuses kernels per
-path), with user settings that switch the news/update toast off, opens
-``01_off_by_one.ipynb``, runs all cells, moves the ``max_num_seqs`` slider from
-2 to 1 with the keyboard, and checks that the capacity, workspace and crash
-numbers on screen change to the model's values (C: 2 -> 1, W: 3 -> 2, crash
-size 3 -> 2) and that the chart is redrawn.  Screenshots go to
+temporary copy of ``notebooks/``, with user settings that switch the news/update
+toast off.  For each notebook it opens it (and checks that opening does not
+mark it changed), runs all cells, moves its main control and checks that the
+numbers on screen are the model's, then moves every other control once.  For
+every move it records, in the page, the time from the input event to the first
+change of the dashboard's numbers (``label_ms``) and of its chart
+(``plot_ms``; ``None`` when that control does not change the chart, e.g. the
+prompt lengths under the max_num_seqs strip) into ``test-artifacts/latency.json``
+(``python -m hisparse_model.bench`` reports it).  Times are recorded, never
+asserted: the test fails only when a control does not update the numbers at all.
+The app test serves ``python -m hisparse_model app`` and moves max_num_seqs the
+same way, then stops it with Ctrl-C (SIGINT).  Screenshots go to
 ``test-artifacts/browser/``.
 
 Chromium is Debian's (``apt-get install -y chromium``): Playwright only drives
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -28,27 +35,21 @@ import urllib.request
 
 import pytest
 
-from hisparse_model.knobs import Knobs
-from hisparse_model.predict import predict
+from hisparse_model import Knobs, predict
 
 pytestmark = pytest.mark.browser
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = os.path.join(ROOT, "test-artifacts", "browser")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-SERVER_START_S = 90  # JupyterLab start on a busy 2-core machine
+LATENCY_FILE = os.path.join(ROOT, "test-artifacts", "latency.json")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+SERVER_START_S = 90  # JupyterLab or Voila start on a busy 2-core machine
 RUN_ALL_S = 150  # longer than nbclient's 60 s cell timeout: a stalled reply must not look like a hang
-UPDATE_S = 90  # slider move -> new numbers and an idle kernel
+UPDATE_S = 30  # a control move -> new numbers
+PLOT_WAIT_S = 3  # after the numbers changed: how long a chart may take before it counts as unchanged
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"{CHROMIUM} is absent (install it with: apt-get install -y chromium)",
@@ -80,6 +81,37 @@ def _write_settings(settings_dir: str) -> None:
             json.dump(values, f)
 
 
+def _serve(cmd, log_path, url: str, cwd: str, env=None) -> subprocess.Popen:
+    """Start a server in its own process group and wait until ``url`` answers 200."""
+    log = open(log_path, "w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                            start_new_session=True)
+    deadline = time.monotonic() + SERVER_START_S
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{cmd[2]} exited: {open(log_path).read()[-2000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=30) as r:
+                if r.status == 200:
+                    return proc
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            _stop(proc)
+            raise RuntimeError(f"{cmd[2]} did not start: {open(log_path).read()[-2000:]}")
+        time.sleep(0.5)
+
+
+def _stop(proc: subprocess.Popen, sig=signal.SIGTERM) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """A JupyterLab serving a temporary copy of notebooks/; stopped (process group) at the end."""
@@ -92,55 +124,21 @@ def lab(tmp_path_factory):
     settings = base / "settings"
     _write_settings(str(settings))
     port = _free_port()
-    env = {
-        **os.environ,
-        "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
-        "JUPYTER_CONFIG_DIR": str(base / "config"),  # ignore ~/.jupyter
-        "IPYTHONDIR": str(base / "ipython"),
-        "MPLBACKEND": "Agg",
-    }
-    log = open(base / "lab.log", "w")
-    cmd = [
-        sys.executable, "-m", "jupyterlab",
-        "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
-        "--ServerApp.token=", "--ServerApp.password=",
-        f"--ServerApp.root_dir={root}",
-        f"--LabApp.user_settings_dir={settings}",
-        f"--LabApp.workspaces_dir={base / 'workspaces'}",
-        "--LabApp.expose_app_in_browser=True",  # window.jupyterapp, to run commands
-        "--LabApp.news_url=",  # and no news feed to fetch from
-    ]
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True, cwd=str(root))
-
-    def stop() -> None:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
-        log.close()
-
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
+           "JUPYTER_CONFIG_DIR": str(base / "config"),  # ignore ~/.jupyter
+           "IPYTHONDIR": str(base / "ipython"), "HISPARSE_NOTEBOOK_LIVE": "0"}
+    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
+           "--ip=127.0.0.1", f"--port={port}", "--ServerApp.token=", "--ServerApp.password=",
+           f"--ServerApp.root_dir={root}", f"--LabApp.user_settings_dir={settings}",
+           f"--LabApp.workspaces_dir={base / 'workspaces'}",
+           "--LabApp.expose_app_in_browser=True",  # window.jupyterapp, to run commands
+           "--LabApp.news_url="]  # and no news feed to fetch from
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + SERVER_START_S
+    proc = _serve(cmd, base / "lab.log", f"{url}/api/status", str(root), env)
     try:
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"JupyterLab exited: {(base / 'lab.log').read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{url}/api/status", timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"JupyterLab did not start: {(base / 'lab.log').read_text()[-2000:]}")
-            time.sleep(0.5)
         yield {"url": url, "root": root, "log": base / "lab.log"}
     finally:
-        stop()
+        _stop(proc)
 
 
 @pytest.fixture(scope="module")
@@ -153,6 +151,54 @@ def browser():
             b.close()
 
 
+@pytest.fixture(scope="module")
+def latency():
+    """"notebook/control" -> {"label_ms", "plot_ms"}, written to test-artifacts/latency.json."""
+    out: dict = {}
+    yield out
+    os.makedirs(os.path.dirname(LATENCY_FILE), exist_ok=True)
+    with open(LATENCY_FILE, "w") as f:
+        json.dump(out, f, indent=1)
+
+
+# Arms one measurement in the page: the first input event on the dashboard is t0; the first
+# change of its numbers and of its chart after that are the label and plot times.
+ARM_JS = """(sel) => {
+  const root = document.querySelector(sel);
+  const numbers = () => (root.querySelector('.hs-numbers-box') || {}).innerHTML;
+  const chart = () => (root.querySelector('.hs-chart-box') || {}).innerHTML;
+  const st = {t0: null, label: null, plot: null, n0: numbers(), c0: chart()};
+  const mark = () => { if (st.t0 === null) st.t0 = performance.now(); };
+  const events = ['keydown', 'input', 'change', 'pointerdown', 'click'];
+  for (const e of events) root.addEventListener(e, mark, {capture: true});
+  const obs = new MutationObserver(() => {
+    const now = performance.now();
+    if (st.t0 === null) return;
+    if (st.label === null && numbers() !== st.n0) st.label = now;
+    if (st.plot === null && chart() !== st.c0) st.plot = now;
+  });
+  obs.observe(root, {subtree: true, childList: true, characterData: true, attributes: true});
+  st.done = () => { obs.disconnect(); for (const e of events) root.removeEventListener(e, mark, {capture: true}); };
+  window.__hsLat = st;
+}"""
+
+
+def _measure(page, dash_sel: str, act) -> dict:
+    """Arm, ``act()`` (one input), wait for the numbers (and the chart), return the times in ms."""
+    page.evaluate(ARM_JS, dash_sel)
+    act()
+    page.wait_for_function("() => window.__hsLat.label !== null", timeout=UPDATE_S * 1000)
+    try:
+        page.wait_for_function("() => window.__hsLat.plot !== null", timeout=PLOT_WAIT_S * 1000)
+    except playwright_sync.TimeoutError:
+        pass  # this control does not change the chart
+    st = page.evaluate("() => { const s = window.__hsLat; s.done(); "
+                       "return {t0: s.t0, label: s.label, plot: s.plot}; }")
+    label = round(st["label"] - st["t0"], 1)
+    plot = None if st["plot"] is None else round(st["plot"] - st["t0"], 1)
+    return {"label_ms": label, "plot_ms": plot}
+
+
 KERNEL_IDLE_JS = """() => {
   const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
   const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
@@ -160,105 +206,187 @@ KERNEL_IDLE_JS = """() => {
 }"""
 
 
-def _wait_idle(page, timeout_s: float) -> None:
-    page.wait_for_function(KERNEL_IDLE_JS, timeout=timeout_s * 1000, polling=250)
+def _digest(page, dash_sel: str) -> str:
+    return page.locator(f"{dash_sel} .hs-summary").first.inner_text().strip()
 
 
-def _text(page, selector: str) -> str:
-    return page.locator(f".hisparse-dashboard {selector}").first.inner_text().strip()
+def _control(page, dash_sel: str, name: str):
+    return page.locator(f"{dash_sel} .hs-control-{name}").first
 
 
-def _numbers(page) -> dict:
-    return {
-        "C": _text(page, ".hs-C"),
-        "W": _text(page, ".hs-W"),
-        "crash": _text(page, ".hs-crash"),
-        "summary": _text(page, ".hs-summary"),
-    }
+# What each control does in a move, in order; ("slider", "ArrowLeft"), ("box", "64"),
+# ("select", "0.32.0"), ("toggle", "0.32.0"), ("check", None), ("text", "2, 3, 67").
+def _act(page, dash_sel: str, name: str, how: str, value):
+    c = _control(page, dash_sel, name)
+    if how == "slider":
+        c.locator(".noUi-handle").first.focus()
+        return lambda: c.locator(".noUi-handle").first.press(value)
+    if how in ("box", "text"):
+        box = c.locator("input").last
+        box.fill(str(value))  # no message yet: these controls update on Enter
+        return lambda: box.press("Enter")
+    if how == "select":
+        return lambda: c.locator("select").first.select_option(str(value))
+    if how == "toggle":
+        return lambda: c.locator("button", has_text=str(value)).first.click()
+    if how == "check":
+        return lambda: c.locator("input[type=checkbox]").first.click()
+    raise ValueError(how)
 
 
-def _image_src(page) -> str:
-    return page.locator(".hisparse-dashboard img").first.get_attribute("src") or ""
+def _move(page, dash_sel: str, key: str, name: str, how: str, value, latency: dict) -> None:
+    times = _measure(page, dash_sel, _act(page, dash_sel, name, how, value))
+    label = f"{key}/{name}" + (" (number box)" if how == "box" and name != "prompt_lens" else "")
+    latency[label] = times
 
 
-def _stable_image(page, not_equal: str | None, timeout_s: float) -> str:
-    """Wait until the chart's image is present, differs from ``not_equal`` and stays put 1 s."""
-    deadline = time.monotonic() + timeout_s
-    last, since = None, time.monotonic()
-    while time.monotonic() < deadline:
-        src = _image_src(page)
-        if src and src != not_equal:
-            if src == last and time.monotonic() - since >= 1.0:
-                return src
-            if src != last:
-                last, since = src, time.monotonic()
-        time.sleep(0.2)
-    raise AssertionError("the chart did not settle on a new image")
+def _open_and_run(page, lab, name: str, dash_sel: str, console: list) -> None:
+    # ?reset: a fresh workspace, so only this notebook opens (no tabs restored)
+    page.goto(f"{lab['url']}/lab/tree/{name}.ipynb?reset", timeout=SERVER_START_S * 1000)
+    page.wait_for_function(
+        "(path) => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
+        " return !!w && !!w.sessionContext && w.context.path === path; }",
+        arg=f"{name}.ipynb", timeout=SERVER_START_S * 1000)
+    page.wait_for_function(KERNEL_IDLE_JS, timeout=SERVER_START_S * 1000, polling=250)
+    dirty = page.evaluate("() => window.jupyterapp.shell.currentWidget.context.model.dirty")
+    assert dirty is False, f"opening {name} marked it changed (language_info?)"
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    page.locator(f"{dash_sel} .hs-summary").first.wait_for(state="visible",
+                                                            timeout=RUN_ALL_S * 1000)
+    page.wait_for_function(KERNEL_IDLE_JS, timeout=RUN_ALL_S * 1000, polling=250)
+    page.locator(dash_sel).first.scroll_into_view_if_needed()
 
 
-def _expected(s: int) -> dict:
+def _expected_nb1(s: int) -> str:
     sz = predict(Knobs(vllm_version="0.31.0", max_num_seqs=s)).sizes
-    return {
-        "C": str(sz.swap_capacity),
-        "W": str(sz.workspace_rows),
-        "crash": str(sz.workspace_rows),  # 0.31.0 crashes at n = W
-        "summary": (f"B={sz.max_num_batched_tokens} q={sz.max_decode_query_len} "
-                    f"C={sz.swap_capacity} W={sz.workspace_rows} crash_size={sz.workspace_rows}"),
-    }
+    return (f"B={sz.max_num_batched_tokens} q={sz.max_decode_query_len} C={sz.swap_capacity} "
+            f"W={sz.workspace_rows} crash_size={sz.workspace_rows}")  # 0.31.0 crashes at n = W
 
 
-def test_slider_moves_numbers_and_crash_marker(lab, browser):
-    """Moving max_num_seqs 2 -> 1 in Lab shows the model's C 2->1, W 3->2, crash size 3->2."""
+def _expected_nb2(s: int) -> str:
+    pred = predict(Knobs(max_num_seqs=s), [2, 3, 200])
+    crash, caps = pred.startup_crash_batch, ",".join(map(str, pred.capture_sizes))
+    words = ",".join(f"{p.n}:{'not_run' if not p.ran else 'ok' if p.ok else 'crash'}"
+                     for p in pred.prompts)
+    return (f"max_num_seqs={s} C={pred.sizes.swap_capacity} W={pred.sizes.workspace_rows} "
+            f"capture_sizes={caps} startup={'ok' if crash is None else f'crash(n={crash.routed})'} "
+            f"prompts={words}")
+
+
+# notebook -> (dashboard, main move, then every other control's move)
+PLANS = {
+    "01_off_by_one": ("off_by_one", ("max_num_seqs", "slider", "ArrowLeft"), [
+        ("max_num_seqs", "box", 3), ("num_speculative_tokens", "slider", "ArrowRight"),
+        ("max_num_batched_tokens", "box", 5)]),  # C = min(5, 3 * 2) = 5
+    "02_startup_or_first_request": ("startup", ("max_num_seqs", "slider", "ArrowLeft"), [
+        ("max_num_seqs", "box", 2), ("num_speculative_tokens", "slider", "ArrowRight"),
+        ("max_num_batched_tokens", "box", 64), ("cudagraph_mode", "select", "PIECEWISE"),
+        ("enforce_eager", "check", None), ("attention_backend", "select", "FLASHMLA_SPARSE"),
+        ("vllm_version", "select", "0.32.0"), ("prompt_lens", "text", "2, 3, 67")]),
+    "03_fix_and_next_fix": ("versions", ("max_num_batched_tokens", "box", 64), [
+        ("prompt_lens", "text", "2, 3, 67, 200"), ("vllm_version", "toggle", "0.32.0"),
+        ("max_num_seqs", "slider", "ArrowRight"), ("num_speculative_tokens", "slider", "ArrowRight"),
+        ("routing", "toggle", "fix"), ("attention_backend", "toggle", "FLASHMLA_SPARSE")]),
+    "04_model_vs_engine": ("recordings", ("recording", "select", "v0.31.0-stock-s2-b64"), []),
+}
+
+
+def _check_main(page, name: str, dash_sel: str) -> None:
+    """After the main move, the numbers on screen are the model's."""
+    if name == "01_off_by_one":  # max_num_seqs 2 -> 1: C 2 -> 1, W 3 -> 2, crash at n = 2
+        page.wait_for_function("(a) => document.querySelector(a[0]).innerText.includes(a[1])",
+                               arg=[f"{dash_sel} .hs-summary", _expected_nb1(1)],
+                               timeout=UPDATE_S * 1000)
+        for cls, want in (("hs-C", "1"), ("hs-W", "2"), ("hs-crash", "2")):
+            assert page.locator(f"{dash_sel} .{cls}").first.inner_text().strip() == want
+        assert page.locator(f"{dash_sel} .hs-crash-label").first.text_content() == "crash: n=2"
+    elif name == "02_startup_or_first_request":  # max_num_seqs 2 -> 1: dies at start-up
+        assert _digest(page, dash_sel) == _expected_nb2(1)
+        assert page.locator(f"{dash_sel} tr.hs-crash").first.is_visible()  # the pinned crash row
+    elif name == "03_fix_and_next_fix":  # B = 64: a 67-token prompt is chunked 64 + 3 = W
+        crashes = predict(Knobs(max_num_seqs=2, max_num_batched_tokens=64),
+                          range(1, 320)).prompts
+        want = [f"crash: n={p.n}" for p in crashes if not p.ok]
+        assert "crash: n=67" in want
+        got = page.locator(f"{dash_sel} .hs-crash-label").all_text_contents()
+        assert got == want
+        assert re.search(r"B \(tokens per step\)\s+64\s+64\s+64",
+                         page.locator(f"{dash_sel} .hs-numbers-box").inner_text())
+    else:  # the picked recording is highlighted in the table and in the chart
+        assert "v0.31.0-stock-s2-b64" in page.locator(f"{dash_sel} tr.hs-selected").inner_text()
+        assert page.locator(f"{dash_sel} .hs-chart-box text[font-weight='bold']",
+                            has_text="v0.31.0-stock-s2-b64").count() == 1
+
+
+def _screenshots(page, dash_sel: str, stem: str) -> None:
+    """What a reader sees: the dashboard's numbers, then its chart (Lab scrolls inside a panel)."""
+    for part in (".hs-numbers-box", ".hs-chart-box"):
+        page.locator(f"{dash_sel} {part}").first.scroll_into_view_if_needed()
+        page.screenshot(path=os.path.join(ARTIFACTS, f"{stem}{part.replace('.hs-', '_')}.png"))
+
+
+@pytest.mark.parametrize("name", list(PLANS))
+def test_notebook_controls_update_numbers_and_chart(lab, browser, latency, name):
+    """Run all, move the main control (numbers equal the model's), then every control updates."""
     os.makedirs(ARTIFACTS, exist_ok=True)
-    before, after = _expected(2), _expected(1)
-    assert (before["C"], before["W"], before["crash"]) == ("2", "3", "3")
-    assert (after["C"], after["W"], after["crash"]) == ("1", "2", "2")
-
+    dash_name, main, others = PLANS[name]
+    dash_sel = f".hs-dashboard-{dash_name}"
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     console: list[str] = []
     page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
     try:
-        page.goto(f"{lab['url']}/lab/tree/01_off_by_one.ipynb", timeout=SERVER_START_S * 1000)
-        page.wait_for_function(
-            "() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
-            " && window.jupyterapp.shell.currentWidget.sessionContext",
-            timeout=SERVER_START_S * 1000)
-        _wait_idle(page, SERVER_START_S)
-        page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
-        dash = page.locator(".hisparse-dashboard").first
-        dash.wait_for(state="visible", timeout=RUN_ALL_S * 1000)
-        page.wait_for_function(
-            "(s) => [...document.querySelectorAll('.hisparse-dashboard .hs-summary')]"
-            ".some(e => e.textContent.trim() === s)",
-            arg=before["summary"], timeout=RUN_ALL_S * 1000)
-        _wait_idle(page, RUN_ALL_S)
-        src_before = _stable_image(page, None, UPDATE_S)
-        assert _numbers(page) == before
-        dash.scroll_into_view_if_needed()
-        dash.screenshot(path=os.path.join(ARTIFACTS, "01_before.png"))
-
-        slider = dash.locator(".widget-slider").filter(
-            has=page.locator("label", has_text="max_num_seqs")).first
-        handle = slider.locator(".noUi-handle").first
-        handle.focus()
-        handle.press("ArrowLeft")  # one step: 2 -> 1
-
-        page.wait_for_function(
-            "(s) => [...document.querySelectorAll('.hisparse-dashboard .hs-summary')]"
-            ".some(e => e.textContent.trim() === s)",
-            arg=after["summary"], timeout=UPDATE_S * 1000)
-        _wait_idle(page, UPDATE_S)
-        src_after = _stable_image(page, src_before, UPDATE_S)
-        assert src_after != src_before
-        assert _numbers(page) == after
-        assert slider.locator(".widget-readout").first.inner_text().strip() == "1"
-        dash.screenshot(path=os.path.join(ARTIFACTS, "01_after.png"))
+        _open_and_run(page, lab, name, dash_sel, console)
+        _screenshots(page, dash_sel, f"{name}_before")
+        _move(page, dash_sel, name, *main, latency)
+        _check_main(page, name, dash_sel)
+        _screenshots(page, dash_sel, f"{name}_after")
+        for move in others:
+            _move(page, dash_sel, name, *move, latency)
+        _screenshots(page, dash_sel, f"{name}_last")
+        mismatches = [m for m in console if "does not satisfy" in m or "Unsatisfied version" in m]
+        assert not mismatches, mismatches  # Lab and its extensions' pins agree
     except Exception:
-        page.screenshot(path=os.path.join(ARTIFACTS, "01_failure.png"), full_page=True)
-        with open(os.path.join(ARTIFACTS, "console.log"), "w") as f:
-            f.write("\n".join(console))
+        page.screenshot(path=os.path.join(ARTIFACTS, f"{name}_failure.png"), full_page=True)
         shutil.copy(lab["log"], os.path.join(ARTIFACTS, "lab.log"))
         raise
     finally:
+        with open(os.path.join(ARTIFACTS, f"{name}_console.log"), "w") as f:
+            f.write("\n".join(console))
         context.close()
+
+
+def test_app_serves_the_dashboards_and_stops_on_ctrl_c(browser, latency, tmp_path):
+    """``python -m hisparse_model app``: max_num_seqs 2 -> 1 moves C, W and the crash marker; Ctrl-C exits 0."""
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    port = _free_port()
+    cmd = [sys.executable, "-m", "hisparse_model", "app", "--port", str(port), "--no-browser"]
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    proc = _serve(cmd, tmp_path / "app.log", f"http://127.0.0.1:{port}/", ROOT, env)
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    dash_sel = ".hs-dashboard-off_by_one"
+    try:
+        page.goto(f"http://127.0.0.1:{port}/", timeout=SERVER_START_S * 1000)
+        page.locator(f"{dash_sel} .hs-summary").first.wait_for(state="visible",
+                                                                timeout=RUN_ALL_S * 1000)
+        assert _digest(page, dash_sel) == _expected_nb1(2)
+        page.screenshot(path=os.path.join(ARTIFACTS, "app_before.png"))
+        _move(page, dash_sel, "app", "max_num_seqs", "slider", "ArrowLeft", latency)
+        _check_main(page, "01_off_by_one", dash_sel)
+        page.screenshot(path=os.path.join(ARTIFACTS, "app_after.png"))
+    except Exception:
+        page.screenshot(path=os.path.join(ARTIFACTS, "app_failure.png"), full_page=True)
+        shutil.copy(tmp_path / "app.log", os.path.join(ARTIFACTS, "app.log"))
+        raise
+    finally:
+        context.close()
+        rc = proc.poll()
+        if rc is None:
+            os.kill(proc.pid, signal.SIGINT)  # Ctrl-C: the app stops Voila and its kernels
+            try:
+                rc = proc.wait(timeout=30)
+            finally:
+                _stop(proc)
+    assert rc == 0
+    assert "app: stopping" in (tmp_path / "app.log").read_text()

@@ -1,9 +1,10 @@
 """Every notebook runs headless (nbclient, kernel python3) and shows the model's numbers.
 
-Each notebook prints one plain-text summary line of its dashboard (e.g.
-``B=640 q=1 C=2 W=3 crash_size=3``); the tests parse those lines and compare
-them with :func:`hisparse_model.predict.predict` computed here, so a notebook
-that runs but shows the wrong numbers fails.
+The tests read what a reader sees: each dashboard's live digest line
+(``<code class='hs-summary' data-dashboard=NAME>``, e.g. ``B=640 q=1 C=2 W=3
+crash_size=3``) and its numbers, from the widget state nbclient saves, and the
+HTML the notebook displays; they compare them with :func:`hisparse_model.predict`
+computed here, so a notebook that runs but shows the wrong numbers fails.
 
 The four notebooks run once per session (a module fixture), each cell with a
 60 s timeout; together they must finish in 60 s.
@@ -11,6 +12,7 @@ The four notebooks run once per session (a module fixture), each cell with a
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import time
@@ -19,9 +21,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from hisparse_model import routing
-from hisparse_model.knobs import VLLM_VERSIONS, Knobs
-from hisparse_model.predict import predict
+from hisparse_model import VLLM_VERSIONS, Knobs, compare_recording, predict, routing
+from hisparse_model.recordings import load_all
+from hisparse_model.versions import RULES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOK_DIR = os.path.join(ROOT, "notebooks")
@@ -61,18 +63,42 @@ def executed():
     return out
 
 
+def _plain(markup: str) -> str:
+    """HTML as the text a reader sees (styles and tags dropped, entities decoded, spaces folded)."""
+    markup = re.sub(r"<style>.*?</style>", " ", markup, flags=re.DOTALL)
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", markup)).split())
+
+
 def _text(nb) -> str:
-    """Everything the notebook printed or displayed as text/plain, in order."""
+    """Everything the notebook printed or displayed as text (HTML as plain text), in order."""
     parts = []
     for cell in nb.cells:
         for o in cell.get("outputs", []):
             if o.output_type == "stream":
                 parts.append(o.text)
             elif o.output_type in ("execute_result", "display_data"):
-                parts.append(o.get("data", {}).get("text/plain", ""))
+                data = o.get("data", {})
+                parts.append(_plain(data["text/html"]) if "text/html" in data
+                             else data.get("text/plain", ""))
             elif o.output_type == "error":  # nbclient raises first; kept for clarity
                 parts.append("\n".join(o.traceback))
     return "\n".join(parts)
+
+
+DIGEST = re.compile(r"<code class='hs-summary' data-dashboard='(?P<name>\w+)'>(?P<text>[^<]*)"
+                    r"</code>")
+
+
+def dashboards(nb) -> dict[str, tuple[str, str]]:
+    """name -> (digest line, numbers as plain text) of every dashboard the notebook displayed."""
+    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    out = {}
+    for model in state.values():
+        value = model.get("state", {}).get("value")
+        if isinstance(value, str):
+            for m in DIGEST.finditer(value):
+                out[m["name"]] = (html.unescape(m["text"]), _plain(value))
+    return out
 
 
 def _widget_views(nb) -> int:
@@ -90,23 +116,26 @@ def test_all_notebooks_run_within_the_budget(executed):
 
 
 def test_01_shows_c_w_and_the_crash_size(executed):
-    """Notebook 1 shows C, W, the crash size and the exact error for the fix PR's knobs."""
+    """Notebook 1's dashboard shows C, W, the crash size and the exact error for the fix PR's knobs."""
     nb, text = executed["01_off_by_one"]
     pred = predict(Knobs(vllm_version="0.31.0", max_num_seqs=2))
     s = pred.sizes  # B = min(2*320, 16384) = 640, q = 1, C = min(640, 2) = 2, W = 3
-    m = re.search(r"^B=(\d+) q=(\d+) C=(\d+) W=(\d+) crash_size=(\d+)$", text, re.MULTILINE)
-    assert m, text
+    digest, numbers = dashboards(nb)["off_by_one"]
+    m = re.fullmatch(r"B=(\d+) q=(\d+) C=(\d+) W=(\d+) crash_size=(\d+)", digest)
+    assert m, digest
     assert tuple(map(int, m.groups())) == (s.max_num_batched_tokens, s.max_decode_query_len,
                                            s.swap_capacity, s.workspace_rows, s.workspace_rows)
     assert (s.swap_capacity, s.workspace_rows) == (2, 3)
     # the formula lines, each with its vLLM line
-    assert "C = min(B, max_num_seqs * q) = min(640, 2 * 1) = 2" in text
-    assert "vllm/v1/hisparse/runtime.py:51-57" in text
-    assert "W = C + 1 = 2 + 1 = 3" in text
-    assert "index_group.py:365-376" in text
-    # n = W under 0.31.0: swap_in and the exact ValueError; under 0.32.0: all-resident
-    line = next(x for x in text.splitlines() if x.startswith("n=3 "))
-    assert routing.swap_error(3, 2) in line and "all_resident" in line
+    assert "C = min(B, max_num_seqs * q) = min(640, 2 * 1) = 2" in numbers
+    assert "vllm/v1/hisparse/runtime.py:51-57" in numbers
+    assert "W = C + 1 = 2 + 1 = 3" in numbers
+    assert "index_group.py:365-376" in numbers
+    assert routing.swap_error(3, 2) in numbers  # n = W under 0.31.0: swap_in and the ValueError
+    # the primer's diagram and the "Where in vLLM" table, from VersionRules.cites
+    assert "stop=3, capacity=2" in text
+    for cite in RULES["0.31.0"].cites.values():
+        assert " ".join(str(cite).replace("`", "").split()) in text
     assert _widget_views(nb) == 1
 
 
@@ -117,24 +146,34 @@ def test_02_shows_startup_and_runtime_crashes(executed):
     assert one.capture_sizes == [1, 2] and one.startup_error == routing.swap_error(2, 1)
     assert "capture sizes [1, 2]" in text
     assert routing.swap_error(2, 1) in text
+    assert "not run: the engine died at start-up" in text  # its prompts never run
     two = predict(Knobs(max_num_seqs=2), [2, 3, 200])
-    m = re.search(r"^max_num_seqs=(\d+) C=(\d+) W=(\d+) capture_sizes=([\d,]*) startup=(\S+) "
-                  r"prompts=(\S+)$", text, re.MULTILINE)
-    assert m, text
+    digest, numbers = dashboards(nb)["startup"]
+    m = re.fullmatch(r"max_num_seqs=(\d+) C=(\d+) W=(\d+) capture_sizes=([\d,]*) startup=(\S+) "
+                     r"prompts=(\S+)", digest)
+    assert m, digest
     s, c, w, caps, startup, prompts = m.groups()
     assert (int(s), int(c), int(w)) == (2, two.sizes.swap_capacity, two.sizes.workspace_rows)
     assert [int(x) for x in caps.split(",")] == two.capture_sizes == [1, 2, 4]
     assert startup == ("ok" if two.startup_ok else "crash")
     assert prompts == ",".join(f"{p.n}:{'ok' if p.ok else 'crash'}" for p in two.prompts)
     assert prompts == "2:ok,3:crash,200:ok"
-    # the max_num_seqs chart's summary: 1 dies at start-up, 2..256 on a W-token prompt
-    m = re.search(r"^sweep startup_crash=(\S+) runtime_crash=(\S+) safe=(\S+) invalid=(\S+)$",
-                  text, re.MULTILINE)
-    assert m, text
+    # the max_num_seqs strip's caption: 1 dies at start-up, 2..256 on a W-token prompt
+    chart = _widget_text(nb)
+    m = re.search(r"sweep startup_crash=(\S+) runtime_crash=(\S+) safe=(\S+) invalid=(\S+)",
+                  chart)
+    assert m, chart
     startup_crash = [s for s in range(1, 257) if not predict(Knobs(max_num_seqs=s)).startup_ok]
     assert startup_crash == [1]
     assert m.groups() == ("1", "2-256", "none", "none")
     assert _widget_views(nb) == 1
+
+
+def _widget_text(nb) -> str:
+    """Every HTML widget's value (numbers and charts) as plain text."""
+    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    values = [m.get("state", {}).get("value") for m in state.values()]
+    return " ".join(_plain(v) for v in values if isinstance(v, str))
 
 
 def _version_summary(backend: str) -> str:
@@ -147,48 +186,28 @@ def _version_summary(backend: str) -> str:
 
 
 def test_03_shows_each_version_and_backend(executed):
-    """Notebook 3's per-version outcomes equal predict(); FLASHMLA_SPARSE never crashes."""
+    """Notebook 3's per-version outcomes and B equal predict()'s."""
     nb, text = executed["03_fix_and_next_fix"]
+    digest, numbers = dashboards(nb)["versions"]
     flash = _version_summary("FLASH_ATTN_MLA_SPARSE")
-    assert flash in text.splitlines()
+    assert digest == flash
     # 0.31.0 crashes on the 3-token prompt; 0.32.0 and 0.33.0 do not
     assert "0.31.0 startup=ok prompts=2:ok,3:crash,200:ok" in flash
     assert "0.32.0 startup=ok prompts=2:ok,3:ok,200:ok" in flash
-    flashmla = _version_summary("FLASHMLA_SPARSE")
-    assert flashmla in text.splitlines()
-    assert "crash" not in flashmla
-    assert f"0.31.0: C=2 W=3 start-up ok; 2: ok, 3: {routing.swap_error(3, 2)}, 200: ok" in text
+    b = predict(Knobs(max_num_seqs=2)).sizes.max_num_batched_tokens  # min(2 * 320, 16384)
+    assert re.search(rf"B \(tokens per step\)\s+{b}\s+{b}\s+{b}\s", numbers), numbers
     assert _widget_views(nb) == 1
 
 
 def test_04_compares_the_committed_recordings(executed):
-    """Notebook 4 counts the committed recordings and their agreement as computed here."""
-    from hisparse_model.recordings import load_all
-
+    """Notebook 4 counts the committed recordings and compare_recording's verdict on each."""
     nb, text = executed["04_model_vs_engine"]
     recs = load_all()
-    counts = {"agree": 0, "differ": 0, "inconclusive": 0}
-    for rec in recs:
-        pred = predict(Knobs(**rec["knobs"]), rec["prompt_lens"])
-        st = rec["startup"]
-        if not st["ok"] and not (st["error"] or "").startswith("ValueError: HiSparse swap rows"):
-            counts["inconclusive"] += 1  # died of something else (e.g. GPU memory)
-            continue
-        eng = rec["engine"]
-        same = (st["ok"], st["error"]) == (pred.startup_ok, pred.startup_error)
-        same &= eng.get("swap_capacity") in (None, pred.sizes.swap_capacity)
-        same &= eng.get("capture_sizes") in (None, pred.capture_sizes)
-        same &= eng.get("max_num_batched_tokens") in (None, pred.sizes.max_num_batched_tokens)
-        same &= eng.get("max_decode_query_len") in (None, pred.sizes.max_decode_query_len)
-        for got, want in zip(rec["prompts"], pred.prompts):
-            if got["ran"]:
-                same &= (got["ok"], got["error"]) == (want.ok, want.error)
-        counts["agree" if same else "differ"] += 1
-    m = re.search(r"^recordings=(\d+) agree=(\d+) differ=(\d+) inconclusive=(\d+)", text, re.MULTILINE)
-    assert m, text
-    assert tuple(map(int, m.groups())) == (len(recs), counts["agree"], counts["differ"],
-                                           counts["inconclusive"])
-    assert f"{len(recs)} recordings" in text
+    agree = sum(not compare_recording(rec) for rec in recs)
+    digest, _ = dashboards(nb)["recordings"]
+    m = re.match(r"recordings=(\d+) agree=(\d+) differ=(\d+) \| ", digest)
+    assert m, digest
+    assert tuple(map(int, m.groups())) == (len(recs), agree, len(recs) - agree)
     # the live cell says why it cannot run, or that the tests switched it off
     assert re.search(r"^live engine (unavailable: .+|available \(vLLM .+\), not run: "
                      r"HISPARSE_NOTEBOOK_LIVE=0)$", text, re.MULTILINE), text

@@ -1,7 +1,7 @@
 """The notebooks' dashboards, driven without a browser (set ``.value``, read what they show).
 
 Every expectation is computed here from the model's own API
-(:func:`hisparse_model.predict.predict`, :func:`hisparse_model.routing.route`) or
+(:func:`hisparse_model.predict`, :func:`hisparse_model.routing.route_tokens`) or
 from the arithmetic in the case tables, never read back from the widget code.
 """
 
@@ -9,16 +9,25 @@ from __future__ import annotations
 
 import json
 import os
+from html import escape
+import xml.etree.ElementTree as ET
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hisparse_model import plots, routing, widgets
-from hisparse_model.knobs import VLLM_VERSIONS, Knobs
-from hisparse_model.predict import predict
+from hisparse_model import VLLM_VERSIONS, Knobs, predict, routing
+from hisparse_model import chart_data as cd
+from hisparse_model import views as widgets
+from hisparse_model.knobs import knob_specs
+from hisparse_model.recordings import compare_recording, expected_log, load_all
+from hisparse_model.versions import RULES
+from hisparse_model.views import primer
+from hisparse_model.views import svg as plots
+from hisparse_model.views.page import app_page
+from hisparse_model.views.primer import where_in_vllm
 
-PNG = b"\x89PNG\r\n\x1a\n"
+SVG = "<svg"
 
 # (max_num_seqs, num_speculative_tokens, max_num_batched_tokens) -> (B, q, C, W)
 OFF_BY_ONE_CASES = [
@@ -73,24 +82,24 @@ def test_off_by_one_numbers_follow_the_sliders(off_by_one, knobs, expected):
 
 @pytest.mark.parametrize(("knobs", "expected"), OFF_BY_ONE_CASES)
 def test_off_by_one_plot_data_is_the_routing(off_by_one, knobs, expected):
-    """Each lane's outcome at n equals routing.route(n); only 0.31.0 has a crash, at n = W."""
+    """Each lane's outcome at n equals route_tokens(n); only 0.31.0 has a crash, at n = W."""
     s, k, b = knobs
     _, _, c, w = expected
     dash = off_by_one
     _set(dash, max_num_seqs=s, num_speculative_tokens=k, max_num_batched_tokens=_slider_b(b))
     data = dash.plot_data
-    assert data["n"] == list(range(1, max(3 * c, c + 3) + 1))  # 1..~3C
+    assert data["n"] == list(range(max(1, c - 5), w + 6))  # zoomed: C - 5 ... W + 5
     assert (data["C"], data["W"]) == (c, w)
-    for label, (version, mode) in plots.OFF_BY_ONE_LANES.items():
+    for label, key in cd.OFF_BY_ONE_LANES.items():
         want = []
         for n in data["n"]:
-            r = routing.route(version, mode, n, c, has_prefill=True)
+            r = routing.route_tokens(RULES[key], n, c, has_prefill=True)
             want.append("crash" if r.error else r.path)
         assert data["lanes"][label] == want
-    stock, fixed = plots.OFF_BY_ONE_LANES
+    stock, fixed = cd.OFF_BY_ONE_LANES
     assert data["crash_sizes"][stock] == [w]  # 0.31.0: exactly one crashing size
     assert data["crash_sizes"][fixed] == []  # 0.32.0: none
-    assert bytes(dash.image.value).startswith(PNG)
+    assert dash.chart.value.startswith(SVG)
 
 
 def test_off_by_one_tracks_a_sequence_of_moves():
@@ -115,11 +124,11 @@ def test_invalid_knobs_show_the_model_error_instead_of_a_traceback():
     assert str(exc.value) in dash.message.value.replace("&gt;", ">").replace("&lt;", "<")
     assert dash.labels["error"] == dash.error
     assert dash.plot_data == {}
-    assert dash.image.layout.display == "none"
+    assert dash.chart.layout.display == "none"
     dash.controls["max_num_seqs"].value = 3  # B = 3 >= S = 3: valid again, C = min(3, 3) = 3
     assert dash.error is None and dash.message.value == ""
     assert dash.labels["C"] == "3" and dash.labels["W"] == "4"
-    assert dash.image.layout.display is None
+    assert dash.chart.layout.display is None
 
 
 @settings(max_examples=40, deadline=None, database=None,
@@ -132,8 +141,8 @@ def test_route_lanes_crash_only_at_w(s, k, b):
     except ValueError:
         return  # vLLM rejects the knobs (B < S): nothing to route
     c = pred.sizes.swap_capacity
-    data = plots.route_lanes(c)
-    stock, fixed = plots.OFF_BY_ONE_LANES
+    data = cd.route_lanes(c)
+    stock, fixed = cd.OFF_BY_ONE_LANES
     assert data["crash_sizes"][stock] == [pred.sizes.workspace_rows]
     assert data["crash_sizes"][fixed] == []
 
@@ -164,15 +173,20 @@ def test_startup_dashboard_shows_captures_and_where_it_dies(s, captures, startup
     assert ["ok" if p.ok else "crash" for p in pred.prompts] == prompts
     assert dash.labels["capture_sizes"] == ", ".join(map(str, captures))
     assert dash.labels["startup"] == ("ok" if startup_error is None else startup_error)
-    assert dash.labels["prompts"] == ",".join(f"{n}:{o}" for n, o in zip((2, 3, 200), prompts))
+    shown = ["not_run"] * 3 if startup_error else prompts  # a dead engine serves nothing
+    assert dash.labels["prompts"] == ",".join(f"{n}:{o}" for n, o in zip((2, 3, 200), shown))
     crash = pred.startup_crash_batch
     startup_word = "ok" if crash is None else f"crash(n={crash.routed})"
     assert dash.labels["summary"] == (
         f"max_num_seqs={s} C={s} W={s + 1} capture_sizes={','.join(map(str, captures))} "
         f"startup={startup_word} prompts={dash.labels['prompts']}"
     )
-    if startup_error:
-        assert "background:#fde0dd" in dash.numbers.value  # the crashing row is highlighted
+    if startup_error:  # the crashing row is highlighted, and is the table's last row
+        table = dash.numbers.value.split("start-up batches in engine order")[1]
+        table = table.split("</table>")[0]
+        assert table.count("<tr class='hs-crash'>") == 1
+        assert table.rsplit("<tr", 1)[1].startswith(" class='hs-crash'>")
+        assert "not run: the engine died at start-up" in dash.numbers.value
     assert dash.plot_data["current"] == s
 
 
@@ -224,9 +238,9 @@ def test_max_num_seqs_sweep_matches_predict(base, summary):
 def test_w_is_the_only_crashing_prompt_length(s):
     """Under 0.31.0 with default B, the only single-prompt length that crashes is W (the chart's premise)."""
     k = Knobs(max_num_seqs=s)
-    pred = predict(k, list(range(1, k.max_model_len)))
-    crashing = [p.n for p in pred.prompts if not p.ok]
-    assert crashing == [pred.sizes.workspace_rows]  # W = S + 1 here
+    alone = [predict(k, [n]) for n in range(1, k.max_model_len)]  # each prompt served alone
+    crashing = [p.prompts[0].n for p in alone if not p.prompts[0].ok]
+    assert crashing == [alone[0].sizes.workspace_rows]  # W = S + 1 here
 
 
 def test_enforce_eager_moves_the_crash_from_startup_to_a_prompt():
@@ -239,6 +253,7 @@ def test_enforce_eager_moves_the_crash_from_startup_to_a_prompt():
     assert dash.labels["capture_sizes"] == "none"
     assert dash.labels["startup"] == "ok"
     assert dash.labels["prompts"] == "2:crash,3:ok,200:ok"
+    assert pred.startup == [] and "hs-empty-startup" in dash.numbers.value  # says why it is empty
 
 
 # --------------------------------------------------------------------------
@@ -252,7 +267,8 @@ def _per_version(backend: str, s: int, lens: list[int], routing_mode: str = "sto
         mode = routing_mode if v == "0.31.0" else "stock"
         p = predict(Knobs(vllm_version=v, max_num_seqs=s, attention_backend=backend,
                           routing=mode), lens)
-        prompts = ",".join(f"{o.n}:{'ok' if o.ok else 'crash'}" for o in p.prompts)
+        prompts = ",".join(f"{o.n}:{'not_run' if not o.ran else 'ok' if o.ok else 'crash'}"
+                           for o in p.prompts)
         out[v] = f"startup={'ok' if p.startup_ok else 'crash'} prompts={prompts}"
     return out
 
@@ -302,28 +318,35 @@ def test_flashmla_sparse_never_crashes(s):
     dash = widgets.versions_dashboard(attention_backend="FLASHMLA_SPARSE", max_num_seqs=s)
     for v in VLLM_VERSIONS:
         assert CRASH_FREE(dash.plot_data["lanes"][v])
-        pred = predict(Knobs(vllm_version=v, max_num_seqs=s, attention_backend="FLASHMLA_SPARSE"),
-                       list(range(1, 320)))
-        assert pred.startup_ok and all(p.ok for p in pred.prompts)
+        knobs = Knobs(vllm_version=v, max_num_seqs=s, attention_backend="FLASHMLA_SPARSE")
+        alone = [predict(knobs, [n]) for n in range(1, 320)]  # each prompt served alone
+        assert all(p.startup_ok and p.prompts[0].ok for p in alone)
 
 
 def CRASH_FREE(outcomes: list[str]) -> bool:
-    return plots.CRASH not in outcomes
+    return cd.CRASH not in outcomes
 
 
-def test_prompt_lanes_follow_predict():
-    """Each lane cell is the prompt's crash or its first batch's route, as predict() says."""
-    dash = widgets.versions_dashboard(max_num_seqs=2)
+@pytest.mark.parametrize(("s", "b", "crashes"), [
+    (2, None, [3]),  # C = 2, W = 3; B = 640 > every prompt: only n = 3 has a 3-token chunk
+    (2, 64, [3, 67, 131, 195, 259]),  # chunks of 64: the last chunk is 3 when n = 64k + 3
+    (1, None, []),  # W = 2 is a capture: start-up crashes, no prompt runs in 0.31.0
+])
+def test_prompt_lanes_follow_predict(s, b, crashes):
+    """Each lane cell is predict()'s for that prompt served alone: its crash or its first batch's route."""
+    dash = widgets.versions_dashboard(max_num_seqs=s)
+    dash.controls["max_num_batched_tokens"].value = _slider_b(b)
     data = dash.plot_data
-    assert data["n"] == list(range(1, 7))  # 1..3C with C = 2
+    assert data["n"] == list(range(1, 320))  # every prompt length below max_model_len = 320
     for v in VLLM_VERSIONS:
-        pred = predict(Knobs(vllm_version=v, max_num_seqs=2), data["n"])
+        knobs = Knobs(vllm_version=v, max_num_seqs=s, max_num_batched_tokens=b)
         want = []
-        for p in pred.prompts:
-            b = p.batches[0]
-            want.append("crash" if not p.ok else (b.route or "not_routed"))
+        for p in (predict(knobs, [n]).prompts[0] for n in data["n"]):
+            b0 = p.batches[0]
+            want.append("not_run" if not p.ran else "crash" if not p.ok
+                        else (b0.route or "not_routed"))
         assert data["lanes"][v] == want
-    assert data["crash_sizes"] == {"0.31.0": [3], "0.32.0": [], "0.33.0": []}
+    assert data["crash_sizes"] == {"0.31.0": crashes, "0.32.0": [], "0.33.0": []}
 
 
 @pytest.mark.parametrize(
@@ -342,6 +365,8 @@ def test_workload_box_errors_are_shown(text, message):
             predict(Knobs(), [2, 400])
         message = str(exc.value)
     assert dash.error == message
+    title = "typo in prompt_lens:" if "not an integer" in message else "vLLM would reject"
+    assert title in dash.message.value  # a typo is called a typo
     dash.controls["prompt_lens"].value = "2, 3"
     assert dash.error is None
     assert dash.state["prompt_lens"] == [2, 3]
@@ -355,13 +380,14 @@ def test_workload_box_errors_are_shown(text, message):
 def _fake_recording(knobs: dict, lens: list[int], **override) -> dict:
     """A recording as the engine would write it if it behaved exactly as predicted."""
     pred = predict(Knobs(**knobs), lens)
-    ran = pred.startup_ok
-    prompts = []
+    ran, prompts, ran_count = pred.startup_ok, [], 0
     for p in pred.prompts:
         prompts.append({"n": p.n, "ran": ran, "ok": p.ok if ran else None,
                         "error": p.error if ran else None})
+        ran_count += ran
         if ran and not p.ok:
             ran = False  # the engine is dead after a crash
+    sizes = {"workspace_rows": pred.sizes.workspace_rows, "swap_capacity": pred.sizes.swap_capacity}
     rec = {
         "schema": 1, "knobs": Knobs(**knobs).as_dict(), "prompt_lens": lens,
         "provenance": {"vllm": knobs.get("vllm_version", "0.31.0"), "torch": "x", "gpu": "H200",
@@ -369,17 +395,19 @@ def _fake_recording(knobs: dict, lens: list[int], **override) -> dict:
         "engine": {"capture_sizes": pred.capture_sizes,
                    "max_num_batched_tokens": pred.sizes.max_num_batched_tokens,
                    "max_decode_query_len": pred.sizes.max_decode_query_len,
-                   "swap_capacity": pred.sizes.swap_capacity},
+                   "swap_capacity": pred.sizes.swap_capacity,
+                   "cudagraph_mode": pred.cudagraph_mode,
+                   "attention_backends": [pred.knobs.attention_backend]},
         "startup": {"ok": pred.startup_ok, "error": pred.startup_error},
-        "prompts": prompts, "routing_log": [],
+        "prompts": prompts,
+        "routing_log": [{**row, **sizes} for row in expected_log(pred, ran_prompts=ran_count)],
     }
     rec.update(override)
     return rec
 
 
-def test_recordings_table_classifies_agree_differ_inconclusive(tmp_path, monkeypatch):
-    """Recorded outcomes equal to predict() agree; a changed error differs; an OOM is inconclusive."""
-    monkeypatch.setattr(widgets, "compare_function", lambda: None)  # the degraded path
+def test_recordings_table_shows_compare_recordings_verdict(tmp_path):
+    """Recordings equal to predict() agree; a changed error, an OOM or a missing recording differ."""
     agree = _fake_recording({"max_num_seqs": 2}, [2, 3, 200])
     dies = _fake_recording({"max_num_seqs": 1}, [2, 3])
     wrong = _fake_recording({"max_num_seqs": 2}, [2, 3, 200])
@@ -391,23 +419,25 @@ def test_recordings_table_classifies_agree_differ_inconclusive(tmp_path, monkeyp
     for i, rec in enumerate([agree, dies, wrong, oom]):
         (tmp_path / f"r{i}.json").write_text(json.dumps(rec))
     dash = widgets.recordings_dashboard(directory=str(tmp_path))
-    verdicts = {r["name"]: r["verdict"] for r in dash.rows}
-    assert verdicts == {"r0": "agree", "r1": "agree", "r2": "differ", "r3": "inconclusive"}
-    assert dash.labels["summary"] == "recordings=4 agree=2 differ=1 inconclusive=1"
+    verdicts = {r["name"]: r["agrees"] for r in dash.rows}
+    assert verdicts == {"r0": True, "r1": True, "r2": False, "r3": False}
+    for row, rec in zip(dash.rows, load_all(str(tmp_path))):
+        assert row["diffs"] == compare_recording(rec)  # the one verdict, not a second one
+    assert dash.labels["summary"].startswith("recordings=4 agree=2 differ=2 | r0: ")
     # the chart: start-up + each prompt; the engine's square vs the model's dot
-    cells = dash.plot_data["rows"][1]["cells"]  # max_num_seqs=1: dies at start-up
-    assert [(c["model"], c["engine"]) for c in cells] == [
-        ("crash", "crash"), ("crash", "not_run"), ("ok", "not_run")]
-    live = widgets.recordings_dashboard([stub])
-    assert live.rows[0]["verdict"] == "inconclusive"
+    row = dash.plot_data["rows"][1]  # max_num_seqs=1: dies at start-up, no prompt runs
+    assert list(zip(row["model_keys"], row["engine_keys"])) == [
+        ("crash", "crash"), ("not_run", "not_run"), ("not_run", "not_run")]
+    assert dash.plot_data["rows"][3]["engine_keys"][0] == "other_error"  # the OOM
+    live = widgets.recordings_dashboard([stub], name="live")
+    assert live.rows[0]["agrees"] is False and "no recording" in live.rows[0]["diffs"][0]
+    assert "data-dashboard='live'" in live.numbers.value
     empty = widgets.recordings_dashboard([])
-    assert empty.labels["summary"] == "recordings=0 agree=0 differ=0 inconclusive=0"
+    assert empty.labels["summary"] == "recordings=0 agree=0 differ=0"
 
 
 def test_recordings_dashboard_loads_the_committed_recordings():
     """Notebook 4's default source is tests/recorded/*.json, one row per file, in file order."""
-    from hisparse_model.recordings import load_all
-
     recs = load_all()
     dash = widgets.recordings_dashboard()
     assert [r["name"] for r in dash.rows] == [
@@ -417,28 +447,110 @@ def test_recordings_dashboard_loads_the_committed_recordings():
         name = dash.rows[-1]["name"]
         dash.controls["recording"].value = name
         assert dash.state["recording"] == name
+        assert dash.plot_data["selected"] == name  # the chart highlights the picked row
+        assert f"<tr class='hs-selected'><td><b>{name}</b>" in dash.numbers.value
 
 
 # --------------------------------------------------------------------------
-# every chart
+# every chart and every control
 # --------------------------------------------------------------------------
 
+FACTORIES = ["off_by_one_dashboard", "startup_dashboard", "versions_dashboard",
+             "recordings_dashboard"]
 
-@pytest.mark.parametrize("factory", ["off_by_one_dashboard", "startup_dashboard",
-                                     "versions_dashboard"])
+
+@pytest.mark.parametrize("factory", FACTORIES)
 def test_charts_have_title_labels_legend_and_palette_colours(factory):
-    """Every chart has a title, axis labels and a legend, and colours from the one palette."""
-    from matplotlib.colors import to_hex
-
+    """Every chart has a title, lane labels, a legend, palette colours only and no text under 11 px."""
     dash = getattr(widgets, factory)()
-    ax = dash.canvas.ax
-    assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
-    assert ax.get_legend() is not None
-    palette = {c.lower() for c in plots.PALETTE.values()}
-    used = set()
-    for coll in ax.collections:
-        for rgba in list(coll.get_facecolors()) + list(coll.get_edgecolors()):
-            if rgba[3] > 0:
-                used.add(to_hex(rgba))
-    assert used and used <= palette | {"#ffffff"}
-    assert bytes(dash.image.value).startswith(PNG)
+    root = ET.fromstring(dash.chart.value)
+    ns = {"s": "http://www.w3.org/2000/svg"}
+    assert root.find("s:title", ns).text
+    texts = root.findall(".//s:text", ns)
+    classes = [t.get("class") for t in texts]
+    assert "hs-lane-label" in classes and "hs-legend" in classes
+    assert all(int(t.get("font-size")) >= 11 for t in texts)  # drawn at display size
+    fills = {r.get("fill").lower() for r in root.iter() if r.get("fill")}
+    allowed = {c.lower() for c in plots.PALETTE.values()} | {
+        plots.INK, plots.HIGHLIGHT, "#fff", "#ffffff", "none", "#000", "#e5f5e0", "#f7f7f7"}
+    assert fills <= allowed, fills - allowed
+
+
+@pytest.mark.parametrize("factory", FACTORIES[:3])
+def test_controls_are_generated_from_the_knob_declaration(factory):
+    """Each knob control is named after its knob, carries its help, and honours its limits."""
+    dash = getattr(widgets, factory)()
+    specs = {s.name: s for s in knob_specs()}
+    knob_controls = {n: c for n, c in dash.controls.items() if n in specs}
+    assert knob_controls
+    for name, c in knob_controls.items():
+        spec = specs[name]
+        assert c.description == name and c.tooltip == spec.help
+        if spec.kind is int:
+            assert c.min >= (0 if spec.optional else spec.minimum)
+            box = dash.number_boxes[name]  # the slider's number box follows it both ways
+            c.value = c.min + 1
+            assert box.value == c.min + 1
+            box.value = c.min + 2
+            assert c.value == c.min + 2
+        elif spec.kind is str:
+            assert set(spec.choices) <= set(c.options)
+            assert ("default" in c.options) == spec.optional
+
+
+STRIP_BASES = [
+    {},  # default B: S = 1 dies at start-up, every other S on a W-token prompt
+    {"max_num_batched_tokens": 64},  # S = 63 start-up (warmup prefill 32 x 2 = 64 = W), 64 safe
+    {"num_speculative_tokens": 2},  # q = 3
+    {"enforce_eager": True},  # no captures, no warmup: never a start-up crash
+    {"cudagraph_mode": "PIECEWISE"},  # outside the sweep's closed forms: predict() per S
+    {"attention_backend": "FLASHMLA_SPARSE"},  # prefill staged: safe everywhere
+    {"vllm_version": "0.32.0"},  # the fix: safe everywhere
+]
+
+
+STRIP_FULL_CHECK = {1, 2, 3, 4, 5, 8, 63, 64, 65, 200}  # S checked on every prompt length
+
+
+@pytest.mark.parametrize("base", STRIP_BASES)
+def test_seqs_strip_equals_predict_for_every_max_num_seqs(base):
+    """The strip's cell for each S is predict()'s: start-up crash, the smallest crashing prompt, or safe."""
+    dash = widgets.startup_dashboard(**base)
+    data = dash.plot_data
+    for s, shown in zip(data["max_num_seqs"], data["outcome"]):
+        try:
+            knobs = Knobs(**{**base, "max_num_seqs": s})
+            pred = predict(knobs)
+        except ValueError:
+            assert shown == "invalid", s
+            continue
+        # the smallest prompt that crashes served alone: every length for a sample of S,
+        # else the only candidate, W (a prefill chunk of W tokens is the one that can crash)
+        lens = range(1, 320) if s in STRIP_FULL_CHECK else [pred.sizes.workspace_rows]
+        first = next((n for n in lens if n < 320 and not predict(knobs, [n]).prompts[0].ok),
+                     None)
+        want = ("startup_crash" if not pred.startup_ok else
+                "runtime_crash" if first is not None else "safe")
+        assert shown == want, s
+        if want == "runtime_crash":
+            assert data["first_prompt"][s - 1] == first == pred.sizes.workspace_rows
+
+
+def test_where_in_vllm_lists_every_version_rule_citation():
+    """The collapsible table shows each VersionRules citation of the version, with its meaning."""
+    for key, rules in RULES.items():
+        html = where_in_vllm(key)
+        assert html.startswith("<details")
+        for name, cite in rules.cites.items():
+            assert escape(primer.MEANING[name]) in html
+            assert f"vllm/{cite.path}:" in html and escape(cite.symbol) in html
+    assert set(primer.MEANING) == set(RULES["0.31.0"].cites)
+
+
+def test_app_page_holds_every_dashboard():
+    """The standalone app's page has one tab per notebook dashboard, each with its digest."""
+    page, dashboards = app_page()
+    assert [d.name for d in dashboards.values()] == ["off_by_one", "startup", "versions",
+                                                     "recordings"]
+    for d in dashboards.values():
+        assert f"data-dashboard='{d.name}'" in d.numbers.value

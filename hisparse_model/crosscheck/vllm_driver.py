@@ -537,8 +537,9 @@ def time_config_path(knobs_list: list[dict], device: dict | None = None) -> floa
 # ``vllm.config.vllm.HAS_TRITON`` is True (the H200 has Triton; V2 requires it).
 # The ModelConfig itself cannot be built on CPU (its architecture inspection
 # imports CUDA kernels), so the max_model_len check is the real
-# ``_get_and_verify_max_len`` fed the shipped config.json (max_position_embeddings
-# 163840; YaRN rope scaling, which the check does not multiply in).  The
+# ``_get_and_verify_max_len`` fed the shipped config.json through the real
+# ``derive_max_model_len_and_key`` (max_position_embeddings 163840; YaRN rope
+# scaling, which the check does not multiply in).  The
 # speculative config is a real ``SpeculativeConfig`` instance made with
 # ``object.__new__`` and its field defaults (a validated one needs the target and
 # draft HF configs), with method "mtp", num_speculative_tokens and
@@ -603,8 +604,14 @@ def _model_max_len(max_model_len: int) -> int:
         **{k: v for k, v in hf.items() if k != "rope_scaling"},
         rope_parameters=rope or None,
     )
-    arch = SimpleNamespace(derived_max_model_len_and_key=(
-        float(hf["max_position_embeddings"]), "max_position_embeddings"))
+    from vllm.transformers_utils.model_arch_config_convertor import (
+        ModelArchConfigConvertorBase,
+    )
+
+    convertor = object.__new__(ModelArchConfigConvertorBase)  # reads hf_text_config only
+    convertor.hf_config = convertor.hf_text_config = hf_config
+    arch = SimpleNamespace(
+        derived_max_model_len_and_key=convertor.derive_max_model_len_and_key())
     return _get_and_verify_max_len(
         hf_config=hf_config, model_arch_config=arch, tokenizer_config=None,
         max_model_len=max_model_len, disable_sliding_window=False, sliding_window=None,

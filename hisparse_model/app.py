@@ -1,0 +1,100 @@
+"""``python -m hisparse_model app``: every dashboard on one web page, served by Voilà.
+
+For people who will not open JupyterLab: the four notebooks' dashboards in tabs
+on one page (:func:`hisparse_model.views.page.app_page`), with no code shown.
+The command writes a one-cell notebook into a temporary folder and runs Voilà
+on it in a child process, bound to 127.0.0.1 unless ``--ip`` says otherwise
+(anyone who can reach the address can use the page and its kernel).  Ctrl-C
+(or SIGTERM) stops the server and its kernels and exits with status 0.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+
+APP_CELL = ("from hisparse_model.views.page import app_page\n"
+            "page, dashboards = app_page()\n"
+            "page")
+DEFAULT_PORT = 8866  # Voilà's own default
+EXIT_UNAVAILABLE = 3  # as the command line's other "cannot run here" errors
+STOP_WAIT_S = 15  # seconds for Voilà to stop its kernels before it is killed
+
+
+def add_parser(subparsers) -> None:
+    """The ``app`` sub-command and its flags."""
+    p = subparsers.add_parser("app", help="serve every dashboard as one web page (Voila)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+                   help=f"port to serve on (default: {DEFAULT_PORT})")
+    p.add_argument("--ip", default="127.0.0.1",
+                   help="address to bind (default: 127.0.0.1, this machine only)")
+    p.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    p.set_defaults(run_app=run)
+
+
+def write_notebook(directory: str) -> str:
+    """The app's notebook (one cell showing the page) in ``directory``; returns its path."""
+    import nbformat  # the notebooks extra; imported here so the CLI starts without it
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nb.cells.append(nbformat.v4.new_code_cell(APP_CELL))
+    path = os.path.join(directory, "hisparse_dashboards.ipynb")
+    nbformat.write(nb, path)
+    return path
+
+
+def voila_command(notebook: str, port: int, ip: str, open_browser: bool) -> list[str]:
+    """The Voilà command line that serves ``notebook``."""
+    return [sys.executable, "-m", "voila", notebook, f"--port={port}", f"--Voila.ip={ip}",
+            "--Voila.port_retries=0", "--theme=light",
+            f"--Voila.open_browser={open_browser}",
+            # Lab extensions that are not for this page (they target Lab, not Voila's front end)
+            "--VoilaConfiguration.extension_denylist=jupyterlab-jupytext",
+            "--VoilaConfiguration.extension_denylist=@voila-dashboards/jupyterlab-preview"]
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM to Voilà's process group (server and kernels), then SIGKILL if it lingers."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=STOP_WAIT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def run(args) -> int:
+    """Serve until Ctrl-C; 0 after a clean stop, Voilà's status if it ends by itself."""
+    if importlib.util.find_spec("voila") is None:
+        print('app: Voila is not installed here (pip install -e ".[notebooks]")',
+              file=sys.stderr)
+        return EXIT_UNAVAILABLE
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        with tempfile.TemporaryDirectory(prefix="hisparse-app-") as tmp:
+            cmd = voila_command(write_notebook(tmp), args.port, args.ip, not args.no_browser)
+            proc = subprocess.Popen(cmd, cwd=tmp, start_new_session=True)
+            print(f"serving the HiSparse dashboards at http://{args.ip}:{args.port}/ "
+                  "(Ctrl-C stops)", flush=True)
+            try:
+                return proc.wait()
+            except KeyboardInterrupt:
+                print("app: stopping", flush=True)
+                return 0
+            finally:
+                _stop(proc)
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,214 @@
+"""The model's numbers behind every picture in the notebooks; nothing here draws.
+
+Views (``hisparse_model.views``) only draw what these functions return, so a
+test can compare each picture's data with :func:`~hisparse_model.predict.predict`
+without a browser:
+
+* :func:`formulas`: B, q, C and W of a prediction, each with its arithmetic and
+  the vLLM line (:attr:`VersionRules.cites <hisparse_model.versions.VersionRules.cites>`);
+* :func:`route_lanes`: where a batch of n routed tokens goes under two routing
+  rules, for n in a window around C ... W (notebook 1);
+* :func:`seqs_strip`: start-up crash / first-request crash / safe for each
+  max_num_seqs with the other knobs fixed, from the vectorised
+  :func:`~hisparse_model.sweep.sweep` where it applies (notebook 2);
+* :func:`version_predictions` and :func:`prompt_lanes`: the same knobs in every
+  vLLM version, and where each prompt length goes (notebook 3).
+
+Outcome keys are plain strings shared with the views' palette.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from .knobs import VLLM_VERSIONS, Knobs
+from .plan import plan
+from .predict import Prediction, predict
+from .routing import route_tokens
+from .serving import prompt_batches
+from .startup import startup_batches
+from .sweep import sweep
+from .versions import ERROR_TEMPLATE, RULES
+
+SWAP_IN, ALL_RESIDENT, CRASH, NOT_ROUTED, NOT_RUN, OTHER_ERROR = (
+    "swap_in", "all_resident", "crash", "not_routed", "not_run", "other_error")
+STARTUP_CRASH, RUNTIME_CRASH, SAFE, INVALID = "startup_crash", "runtime_crash", "safe", "invalid"
+
+# Notebook 1's two lanes: label -> VersionRules key
+OFF_BY_ONE_LANES = {"0.31.0: swap_in if n ≤ W": "0.31.0", "0.32.0: swap_in if n ≤ C": "0.32.0"}
+ZOOM_MARGIN = 5  # routed-token counts shown either side of C ... W
+
+
+def formulas(pred: Prediction) -> list[tuple[str, str, object]]:
+    """``(symbol, "formula = value", Cite)`` for B, q, C and W."""
+    k, s, cites = pred.knobs, pred.sizes, pred.plan.rules.cites
+    if k.max_num_batched_tokens is None:
+        b = (f"B = min(max_num_seqs * max_model_len, 16384) = min({k.max_num_seqs} * "
+             f"{k.max_model_len}, 16384) = {s.max_num_batched_tokens} (default)")
+    else:
+        b = f"B = max_num_batched_tokens = {s.max_num_batched_tokens} (set)"
+    if k.num_speculative_tokens:
+        q = (f"q = 1 + num_speculative_tokens = 1 + {k.num_speculative_tokens} = "
+             f"{s.max_decode_query_len}")
+    else:
+        q = f"q = 1 (no speculative decoding) = {s.max_decode_query_len}"
+    c = (f"C = min(B, max_num_seqs * q) = min({s.max_num_batched_tokens}, "
+         f"{k.max_num_seqs} * {s.max_decode_query_len}) = {s.swap_capacity}")
+    w = f"W = C + 1 = {s.swap_capacity} + 1 = {s.workspace_rows}"
+    return [("B", b, cites["B"]), ("q", q, cites["q"]), ("C", c, cites["C"]),
+            ("W", w, cites["W"])]
+
+
+def zoom_window(capacity: int, margin: int = ZOOM_MARGIN) -> list[int]:
+    """Routed-token counts around C ... W: max(1, C - margin) ... W + margin."""
+    return list(range(max(1, capacity - margin), capacity + 2 + margin))
+
+
+def route_lanes(capacity: int, n_values=None, lanes=None, *, has_prefill: bool = True) -> dict:
+    """Where a batch of n routed tokens goes, per lane's routing rule.
+
+    ``{"n", "lanes": {label: [outcome]}, "crash_sizes": {label: [n]},
+    "errors": {label: text of the first crash or None}, "C", "W"}``; n defaults
+    to :func:`zoom_window` (below it every n fits swap_in, above it every n goes
+    all-resident, under every rule).
+    """
+    lanes = OFF_BY_ONE_LANES if lanes is None else lanes
+    ns = zoom_window(capacity) if n_values is None else list(n_values)
+    out = {"n": ns, "lanes": {}, "crash_sizes": {}, "errors": {}, "C": capacity,
+           "W": capacity + 1}
+    for label, key in lanes.items():
+        routes = [route_tokens(RULES[key], n, capacity, has_prefill=has_prefill) for n in ns]
+        out["lanes"][label] = [CRASH if r.error else r.path for r in routes]
+        out["crash_sizes"][label] = [n for n, r in zip(ns, routes) if r.error]
+        out["errors"][label] = next((r.error for r in routes if r.error), None)
+    return out
+
+
+def _sweep_applies(knobs: Knobs) -> bool:
+    """Whether :func:`~hisparse_model.sweep.sweep`'s closed forms cover these knobs."""
+    default_graphs = knobs.enforce_eager or knobs.cudagraph_mode in (None, "FULL_AND_PIECEWISE")
+    return (knobs.vllm_version == "0.31.0" and knobs.routing == "stock" and default_graphs
+            and knobs.attention_backend == "FLASH_ATTN_MLA_SPARSE")
+
+
+def _one_seqs_outcome(knobs: Knobs) -> tuple[str, int]:
+    """(outcome, smallest crashing prompt or 0) of one configuration, by predict()."""
+    w = plan(knobs).workspace_rows
+    pred = predict(knobs, [w] if w < knobs.max_model_len else [])
+    if not pred.startup_ok:
+        return STARTUP_CRASH, 0
+    if pred.prompts and not pred.prompts[0].ok:
+        return RUNTIME_CRASH, w
+    return SAFE, 0
+
+
+def seqs_strip(knobs: Knobs, max_seqs: int = 256) -> dict:
+    """Outcome of every max_num_seqs 1 ... max_seqs with ``knobs``' other knobs.
+
+    ``startup_crash`` (a start-up batch crashes), ``runtime_crash`` (start-up
+    survives, and a prompt served alone crashes: the smallest is
+    ``first_prompt`` = W), ``safe`` (no prompt shorter than max_model_len
+    crashes), ``invalid`` (vLLM refuses the knobs).  0.31.0 with the default
+    engine shape uses the vectorised sweep; a rule that cannot route more than
+    C tokens to swap_in is safe everywhere; anything else asks predict().
+    """
+    return _seqs_strip(knobs.replace(max_num_seqs=1), max_seqs)  # one cache entry per strip
+
+
+@functools.lru_cache(maxsize=128)
+def _seqs_strip(knobs: Knobs, max_seqs: int) -> dict:
+    seqs = list(range(1, max_seqs + 1))
+    plans = {}
+    for s in seqs:
+        try:
+            plans[s] = plan(knobs.replace(max_num_seqs=s))
+        except ValueError:
+            pass
+    out = {"max_num_seqs": seqs, "outcome": [INVALID] * len(seqs), "W": [None] * len(seqs),
+           "first_prompt": [0] * len(seqs), "method": "sweep"}
+    valid = sorted(plans)
+    for s in valid:
+        out["W"][s - 1] = plans[s].workspace_rows
+    if not valid:
+        return out
+    if _sweep_applies(knobs):
+        got = sweep(np.array(valid), np.array([plans[s].max_num_batched_tokens for s in valid]),
+                    knobs.num_speculative_tokens, knobs.enforce_eager)
+        for i, s in enumerate(valid):
+            first = int(got["first_crashing_prompt"][i])
+            first = first if 0 < first < knobs.max_model_len else 0
+            kind = (STARTUP_CRASH if got["startup_crash"][i] else
+                    RUNTIME_CRASH if first else SAFE)
+            out["outcome"][s - 1], out["first_prompt"][s - 1] = kind, first
+        return out
+    out["method"] = "rules" if not plans[valid[0]].rules.crashes else "predict"
+    for s in valid:
+        outcome = (SAFE, 0) if out["method"] == "rules" else _one_seqs_outcome(plans[s].knobs)
+        out["outcome"][s - 1], out["first_prompt"][s - 1] = outcome
+    return out
+
+
+def outcome_key(outcome: str | None) -> str:
+    """Key of a ``summary_row`` event outcome: ok, the HiSparse crash, another failure, not run."""
+    if outcome is None:
+        return NOT_RUN
+    if outcome == "ok":
+        return "ok"
+    return CRASH if outcome.startswith(ERROR_TEMPLATE.split("{")[0]) else OTHER_ERROR
+
+
+def version_knobs(knobs: Knobs, version: str) -> Knobs:
+    """``knobs`` in another vLLM version (the upstream fix's routing applies to 0.31.0 only)."""
+    return knobs.replace(vllm_version=version,
+                         routing=knobs.routing if version == "0.31.0" else "stock")
+
+
+def version_predictions(knobs: Knobs, prompt_lens) -> dict[str, Prediction | str]:
+    """``{version: Prediction, or vLLM's refusal text}`` for every version."""
+    out: dict[str, Prediction | str] = {}
+    for v in VLLM_VERSIONS:
+        try:
+            out[v] = predict(version_knobs(knobs, v), prompt_lens)
+        except ValueError as exc:
+            out[v] = str(exc)
+    return out
+
+
+def prompt_lanes(knobs: Knobs) -> dict:
+    """Every prompt length 1 ... max_model_len - 1, each served alone, in every version.
+
+    A prompt served alone is what ``predict(knobs, [n])`` says (no earlier prompt,
+    so no prefix-cache hit): start-up, then the prompt's own batches.
+    ``{"n", "lanes": {version: [outcome]}, "crash_sizes": {version: [n]},
+    "startup_ok": {version: bool or None (refused)}}``.
+    """
+    out = {"n": list(range(1, knobs.max_model_len)), "lanes": {}, "crash_sizes": {},
+           "startup_ok": {}}
+    for v in VLLM_VERSIONS:
+        lane, crashes, alive = _prompt_lane(version_knobs(knobs, v))
+        out["lanes"][v], out["crash_sizes"][v] = list(lane), list(crashes)
+        out["startup_ok"][v] = alive
+    return out
+
+
+@functools.lru_cache(maxsize=128)
+def _prompt_lane(knobs: Knobs) -> tuple[tuple, tuple, bool | None]:
+    """(outcome per prompt length, crashing lengths, start-up ok) in one version (None: refused)."""
+    try:
+        p = plan(knobs)
+    except ValueError:  # vLLM refuses these knobs in this version
+        return (), (), None
+    alive = not any(b.error for b in startup_batches(p))
+    lane, crashes = [], []
+    for n in range(1, knobs.max_model_len):
+        batches = prompt_batches(p, 0, n)
+        if not alive:
+            lane.append(NOT_RUN)
+        elif any(b.error for b in batches):
+            lane.append(CRASH)
+            crashes.append(n)
+        else:
+            lane.append(batches[0].route or NOT_ROUTED)
+    return tuple(lane), tuple(crashes), alive

@@ -1,0 +1,26 @@
+"""What the notebooks and the app show: dashboards, charts and tables that only draw the model.
+
+=====================  ==========================================================
+``controls``           a control per knob, generated from ``knobs.knob_specs()``
+``dashboard``          the shared update loop: controls -> model -> numbers, chart
+``off_by_one``         notebook 1: C, W and the one crashing batch size
+``first_request``      notebook 2: start-up batches, prompts, the max_num_seqs strip
+``fixes``              notebook 3: 0.31.0 / 0.32.0 / 0.33.0 side by side
+``engine_runs``        notebook 4: recorded engine runs against the model
+``charts`` / ``svg``   the SVG charts and the one palette
+``tables``             HTML tables, formulas with their vLLM lines, assumptions
+``primer``             notebook 1's buffer diagram and "Where in vLLM"
+``page``               every dashboard on one page (the standalone app)
+=====================  ==========================================================
+
+The data behind each picture comes from :mod:`hisparse_model.chart_data` and
+:func:`hisparse_model.recordings.summary_row`; nothing here routes a batch.
+"""
+
+from .engine_runs import live_output_path, recordings_dashboard
+from .first_request import startup_dashboard
+from .fixes import versions_dashboard
+from .off_by_one import off_by_one_dashboard
+
+__all__ = ["live_output_path", "off_by_one_dashboard", "recordings_dashboard",
+           "startup_dashboard", "versions_dashboard"]

@@ -1,0 +1,125 @@
+"""The dashboards' charts, drawn as SVG from :mod:`hisparse_model.chart_data`'s lists.
+
+* :func:`lane_chart`: one lane per routing rule or vLLM version, one cell per
+  n (notebooks 1 and 3); crash cells are always at least 3 px wide and marked.
+* :func:`strip_chart`: the outcome of every max_num_seqs 1 ... 256, plus a
+  zoomed strip around the current value (notebook 2).
+* :func:`recordings_chart`: one row per recording, a square for what the engine
+  did and a dot for what the model predicts, per event (notebook 4).
+"""
+
+from __future__ import annotations
+
+from .. import chart_data as cd
+from .svg import HIGHLIGHT, INK, PALETTE, Svg, runs, ticks
+
+WIDTH = 900
+LEFT, RIGHT = 250, 24  # px: lane labels, right margin
+
+
+def _plot_x(ns: list[int]):
+    """x of the left edge of n's cell, and the cell width, for cells of equal width."""
+    cw = (WIDTH - LEFT - RIGHT) / max(len(ns), 1)
+    return (lambda n: LEFT + (n - ns[0]) * cw), cw
+
+
+def lane_chart(ns: list[int], lanes: dict[str, list[str]], *, title: str, x_label: str,
+               marks: dict[str, list[int]] | None = None, bounds=(), highlight=None,
+               edge_notes=("", ""), legend_keys=None) -> str:
+    """Lanes of coloured cells; ``bounds``: ``(n, text)`` lines drawn after cell n."""
+    lane_h, gap, top = 28, 24, 72
+    bottom = top + len(lanes) * (lane_h + gap) - gap  # y of the last lane's lower edge
+    svg = Svg(WIDTH, bottom + 66, title)
+    svg.text(10, 20, title, size=14, weight="bold")
+    seen = [k for row in lanes.values() for k in row]
+    keys = legend_keys or [k for k in PALETTE if k in seen]
+    svg.legend(LEFT, 42, [k for k in dict.fromkeys(keys) if k in PALETTE])
+    x, cw = _plot_x(ns)
+    for i, (label, row) in enumerate(lanes.items()):
+        y = top + i * (lane_h + gap)
+        if label == highlight:
+            svg.rect(4, y - 4, WIDTH - 8, lane_h + 8, HIGHLIGHT, cls="hs-highlight")
+        svg.text(LEFT - 8, y + lane_h / 2 + 4, label, anchor="end",
+                 weight="bold" if label == highlight else "normal", cls="hs-lane-label")
+        for start, length, key in runs(row):
+            svg.rect(x(ns[start]), y, length * cw, lane_h, PALETTE[key], cls=f"hs-cell-{key}")
+        for n in (marks or {}).get(label, []):
+            cx = x(n) + cw / 2
+            svg.rect(cx - max(cw, 3) / 2, y, max(cw, 3), lane_h, PALETTE[cd.CRASH])
+            svg.path(f"M{cx - 5:.1f},{y - 10:.1f} l10,0 l-5,7 z", PALETTE[cd.CRASH], cls="hs-mark")
+            svg.text(cx + 7, y - 4, f"crash: n={n}", size=11, cls="hs-crash-label")
+    for n in (ns if len(ns) <= 24 else ticks(ns[0], ns[-1])):
+        svg.text(x(n) + cw / 2, bottom + 18, n, anchor="middle")
+    for n, text in bounds:
+        bx = x(n) + cw
+        svg.line(bx, top, bx, bottom + 26, dash="4,3")
+        svg.text(bx + 3, bottom + 38, text, weight="bold", cls="hs-bound")
+    left, right = edge_notes
+    svg.text(LEFT - 8, bottom + 18, left, anchor="end", size=11)
+    svg.text(LEFT, bottom + 58, x_label)
+    svg.text(WIDTH - RIGHT, bottom + 58, right, anchor="end", size=11)
+    return svg.render()
+
+
+def _strip(svg: Svg, y: int, seqs: list[int], outcomes: list[str], current: int,
+           label: str, numbered: bool) -> None:
+    x, cw = _plot_x(seqs)
+    svg.text(LEFT - 8, y + 16, label, anchor="end", cls="hs-lane-label")
+    for start, length, key in runs(outcomes):
+        svg.rect(x(seqs[start]), y, length * cw, 24, PALETTE[key], cls=f"hs-cell-{key}")
+    for s in seqs[1:] if numbered else ():  # cell borders, where cells are wide enough
+        svg.line(x(s), y, x(s), y + 24, stroke="#fff")
+    for s in (seqs if numbered else ticks(seqs[0], seqs[-1])):
+        svg.text(x(s) + cw / 2, y + 40, s, anchor="middle", size=11)
+    if seqs[0] <= current <= seqs[-1]:
+        cx = x(current) + cw / 2
+        svg.rect(x(current) - 1, y - 3, max(cw, 2) + 2, 30, "none", stroke="#000",
+                 stroke_width=2, cls="hs-current")
+        svg.path(f"M{cx - 6:.1f},{y - 12:.1f} l12,0 l-6,8 z", "#000")
+
+
+def strip_chart(data: dict, current: int, *, title: str, caption: str = "") -> str:
+    """Every max_num_seqs in one strip, then a zoom of 32 values around ``current``."""
+    seqs, outcomes = data["max_num_seqs"], data["outcome"]
+    svg = Svg(WIDTH, 212, title)
+    svg.text(10, 20, title, size=14, weight="bold")
+    keys = [cd.STARTUP_CRASH, cd.RUNTIME_CRASH, cd.SAFE, cd.INVALID]
+    svg.legend(LEFT, 42, [k for k in keys if k in outcomes])
+    _strip(svg, 68, seqs, outcomes, current, f"max_num_seqs 1…{seqs[-1]}", numbered=False)
+    lo = max(1, min(current - 15, seqs[-1] - 31))
+    zoom = [s for s in seqs if lo <= s < lo + 32]
+    _strip(svg, 134, zoom, outcomes[zoom[0] - 1:zoom[-1]], current,
+           f"zoom {zoom[0]}…{zoom[-1]}", numbered=True)
+    svg.text(10, 186, f"▼ current max_num_seqs = {current}", size=12, cls="hs-current-label")
+    svg.text(10, 206, caption, size=12, cls="hs-sweep")
+    return svg.render()
+
+
+def recordings_chart(rows: list[dict], selected: str | None) -> str:
+    """A row per recording: engine (square) and model (dot) per event, ✓ when they agree."""
+    width = max([len(r["engine_keys"]) for r in rows] + [1])
+    row_h, top = 30, 96
+    title = "Recorded engine runs against the model"
+    svg = Svg(WIDTH, top + row_h * len(rows) + 16, title)
+    svg.text(10, 20, title, size=14, weight="bold")
+    svg.legend(LEFT, 42, ["ok", cd.CRASH, cd.OTHER_ERROR, cd.NOT_RUN])
+    svg.rect(LEFT, 54, 14, 14, PALETTE["ok"])
+    svg.text(LEFT + 20, 66, "big square = what the engine did (recorded)", size=12)
+    svg.circle(LEFT + 357, 61, 5, PALETTE["ok"], stroke=INK, stroke_width=1.5)
+    svg.text(LEFT + 368, 66, "dot = what the model predicts; same colour = agree", size=12)
+    col = lambda i: LEFT + 30 + i * 90  # noqa: E731  centre of event column i
+    for i in range(width):
+        svg.text(col(i), top - 10, "start-up" if i == 0 else f"prompt {i}", anchor="middle")
+    for j, r in enumerate(rows):
+        y = top + j * row_h
+        if r["name"] == selected:
+            svg.rect(4, y, WIDTH - 8, row_h, HIGHLIGHT, cls="hs-highlight")
+        svg.text(LEFT - 8, y + 20, r["name"], anchor="end",
+                 weight="bold" if r["name"] == selected else "normal", cls="hs-lane-label")
+        for i, (eng, model) in enumerate(zip(r["engine_keys"], r["model_keys"])):
+            svg.rect(col(i) - 11, y + 4, 22, 22, PALETTE[eng], cls=f"hs-engine-{eng}")
+            svg.circle(col(i), y + 15, 5, PALETTE[model], stroke=INK, stroke_width=1.5,
+                       cls=f"hs-model-{model}")
+        svg.text(col(width) - 20, y + 20, "✓ agrees" if r["agrees"] else "✗ differs",
+                 fill=INK if r["agrees"] else PALETTE[cd.CRASH], cls="hs-verdict")
+    return svg.render()

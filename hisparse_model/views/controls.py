@@ -1,0 +1,114 @@
+"""Dashboard controls, generated from the knob declaration (``knobs.knob_specs()``).
+
+:func:`knob_control` builds the control of one :class:`~hisparse_model.knobs.KnobSpec`:
+
+* int knob: a slider paired with a number box (type 3, or drag 1 ... 256);
+  an optional int (``max_num_batched_tokens``) shows 0 for "not set" (vLLM's default);
+* bool knob: a checkbox;
+* str knob with choices: a dropdown, or toggle buttons; an optional one
+  (``cudagraph_mode``) has a first choice "default" (not set).
+
+Each control carries the knob's help text next to it.  :func:`knob_value`
+turns a control's value back into the knob's (0 / "default" -> None).
+"""
+
+from __future__ import annotations
+
+import ipywidgets as W
+
+from ..knobs import KnobSpec, knob_specs
+
+SPECS = {s.name: s for s in knob_specs()}
+# Slider ranges on screen; the knob's own limits are wider (vLLM accepts more).
+UI_RANGE = {"max_num_seqs": (1, 256), "num_speculative_tokens": (0, 4),
+            "max_num_batched_tokens": (0, 4096), "max_model_len": (16, 4096)}
+NOT_SET = "default"
+STYLE = {"description_width": "210px"}
+WIDTH = "560px"
+
+
+class PromptLensTypo(ValueError):
+    """The prompt_lens box does not hold comma-separated integers."""
+
+
+def parse_prompt_lens(text: str) -> list[int]:
+    """``"2, 3, 200"`` -> ``[2, 3, 200]``; a non-integer is a :class:`PromptLensTypo`."""
+    out = []
+    for part in str(text).replace(";", ",").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            out.append(int(part))
+        except ValueError:
+            raise PromptLensTypo(f"prompt_lens: {part!r} is not an integer") from None
+    return out
+
+
+def _help(text: str) -> W.HTML:
+    return W.HTML(f"<span style='color:#555;font-size:12px'>{text}</span>",
+                  layout={"margin": "0 0 0 12px", "flex": "1 1 auto"})
+
+
+def knob_control(spec: KnobSpec, value=None, *, toggle: bool = False) -> W.Widget:
+    """The control of one knob, starting at ``value`` (None: the knob's default)."""
+    value = spec.default if value is None else value
+    common = {"description": spec.name, "style": dict(STYLE), "tooltip": spec.help}
+    if spec.kind is bool:
+        return W.Checkbox(value=bool(value), indent=True, layout={"width": WIDTH}, **common)
+    if spec.kind is int:
+        lo, hi = UI_RANGE.get(spec.name, (spec.minimum or 0, max(value or 0, 1024)))
+        shown = 0 if value is None else value
+        return W.IntSlider(value=shown, min=lo, max=hi, step=1, continuous_update=False,
+                           layout={"width": WIDTH, "flex": "0 0 auto"}, **common)
+    options = ((NOT_SET,) if spec.optional else ()) + tuple(spec.choices)
+    shown = NOT_SET if value is None else value
+    if toggle:
+        common["style"]["button_width"] = "auto"
+        return W.ToggleButtons(options=options, value=shown, **common)
+    return W.Dropdown(options=options, value=shown, layout={"width": WIDTH}, **common)
+
+
+def knob_value(spec: KnobSpec, shown):
+    """A control's value as the knob's value: 0 or "default" mean not set (None)."""
+    if spec.optional and shown in (0, NOT_SET):
+        return None
+    return shown
+
+
+def number_box(slider: W.IntSlider) -> W.BoundedIntText:
+    """A number box that moves with ``slider`` both ways (type a value, or drag)."""
+    box = W.BoundedIntText(value=slider.value, min=slider.min, max=slider.max,
+                           layout={"width": "90px", "flex": "0 0 auto"})
+    box.add_class("hs-number-box")
+    W.link((slider, "value"), (box, "value"))
+    return box
+
+
+def text_control(name: str, value: str, help_text: str) -> W.Text:
+    """A free-text control (``prompt_lens``); updates on Enter or leaving the box."""
+    return W.Text(value=value, description=name, continuous_update=False, tooltip=help_text,
+                  style=dict(STYLE), layout={"width": WIDTH})
+
+
+def choice_control(name: str, options, value, help_text: str) -> W.Dropdown:
+    """A dropdown of things that are not knobs (a recording)."""
+    return W.Dropdown(options=list(options), value=value, description=name, tooltip=help_text,
+                      style=dict(STYLE), layout={"width": "760px"})
+
+
+def control_rows(controls: dict[str, W.Widget]) -> tuple[W.VBox, dict[str, W.Widget]]:
+    """One row per control, with its help text (and a number box for sliders)."""
+    rows, boxes = [], {}
+    for name, c in controls.items():
+        extra = []
+        if isinstance(c, W.IntSlider):
+            boxes[name] = number_box(c)
+            extra.append(boxes[name])
+        help_text = SPECS[name].help if name in SPECS else c.tooltip or ""
+        if name in SPECS and SPECS[name].optional and isinstance(c, W.IntSlider):
+            help_text += " (0 = not set)"
+        row = W.HBox([c, *extra, _help(help_text)], layout={"align_items": "center"})
+        row.add_class(f"hs-control-{name}")
+        rows.append(row)
+    return W.VBox(rows), boxes

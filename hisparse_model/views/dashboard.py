@@ -1,0 +1,115 @@
+"""What every dashboard shares: controls -> the model -> numbers (HTML) and a chart (SVG).
+
+A dashboard, drivable without a browser (set a control's ``.value``, read the rest):
+
+``controls``         ipywidgets keyed by knob name (generated from the knob declaration)
+``number_boxes``     the number box paired with each slider
+``state``            the knobs (and prompt lengths) behind the screen
+``last_prediction``  the :class:`~hisparse_model.predict.Prediction` shown
+``labels``           every number shown, as strings; ``labels["summary"]`` is a parseable digest
+``plot_data``        the data behind the chart (from :mod:`hisparse_model.chart_data`)
+``error``            the message shown instead of numbers, else None
+``numbers`` / ``chart`` / ``message``   the HTML widgets; ``widget`` the box to display
+
+Every control change calls :meth:`Dashboard.update`: the numbers are computed
+and sent first; then the chart's data (:attr:`Screen.plot`), and the chart is
+redrawn only when its data changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import ipywidgets as W
+
+from ..knobs import Knobs
+from .controls import SPECS, PromptLensTypo, control_rows, knob_value
+from .tables import CSS, assumptions_html, esc, summary_html
+
+
+class Screen(NamedTuple):
+    """What one update shows; ``plot()`` computes the chart's data after the numbers are out."""
+
+    state: dict
+    prediction: object
+    labels: dict
+    html: str
+    plot: Callable[[], dict]
+
+
+class Dashboard:
+    """Base class: subclasses set ``name``, build ``controls`` and implement compute/draw."""
+
+    name = "dashboard"
+
+    def __init__(self, controls: dict[str, W.Widget], intro: str = "") -> None:
+        self.controls = controls
+        self.state: dict = {}
+        self.last_prediction = None
+        self.labels: dict[str, str] = {}
+        self.plot_data: dict = {}
+        self.error: str | None = None
+        self.message = W.HTML()
+        self.numbers = W.HTML()
+        self.numbers.add_class("hs-numbers-box")
+        self.chart = W.HTML()
+        self.chart.add_class("hs-chart-box")
+        rows, self.number_boxes = control_rows(controls)
+        parts = [W.HTML(CSS + intro), rows, self.message, self.numbers, self.chart,
+                 W.HTML(assumptions_html())]
+        self.widget = W.VBox(parts, layout={"width": "100%"})
+        self.widget.add_class("hisparse-dashboard")
+        self.widget.add_class(f"hs-dashboard-{self.name}")
+        for c in controls.values():
+            c.observe(self._on_change, names="value")
+        self.update()
+
+    def _on_change(self, change) -> None:
+        self.update()
+
+    def knobs(self, **fixed) -> Knobs:
+        """The knobs the controls say, plus ``fixed`` ones."""
+        values = {n: knob_value(SPECS[n], c.value) for n, c in self.controls.items() if n in SPECS}
+        return Knobs(**{**values, **fixed})
+
+    def compute(self) -> Screen:
+        raise NotImplementedError
+
+    def draw(self) -> str:
+        raise NotImplementedError
+
+    def update(self) -> None:
+        """Recompute from the controls and redraw (every control change calls this)."""
+        try:
+            screen = self.compute()
+            self.error = None
+            self.state, self.labels = screen.state, screen.labels
+            self.last_prediction = screen.prediction
+            self.message.value = ""
+            self.numbers.value = screen.html + summary_html(self.name, screen.labels["summary"])
+            data = screen.plot()
+        except PromptLensTypo as exc:
+            return self._show_error(str(exc), "typo in prompt_lens:")
+        except ValueError as exc:  # vLLM would refuse these knobs: the model says why
+            return self._show_error(str(exc), "vLLM would reject these knobs:")
+        except Exception as exc:  # noqa: BLE001  a model bug: shown, not lost in a log
+            return self._show_error(f"{type(exc).__name__}: {exc}", "the model failed:")
+        if data and (data != self.plot_data or not self.chart.value):
+            self.plot_data = data
+            self.chart.value = self.draw()
+        self.chart.layout.display = None if data else "none"
+
+    def _show_error(self, msg: str, title: str) -> None:
+        self.error = msg
+        self.last_prediction = None
+        self.labels = {"error": msg, "summary": f"error: {msg}"}
+        self.plot_data = {}
+        self.numbers.value = summary_html(self.name, self.labels["summary"])
+        self.message.value = (
+            "<div class='hs-error' style='color:#b2182b;border-left:4px solid #b2182b;"
+            f"padding:4px 8px;font-size:14px'><b>{esc(title)}</b> {esc(msg)}</div>")
+        self.chart.layout.display = "none"
+
+    def _repr_mimebundle_(self, **kwargs):  # display(dashboard) shows the widget
+        return self.widget._repr_mimebundle_(**kwargs)

@@ -1,0 +1,120 @@
+"""Notebook 4's dashboard: every recorded engine run next to the model's prediction."""
+
+from __future__ import annotations
+
+import os
+
+from .. import chart_data as cd
+from ..recordings import load_all, summary_row
+from .charts import recordings_chart
+from .controls import choice_control
+from .dashboard import Dashboard, Screen
+from .tables import esc, outcome_html, table
+
+NAMING = ("A recording's name says its knobs: <code>v0.31.0-stock-s2-b64</code> is vLLM "
+          "0.31.0 with its own (stock) routing, max_num_seqs = 2 (<code>s2</code>) and "
+          "max_num_batched_tokens = 64 (<code>b64</code>); <code>fix</code> is 0.31.0 with the "
+          "upstream fix's routing, <code>mtpK</code> K speculative tokens, <code>eager</code> "
+          "enforce_eager, <code>flashmla</code> the FLASHMLA_SPARSE backend.")
+
+
+def knobs_text(k) -> str:
+    """The knobs that differ from the defaults, in words."""
+    parts = [f"max_num_seqs={k.max_num_seqs}"]
+    parts += [f"{n}={getattr(k, n)}" for n in ("max_num_batched_tokens", "num_speculative_tokens",
+                                               "enforce_eager", "cudagraph_mode")
+              if getattr(k, n) not in (None, 0, False)]
+    if k.attention_backend != "FLASH_ATTN_MLA_SPARSE":
+        parts.append(k.attention_backend)
+    return ", ".join(parts)
+
+
+class RecordingsDashboard(Dashboard):
+    """One row per recording (verdict by ``compare_recording``); pick one for its details."""
+
+    name = "recordings"
+
+    def __init__(self, recordings: list[dict] | None = None, directory: str | None = None,
+                 name: str = "recordings"):
+        self.name = name
+        self.recordings = load_all(directory) if recordings is None else list(recordings)
+        self.rows = [summary_row(r) for r in self.recordings]
+        for r in self.rows:
+            r["engine_keys"] = [cd.outcome_key(o) for o in r["engine"]]
+            r["model_keys"] = [cd.outcome_key(o) for o in r["model"]]
+        names = [r["name"] for r in self.rows] or ["(no recordings)"]
+        super().__init__({"recording": choice_control(
+            "recording", names, names[0], "the recording to highlight and detail")},
+            intro=f"<div class='hs-note'>{NAMING}</div>")
+
+    def compute(self) -> Screen:
+        agree = sum(r["agrees"] for r in self.rows)
+        summary = f"recordings={len(self.rows)} agree={agree} differ={len(self.rows) - agree}"
+        labels = {"summary": summary, "recordings": str(len(self.rows)), "agree": str(agree),
+                  "differ": str(len(self.rows) - agree)}
+        if not self.rows:
+            return Screen({}, None, labels, "<div class='hs-note'>No recordings found in "
+                          "tests/recorded/ (make some with <code>python -m hisparse_model live"
+                          "</code> on a GPU).</div>", dict)
+        selected = self.controls["recording"].value
+        i = [r["name"] for r in self.rows].index(selected)
+        row = self.rows[i]
+        labels["selected"] = selected
+        labels["events"] = "; ".join(f"{ev} model={m} engine={e}" for ev, m, e in zip(
+            row["events"], row["model_keys"], row["engine_keys"]))
+        labels["summary"] = f"{summary} | {selected}: {labels['events']}"
+        body = self._table(selected) + self._detail(self.recordings[i], row)
+        plot = {"rows": [{k: r[k] for k in ("name", "engine_keys", "model_keys", "agrees")}
+                         for r in self.rows], "selected": selected}
+        return Screen({"recording": selected}, None, labels, body, lambda: plot)
+
+    def _table(self, selected: str) -> str:
+        rows, classes = [], []
+        for r in self.rows:
+            k = r["knobs"]
+            c_model, c_engine = r["sizes"].get("C", (None, None))
+            events = "<br>".join(
+                f"{esc(ev)}: model {outcome_html(m, m is not None)} · engine "
+                f"{outcome_html(e, e is not None)}"
+                for ev, m, e in zip(r["events"], r["model"], r["engine"]))
+            verdict = "✓ agrees" if r["agrees"] else f"✗ {esc(r['diffs'][0][:160])}"
+            rows.append([f"<b>{esc(r['name'])}</b>", esc(f"{k.vllm_version} {k.routing}"),
+                         esc(knobs_text(k)), f"{c_model} / {c_engine}", events, verdict])
+            classes.append("hs-selected" if r["name"] == selected else
+                           "" if r["agrees"] else "hs-crash")
+        return ("<div class='hs-scroll' style='max-height:460px'>"
+                + table(["recording", "vLLM, routing", "knobs", "C: model / engine",
+                         "each event: model · engine", "compare_recording"], rows, raw=True,
+                        row_classes=classes) + "</div>")
+
+    @staticmethod
+    def _detail(rec: dict, row: dict) -> str:
+        prov = row["provenance"]
+        facts = ", ".join(f"{key} {prov[key]}" for key in ("vllm", "torch", "gpu", "date")
+                          if prov.get(key))
+        log = rec.get("routing_log") or []
+        rows = [[esc(x.get("phase")), str(x.get("num_actual_tokens")), str(x.get("num_tokens")),
+                 esc(x.get("route")), str(x.get("calls")), esc(x.get("error") or "")]
+                for x in log[:40]]
+        more = f"<div class='hs-note'>… {len(log) - 40} more rows</div>" if len(log) > 40 else ""
+        diffs = "".join(f"<li><code>{esc(d)}</code></li>" for d in row["diffs"])
+        return (f"<div class='hs-note'><b>{esc(row['name'])}</b>: {esc(facts)}</div>"
+                + (f"<ul class='hs-diffs'>{diffs}</ul>" if diffs else "")
+                + "<div class='hs-note'>its routing log (layer 0 of each index group, identical "
+                  "consecutive calls folded):</div>"
+                + table(["phase", "tokens", "routed n", "route", "calls", "error"], rows) + more)
+
+    def draw(self) -> str:
+        return recordings_chart(self.plot_data["rows"], self.plot_data["selected"])
+
+
+def recordings_dashboard(recordings: list[dict] | None = None, directory: str | None = None,
+                         name: str = "recordings") -> RecordingsDashboard:
+    """Notebook 4: recordings (default ``tests/recorded/*.json``) against the model."""
+    return RecordingsDashboard(recordings, directory, name)
+
+
+def live_output_path(filename: str = "live-notebook.json") -> str:
+    """Where notebook 4's live cell writes its recording (``test-artifacts/``, git-ignored)."""
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return os.path.join(here, "test-artifacts", filename)

@@ -1,0 +1,147 @@
+"""Notebook 2: every start-up batch, each prompt, a strip over max_num_seqs 1 ... 256."""
+
+from __future__ import annotations
+
+from .. import chart_data as cd
+from ..predict import predict
+from .charts import strip_chart
+from .controls import SPECS, knob_control, parse_prompt_lens, text_control
+from .dashboard import Dashboard, Screen
+from .svg import PALETTE
+from .tables import (BATCH_HEADERS, batch_rows, cite_html, esc, formulas_html, outcome_html,
+                     static_html, table)
+
+KNOBS = ("vllm_version", "attention_backend", "max_num_seqs", "num_speculative_tokens",
+         "max_num_batched_tokens", "enforce_eager", "cudagraph_mode")
+DEFAULT_PROMPTS = "2, 3, 200"  # the fix PR's reproduction loop
+PROMPTS_HELP = "prompt lengths in tokens, comma-separated; each is served alone"
+
+
+def ranges(values: list[int]) -> str:
+    """``[1, 2, 3, 7]`` -> ``"1-3,7"``; empty -> ``"none"``."""
+    parts: list[str] = []
+    for v in values:
+        if parts and int(parts[-1].split("-")[-1]) == v - 1:
+            parts[-1] = f"{parts[-1].split('-')[0]}-{v}"
+        else:
+            parts.append(str(v))
+    return ",".join(parts) or "none"
+
+
+def prompt_word(p) -> str:
+    """``ok``, ``crash`` or ``not_run`` (the engine died at start-up)."""
+    return "not_run" if not p.ran else ("ok" if p.ok else "crash")
+
+
+def _numbers_html(pred) -> str:
+    s, cites = pred.sizes, pred.plan.rules.cites
+    return (f"<div class='hs-big'>B = <b>{s.max_num_batched_tokens}</b>, C = <b class='hs-C'>"
+            f"{s.swap_capacity}</b>, W = <b class='hs-W'>{s.workspace_rows}</b>; capture "
+            f"sizes <b class='hs-captures'>{esc(pred.capture_sizes)}</b> "
+            f"({cite_html(cites['capture_sizes'])}); cudagraph_mode "
+            f"<b>{esc(pred.cudagraph_mode)}</b></div>{formulas_html(pred)}")
+
+
+def _startup_html(pred) -> str:
+    s, cites, crash_b = pred.sizes, pred.plan.rules.cites, pred.startup_crash_batch
+    if crash_b is None:
+        verdict = (f"<b style='color:{PALETTE['ok']}'>start-up survives</b>: no start-up "
+                   f"batch hands W = {s.workspace_rows} tokens to swap_in.")
+    else:
+        verdict = (f"<b style='color:{PALETTE[cd.CRASH]}'>start-up dies</b> at the "
+                   f"{esc(crash_b.label)} of {crash_b.num_tokens} tokens (the red row, pinned "
+                   f"at the bottom of the table): it hands n = {crash_b.routed} = W tokens to "
+                   f"the routing, which takes swap_in ({cite_html(cites['predicate'])}); "
+                   f"swap_in has only C = {s.swap_capacity} rows:<br>"
+                   f"<code>{esc(pred.startup_error)}</code>")
+    if not pred.startup:
+        table_html = ("<div class='hs-note hs-empty-startup'><i>No start-up batch reaches "
+                      "the routing: with enforce_eager (or cudagraph_mode NONE and no "
+                      "warmup) there are no CUDA-graph captures and no JIT warmup, so the "
+                      "first batch the routing sees is the first prompt's.</i></div>")
+    else:
+        shown = list(pred.startup)
+        if crash_b is not None:  # the engine stops at the crash: later batches never run
+            shown = shown[:shown.index(crash_b) + 1]
+        rows, classes = batch_rows(shown)
+        table_html = ("<div class='hs-scroll'>"
+                      + table(BATCH_HEADERS, rows, raw=True, row_classes=classes) + "</div>")
+    return (f"<div class='hs-note'>{verdict}</div><details open><summary>start-up "
+            f"batches in engine order ({cite_html(cites['memory_profile'])}, then "
+            f"{cite_html(cites['startup'])})</summary>{table_html}</details>")
+
+
+def _prompts_html(pred) -> str:
+    rows = [[str(p.n), esc(", ".join(f"{b.label}: n={b.routed} → {b.route}" if b.routed
+                                     else f"{b.label}: not routed" for b in p.batches)),
+             outcome_html("ok" if p.ok else p.error, p.ran, ": the engine died at start-up")]
+            for p in pred.prompts]
+    return ("<div class='hs-note'><b>prompts</b>, each served alone (8 output tokens)</div>"
+            + table(["prompt n", "batches: routed n → route", "outcome"], rows, raw=True))
+
+
+def startup_report(pred) -> str:
+    """Sizes with their formulas, every start-up batch (to the crash), and each prompt."""
+    return _numbers_html(pred) + _startup_html(pred) + _prompts_html(pred)
+
+
+def static_report(pred) -> str:
+    """:func:`startup_report` for one fixed prediction, styled outside a dashboard."""
+    return static_html(startup_report(pred))
+
+
+class StartupDashboard(Dashboard):
+    """Capture sizes, start-up batches in engine order, each prompt, and the max_num_seqs strip."""
+
+    name = "startup"
+
+    def __init__(self, max_model_len: int = 320, prompt_lens: str = DEFAULT_PROMPTS, **initial):
+        self.max_model_len = max_model_len
+        controls = {n: knob_control(SPECS[n], initial.get(n)) for n in KNOBS}
+        controls["prompt_lens"] = text_control("prompt_lens", prompt_lens, PROMPTS_HELP)
+        super().__init__(controls)
+
+    def compute(self) -> Screen:
+        knobs = self.knobs(max_model_len=self.max_model_len)
+        lens = parse_prompt_lens(self.controls["prompt_lens"].value)
+        pred = predict(knobs, lens)
+        s, crash_b = pred.sizes, pred.startup_crash_batch
+        prompts = ",".join(f"{p.n}:{prompt_word(p)}" for p in pred.prompts)
+        captures = ", ".join(map(str, pred.capture_sizes)) or "none"
+        labels = {
+            "B": str(s.max_num_batched_tokens), "q": str(s.max_decode_query_len),
+            "C": str(s.swap_capacity), "W": str(s.workspace_rows),
+            "capture_sizes": captures, "cudagraph_mode": pred.cudagraph_mode,
+            "startup": "ok" if pred.startup_ok else pred.startup_error,
+            "startup_crash_batch": "" if crash_b is None else
+            f"{crash_b.label} of {crash_b.num_tokens} tokens ({crash_b.phase})",
+            "prompts": prompts,
+            "summary": (f"max_num_seqs={knobs.max_num_seqs} C={s.swap_capacity} "
+                        f"W={s.workspace_rows} capture_sizes={captures.replace(', ', ',')} "
+                        f"startup={'ok' if crash_b is None else f'crash(n={crash_b.routed})'} "
+                        f"prompts={prompts or 'none'}"),
+        }
+        state = {**knobs.as_dict(), "prompt_lens": lens}
+        return Screen(state, pred, labels, startup_report(pred), lambda: self._strip(knobs))
+
+    def _strip(self, knobs) -> dict:
+        """The strip's data (the vectorised sweep), and its one-line summary as a label."""
+        strip = cd.seqs_strip(knobs)
+        by_kind = {k: [v for v, o in zip(strip["max_num_seqs"], strip["outcome"]) if o == k]
+                   for k in (cd.STARTUP_CRASH, cd.RUNTIME_CRASH, cd.SAFE, cd.INVALID)}
+        self.labels["sweep_summary"] = (
+            f"sweep startup_crash={ranges(by_kind[cd.STARTUP_CRASH])} "
+            f"runtime_crash={ranges(by_kind[cd.RUNTIME_CRASH])} safe={ranges(by_kind[cd.SAFE])} "
+            f"invalid={ranges(by_kind[cd.INVALID])}")
+        return {**strip, "current": knobs.max_num_seqs, "summary": self.labels["sweep_summary"]}
+
+    def draw(self) -> str:
+        v = self.state["vllm_version"]
+        return strip_chart(self.plot_data, self.plot_data["current"],
+                           title=f"vLLM {v}, the other knobs as set: what each max_num_seqs does",
+                           caption=self.plot_data["summary"])
+
+
+def startup_dashboard(**initial) -> StartupDashboard:
+    """Notebook 2: start-up batches and prompts; a strip over max_num_seqs 1 ... 256."""
+    return StartupDashboard(**initial)

@@ -1,0 +1,131 @@
+"""Notebook 3's dashboard: the same knobs and prompts in 0.31.0, 0.32.0 and 0.33.0, side by side."""
+
+from __future__ import annotations
+
+from .. import chart_data as cd
+from ..knobs import VLLM_VERSIONS
+from .charts import lane_chart
+from .controls import SPECS, knob_control, parse_prompt_lens, text_control
+from .dashboard import Dashboard, Screen
+from .first_request import DEFAULT_PROMPTS, PROMPTS_HELP, prompt_word
+from .tables import BATCH_HEADERS, batch_rows, cite_html, esc, outcome_html, swatch, table
+
+TOGGLES = ("vllm_version", "attention_backend", "routing")
+SLIDERS = ("max_num_seqs", "num_speculative_tokens", "max_num_batched_tokens")
+
+
+def _version_word(pred) -> str:
+    if isinstance(pred, str):
+        return "refused"
+    prompts = ",".join(f"{o.n}:{prompt_word(o)}" for o in pred.prompts)
+    return f"startup={'ok' if pred.startup_ok else 'crash'} prompts={prompts}"
+
+
+class VersionsDashboard(Dashboard):
+    """One column per vLLM version; the selected version's batches in full; prompt lanes."""
+
+    name = "versions"
+
+    def __init__(self, max_model_len: int = 320, prompt_lens: str = DEFAULT_PROMPTS, **initial):
+        self.max_model_len = max_model_len
+        controls = {n: knob_control(SPECS[n], initial.get(n), toggle=True) for n in TOGGLES}
+        controls.update({n: knob_control(SPECS[n], initial.get(n)) for n in SLIDERS})
+        controls["prompt_lens"] = text_control("prompt_lens", prompt_lens, PROMPTS_HELP)
+        super().__init__(controls)
+
+    def compute(self) -> Screen:
+        # the fix's routing is a 0.31.0 patch: the knobs are built as 0.31.0, then per version
+        knobs = self.knobs(vllm_version="0.31.0", max_model_len=self.max_model_len)
+        selected = self.controls["vllm_version"].value
+        lens = parse_prompt_lens(self.controls["prompt_lens"].value)
+        preds = cd.version_predictions(knobs, lens)
+        pred = preds[selected]
+        if isinstance(pred, str):
+            raise ValueError(pred)
+        words = {v: _version_word(p) for v, p in preds.items()}
+        backend = knobs.attention_backend
+        labels = {"C": str(pred.sizes.swap_capacity), "W": str(pred.sizes.workspace_rows),
+                  "B": str(pred.sizes.max_num_batched_tokens), "selected": selected,
+                  "attention_backend": backend, **words,
+                  "summary": f"backend={backend} routing={knobs.routing} | "
+                             + " | ".join(f"{v} {words[v]}" for v in VLLM_VERSIONS)}
+        body = (self._backend_note(pred) + self._side_by_side(preds, selected, lens)
+                + f"<div class='hs-note'><b>each request's batches in {esc(selected)}</b> "
+                  f"(pick another with vllm_version)</div>" + self._detail(pred))
+        state = {**cd.version_knobs(knobs, selected).as_dict(), "prompt_lens": lens}
+        return Screen(state, pred, labels, body, lambda: {
+            **cd.prompt_lanes(knobs), "selected": selected, "backend": backend})
+
+    def _backend_note(self, pred) -> str:
+        cites = pred.plan.rules.cites
+        if pred.knobs.attention_backend == "FLASHMLA_SPARSE":
+            return ("<div class='hs-note'>FLASHMLA_SPARSE hands only the decode tokens to the "
+                    f"routing before 0.33.0 ({cite_html(cites['handoff_flashmla'])}); prefill "
+                    "tokens are staged. Decode tokens are at most max_num_seqs·q and at most B, "
+                    "so n ≤ C = min(B, max_num_seqs·q) always: swap_in never overflows, and "
+                    "0.31.0 never crashes.</div>")
+        return ("<div class='hs-note'>FLASH_ATTN_MLA_SPARSE hands a batch with no decode token "
+                "whose pages are all resident to the routing whole (every prefill here), so a "
+                "prefill chunk of exactly W tokens reaches swap_in "
+                f"({cite_html(cites['handoff'])}). A chunk of at most q tokens counts as decode "
+                "tokens.</div>")
+
+    def _side_by_side(self, preds, selected: str, lens) -> str:
+        def cell(v, fn):
+            p = preds[v]
+            return esc(p) if isinstance(p, str) else fn(p)
+
+        def head(v):
+            fix = not isinstance(preds[v], str) and preds[v].knobs.routing == "fix"
+            return ("▶ " if v == selected else "") + v + (" + fix" if fix else "")
+
+        hdr = [""] + [head(v) for v in VLLM_VERSIONS]
+        rows = [
+            ("routing rule", lambda p: f"{esc(p.plan.rules.predicate_text)}<br>"
+                                       f"{cite_html(p.plan.rules.cites['predicate'])}"),
+            ("B (tokens per step)", lambda p: str(p.sizes.max_num_batched_tokens)),
+            ("q (tokens per decode)", lambda p: str(p.sizes.max_decode_query_len)),
+            ("C (swap rows)", lambda p: str(p.sizes.swap_capacity)),
+            ("W (workspace rows)", lambda p: str(p.sizes.workspace_rows)),
+            ("capture sizes", lambda p: esc(p.capture_sizes)),
+            ("start-up", lambda p: outcome_html("ok" if p.startup_ok else p.startup_error)),
+        ] + [(f"prompt n={n}", lambda p, i=i: self._prompt_cell(p, i)) for i, n in enumerate(lens)]
+        body = [[label] + [cell(v, fn) for v in VLLM_VERSIONS] for label, fn in rows]
+        col = VLLM_VERSIONS.index(selected) + 1
+        return table(hdr, body, raw=True).replace("<table", f"<table data-selected='{col}'", 1)
+
+    @staticmethod
+    def _prompt_cell(pred, i: int) -> str:
+        p = pred.prompts[i]
+        if not p.ran or not p.ok:
+            return outcome_html(p.error, p.ran, ": start-up crashed")
+        routes = sorted({b.route or "not routed" for b in p.batches if b.label != "decode"})
+        return swatch("ok", f"ok (prefill → {', '.join(routes)})")
+
+    def _detail(self, pred) -> str:
+        rows, classes = [], []
+        for p in pred.prompts:
+            r, c = batch_rows(p.batches)
+            rows += [[str(p.n)] + x[1:] for x in r]
+            classes += c
+        return table(["prompt n"] + BATCH_HEADERS[1:], rows, raw=True, row_classes=classes)
+
+    def draw(self) -> str:
+        d = self.plot_data
+        lanes = {}
+        for v, row in d["lanes"].items():
+            ok = d["startup_ok"][v]
+            label = v + ("" if ok else " (refused)" if ok is None else " (start-up crashes)")
+            lanes[label] = row or [cd.INVALID] * len(d["n"])
+        marks = {label: d["crash_sizes"][v] for label, v in zip(lanes, d["lanes"])}
+        selected = next(lb for lb, v in zip(lanes, d["lanes"]) if v == d["selected"])
+        return lane_chart(
+            d["n"], lanes, marks=marks, highlight=selected,
+            title=f"A prompt of n tokens served alone: where its prefill goes ({d['backend']})",
+            x_label="prompt length n, tokens (every length below max_model_len)",
+            legend_keys=[cd.SWAP_IN, cd.ALL_RESIDENT, cd.CRASH, cd.NOT_ROUTED, cd.NOT_RUN])
+
+
+def versions_dashboard(**initial) -> VersionsDashboard:
+    """Notebook 3: versions side by side, backend and routing toggles, a workload box."""
+    return VersionsDashboard(**initial)

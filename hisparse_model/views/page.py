@@ -1,0 +1,35 @@
+"""Every dashboard on one page, in tabs: what ``python -m hisparse_model app`` serves."""
+
+from __future__ import annotations
+
+import ipywidgets as W
+
+from .engine_runs import recordings_dashboard
+from .first_request import startup_dashboard
+from .fixes import versions_dashboard
+from .off_by_one import off_by_one_dashboard
+from .primer import buffers_diagram, where_in_vllm
+
+TABS = (
+    ("1 · off-by-one", off_by_one_dashboard),
+    ("2 · start-up", startup_dashboard),
+    ("3 · versions", versions_dashboard),
+    ("4 · vs engine", recordings_dashboard),
+)
+INTRO = (
+    "<h2>vLLM HiSparse: the off-by-one in buffer sizing</h2><p style='max-width:900px'>vLLM "
+    "0.31.0 sends a batch of n routed tokens to <code>swap_in</code> when it fits the "
+    "index-group workspace of W = C + 1 rows, but <code>swap_in</code> has only C = min(B, "
+    "max_num_seqs · q) swap rows: a batch of exactly C + 1 tokens raises <code>ValueError: "
+    "HiSparse swap rows exceed the configured speculative decode capacity</code>. Each tab is "
+    "one notebook's dashboard, computed by an exact model of vLLM's code.</p>")
+
+
+def app_page() -> tuple[W.VBox, dict]:
+    """The page widget and its dashboards by tab title."""
+    dashboards = {title: make() for title, make in TABS}
+    tabs = W.Tab(children=[d.widget for d in dashboards.values()], titles=list(dashboards))
+    header = W.HTML(INTRO + buffers_diagram(2) + where_in_vllm("0.31.0"))
+    page = W.VBox([header, tabs], layout={"width": "100%"})
+    page.add_class("hs-app")
+    return page, dashboards

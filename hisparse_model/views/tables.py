@@ -1,0 +1,109 @@
+"""HTML pieces the dashboards share: tables, swatches, formulas with their vLLM lines.
+
+Tables are real HTML tables (no text columns that wrap mid-word); a row can be
+highlighted (``hs-crash`` rows stay visible when the table scrolls).
+"""
+
+from __future__ import annotations
+
+from .. import chart_data as cd
+from ..reproduction import ASSUMPTIONS
+from .svg import PALETTE, esc
+
+CSS = """<style>
+.hisparse-dashboard .hs-table{border-collapse:collapse;font-size:13px;margin:4px 0}
+.hisparse-dashboard .hs-table th{text-align:left;padding:3px 8px;border-bottom:1px solid #888;
+ white-space:nowrap;background:#fafafa;position:sticky;top:0;z-index:1}
+.hisparse-dashboard .hs-table td{padding:3px 8px;vertical-align:top;word-break:normal;
+ overflow-wrap:normal;border-bottom:1px solid #eee}
+.hisparse-dashboard .hs-table td:first-child{white-space:nowrap}
+.hisparse-dashboard .hs-table tr.hs-crash td{background:#fde0dd;position:sticky;bottom:0}
+.hisparse-dashboard .hs-table tr.hs-selected td{background:#fff3b0}
+.hisparse-dashboard .hs-scroll{max-height:300px;overflow:auto;display:inline-block;
+ max-width:100%}
+.hisparse-dashboard .hs-big{font-size:15px;margin:6px 0}
+.hisparse-dashboard .hs-note{color:#444;margin:4px 0;max-width:900px}
+.hisparse-dashboard .hs-cite{color:#555;overflow-wrap:anywhere}
+.hisparse-dashboard code{white-space:pre-wrap}
+</style>"""
+
+
+def table(headers, rows, *, raw: bool = False, row_classes=None, cls: str = "hs-table") -> str:
+    """An HTML table; cells are escaped unless ``raw``; ``row_classes[i]`` goes on row i."""
+    th = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = []
+    for i, row in enumerate(rows):
+        klass = (row_classes[i] if row_classes else "") or ""
+        tds = "".join(f"<td>{c if raw else esc(c)}</td>" for c in row)
+        body.append(f"<tr class='{klass}'>{tds}</tr>" if klass else f"<tr>{tds}</tr>")
+    return (f"<table class='{cls}'><thead><tr>{th}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table>")
+
+
+def swatch(key: str, text=None) -> str:
+    """A coloured square and a text: the same colour as the key's cells in the charts."""
+    return (f"<span style='display:inline-block;width:11px;height:11px;margin-right:4px;"
+            f"background:{PALETTE[key]};border-radius:2px'></span>"
+            f"{esc(key if text is None else text)}")
+
+
+def cite_html(cite) -> str:
+    """``vllm/<path>:<lines> `symbol``` with the symbol as code."""
+    lines = f"{cite.start}" if cite.start == cite.end else f"{cite.start}-{cite.end}"
+    return (f"<span class='hs-cite'>vllm/{esc(cite.path)}:{lines} "
+            f"<code>{esc(cite.symbol)}</code></span>")
+
+
+def formulas_html(pred) -> str:
+    """B, q, C and W of a prediction: formula = value, and the vLLM line."""
+    rows = [[f"<code>{esc(text)}</code>", cite_html(cite)]
+            for _, text, cite in cd.formulas(pred)]
+    return table(["formula", f"where vLLM {pred.plan.rules.vllm_version} does it"], rows,
+                 raw=True, cls="hs-table hs-formulas")
+
+
+def outcome_html(text: str | None, ran: bool = True, why: str = "") -> str:
+    """ok / the crash's stop and capacity / not run (``why``), with its colour."""
+    if not ran or text is None:
+        return swatch(cd.NOT_RUN, f"not run{why}")
+    if text == "ok":
+        return swatch("ok", "ok")
+    key = cd.outcome_key(text)
+    short = text.split("capacity: ")[-1].rstrip(".") if key == cd.CRASH else text[-80:]
+    return swatch(key, f"crash ({short})" if key == cd.CRASH else f"failed: {short}")
+
+
+BATCH_HEADERS = ["phase", "batch", "tokens", "requests", "decode tokens", "graph mode",
+                 "routed n", "route", "error"]
+
+
+def batch_rows(batches) -> tuple[list[list[str]], list[str]]:
+    """Rows of :data:`BATCH_HEADERS` and their classes (``hs-crash`` on the batch that raises)."""
+    rows, classes = [], []
+    for b in batches:
+        key = cd.CRASH if b.error else (b.route or cd.NOT_ROUTED)
+        rows.append([esc(b.phase), esc(b.label), str(b.num_tokens), str(b.num_reqs),
+                     str(b.num_decode_tokens), esc(b.cudagraph_mode),
+                     str(b.routed) if b.routed else "–",
+                     swatch(key, b.route or "not routed"),
+                     f"<code>{esc(b.error)}</code>" if b.error else ""])
+        classes.append("hs-crash" if b.error else "")
+    return rows, classes
+
+
+def assumptions_html() -> str:
+    """What every prediction on the screen assumes (``reproduction.ASSUMPTIONS``)."""
+    items = "".join(f"<li>{esc(a)}</li>" for a in ASSUMPTIONS)
+    return (f"<details class='hs-assumptions'><summary>Assumptions behind these numbers"
+            f"</summary><ul>{items}</ul></details>")
+
+
+def summary_html(name: str, summary: str) -> str:
+    """The dashboard's one-line digest (tests and the browser read it; it follows every move)."""
+    return (f"<div class='hs-note'>digest: <code class='hs-summary' data-dashboard='{name}'>"
+            f"{esc(summary)}</code></div>")
+
+
+def static_html(body: str) -> str:
+    """HTML shown once (not a dashboard), with the dashboards' styles."""
+    return f"{CSS}<div class='hisparse-dashboard hs-static'>{body}</div>"
