@@ -147,6 +147,8 @@ def expected_log(pred: Prediction, ran_prompts: int | None = None) -> list[dict]
 
     def run(batches, serving: bool, phase_of) -> bool:
         for b in batches:
+            if b.error and not b.routed:
+                return False  # the engine stopped before this batch reached the routing
             if not b.routed:
                 continue
             modes = _forward_modes(b, serving)

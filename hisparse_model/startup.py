@@ -31,6 +31,10 @@ from .routing import routed_path
 from .plan import Plan
 
 PROFILE_FULL_SAMPLES = 2  # FULL graphs captured while profiling memory
+# With MTP and B < q + 1 the JIT warmup has no request, yet its spec-decode step
+# still takes request 0: vllm/v1/worker/gpu/warmup.py:441-442 `decode_steps.append(([0], [False]))`
+# then vllm/v1/worker/gpu/warmup.py:382 `req_ids[i] for i in indices` (recorded on the H200).
+WARMUP_NO_REQUEST_ERROR = "IndexError: list index out of range"
 
 
 def _captures(plan: Plan, runner: str) -> tuple[list[tuple], list[tuple]]:
@@ -49,6 +53,20 @@ def _captures(plan: Plan, runner: str) -> tuple[list[tuple], list[tuple]]:
     return out
 
 
+def _draft_step_captures(plan: Plan) -> tuple[list[tuple], list[tuple]]:
+    """The MTP drafter's extra FULL graphs for its K - 1 one-token draft steps (K >= 2).
+
+    Seen on the H200 (tests/recorded/v0.31.0-stock-s2-mtp2.json, -mtp3.json):
+    after its own captures the drafter captures a uniform decode graph of one
+    token per request for every request count of the target's FULL graphs.
+    """
+    if plan.knobs.num_speculative_tokens < 2:
+        return [], []
+    reqs = sorted({r for _, r, _ in plan.full}, reverse=True)
+    return [], [("FULL capture (MTP draft step)", r, r, r, "FULL", *routed_path(plan, r, r), 2,
+                 None, "drafter") for r in reqs]
+
+
 def _capture_phase(captures, phase: str, full_limit: int | None) -> list[Batch]:
     """The target model's graphs, then the MTP drafter's (all of them, also while profiling)."""
     out = []
@@ -61,13 +79,23 @@ def _capture_phase(captures, phase: str, full_limit: int | None) -> list[Batch]:
 def _jit_warmup(plan: Plan) -> list[Batch]:
     s, q, b = plan.knobs.max_num_seqs, plan.max_decode_query_len, plan.max_num_batched_tokens
     prompt_len = q + 1  # one token more than a decode request
+    k = plan.knobs.num_speculative_tokens
     num_reqs = min(s, b // prompt_len)
     if num_reqs < 1:
+        if k:  # the spec-decode warmup step still indexes request 0 of none
+            return [Batch("jit_warmup", "warmup decode of no request", 0, 0, 0, "NONE", 0, None,
+                          WARMUP_NO_REQUEST_ERROR)]
         return []
-    spec = plan.knobs.num_speculative_tokens > 0
+    spec = k > 0
     runner = "both" if spec else "target"
-    out = [make_batch(plan, "jit_warmup", "warmup prefill", prompt_len * num_reqs, num_reqs, 0,
-                      "NONE", runner=runner)]
+    drafts = max(k - 1, 0)  # the drafter's one-token draft steps after each forward
+
+    def forward(label: str, n: int, reqs: int, dec: int) -> list[Batch]:
+        step = [make_batch(plan, "jit_warmup", label, n, reqs, dec, "NONE", runner=runner)]
+        return step + [make_batch(plan, "jit_warmup", "MTP draft step", reqs, reqs, reqs, "NONE",
+                                  runner="drafter")] * drafts
+
+    out = forward("warmup prefill", prompt_len * num_reqs, num_reqs, 0)
     step = q if spec else 1  # tokens per request of a warmup decode
     steps: list[tuple[int, ...]] = [(step,) * num_reqs]
     if num_reqs >= 2:
@@ -79,8 +107,7 @@ def _jit_warmup(plan: Plan) -> list[Batch]:
     if spec:
         steps.append((1,))
     for qlens in steps:  # every request is a decode (<= q tokens)
-        out.append(make_batch(plan, "jit_warmup", "warmup decode", sum(qlens), len(qlens),
-                              sum(qlens), "NONE", runner=runner))
+        out += forward("warmup decode", sum(qlens), len(qlens), sum(qlens))
     return out
 
 
@@ -89,8 +116,12 @@ def startup_batches(plan: Plan) -> tuple[Batch, ...]:
     """All start-up batches, in engine order (see the module docstring)."""
     runners = ["target"] + (["drafter"] if plan.knobs.num_speculative_tokens else [])
     captures = [_captures(plan, r) for r in runners] if plan.cudagraph_mode != "NONE" else []
+    if captures and len(runners) > 1:
+        captures.append(_draft_step_captures(plan))
     out = _capture_phase(captures, "cudagraph_memory_profile", PROFILE_FULL_SAMPLES)
     if not plan.knobs.enforce_eager:
-        out += _jit_warmup(plan)
+        # under MTP 0.33.0 warms up twice, the second time with greedy sampling
+        passes = plan.rules.spec_warmup_passes if plan.knobs.num_speculative_tokens else 1
+        out += _jit_warmup(plan) * passes
     out += _capture_phase(captures, "capture", None)
     return tuple(out)

@@ -85,6 +85,11 @@ _CITES = {
         "0.32.0": _c(_IG, "236", "num_tokens > cache.runtime.max_swap_rows"),
         "0.33.0": _c(_IG, "239-242", "cache.num_decode_tokens < cache.num_actual_tokens"),
     },
+    "spec_warmup": {
+        "0.31.0": _c("v1/worker/gpu/warmup.py", "235", "_warmup_kernels(model_runner"),
+        "0.32.0": _c("v1/worker/gpu/warmup.py", "240", "_warmup_kernels(model_runner"),
+        "0.33.0": _c("v1/worker/gpu/warmup.py", "242-247", "greedy=True"),
+    },
     "error": {v: _c(_RT, ln, "HiSparse swap rows exceed the configured speculative decode")
               for v, ln in (("0.31.0", "897-907"), ("0.32.0", "909-919"), ("0.33.0", "930-940"))},
     "handoff": {
@@ -122,6 +127,7 @@ class VersionRules:
     resident_prefill_bypass: bool  # all-resident batches with prefill skip swap_in (0.33.0)
     whole_batch_handoff: bool  # every backend hands the whole batch when it can (0.33.0)
     spec_slots_are_lookahead: bool  # B must exceed K (0.33.0), not 0 (0.31.0/0.32.0)
+    spec_warmup_passes: int  # JIT warmup runs under MTP: 1, or 2 in 0.33.0 (a greedy pass)
     cites: dict = field(repr=False, compare=False, default_factory=dict)
 
     @property
@@ -164,9 +170,11 @@ class VersionRules:
         return None  # MTP needs no extra slot before 0.33.0: B > 0 always holds
 
 
-def _rules(key, version, text, *, workspace=False, bypass=False, whole=False, lookahead=False):
+def _rules(key, version, text, *, workspace=False, bypass=False, whole=False, lookahead=False,
+           spec_warmups=1):
     cites = {name: per_version[version] for name, per_version in _CITES.items()}
-    return VersionRules(key, version, text, workspace, bypass, whole, lookahead, cites)
+    return VersionRules(key, version, text, workspace, bypass, whole, lookahead, spec_warmups,
+                        cites)
 
 
 RULES = {
@@ -177,7 +185,7 @@ RULES = {
     "0.32.0": _rules("0.32.0", "0.32.0", "swap_in if n <= C, else all-resident"),
     "0.33.0": _rules("0.33.0", "0.33.0",
                      "swap_in if n <= C and the batch is decode-only (or not all resident), "
-                     "else all-resident", bypass=True, whole=True, lookahead=True),
+                     "else all-resident", bypass=True, whole=True, lookahead=True, spec_warmups=2),
 }
 
 

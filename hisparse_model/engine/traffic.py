@@ -46,6 +46,7 @@ def install_step_recorder(log, steps: list[dict], counter: dict, classes=None) -
     orig_schedule = scheduler_cls.schedule
     step_of_output: dict[int, int] = {}
     step_of_update: dict[int, int] = {}
+    last_step: dict = {"k": None}
     accepted = counter.setdefault("accepted", {})
 
     @functools.wraps(orig_schedule)
@@ -89,10 +90,24 @@ def install_step_recorder(log, steps: list[dict], counter: dict, classes=None) -
         step = step_of_output.pop(id(scheduler_output), None)
         if step is None:
             return orig_execute(self, scheduler_output, *a, **k)
+        last_step["k"] = step
         with log.in_phase(f"step:{step}"):
             return orig_execute(self, scheduler_output, *a, **k)
 
     runner_cls.execute_model = execute_model
+
+    # The MTP drafter runs in sample_tokens, after execute_model returned: label it
+    # with the step whose forward it drafts for.
+    orig_sample = getattr(runner_cls, "sample_tokens", None)
+    if orig_sample is not None:
+        @functools.wraps(orig_sample)
+        def sample_tokens(self, *a, **k):
+            if last_step["k"] is None:
+                return orig_sample(self, *a, **k)
+            with log.in_phase(f"step:{last_step['k']}"):
+                return orig_sample(self, *a, **k)
+
+        runner_cls.sample_tokens = sample_tokens
 
 
 def _crash(log, k: int, exc: BaseException) -> dict:
