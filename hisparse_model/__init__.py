@@ -10,5 +10,8 @@ from .knobs import VLLM_VERSIONS, Knobs
 from .plan import Plan, plan
 from .predict import Prediction, predict
 from .recordings import compare_recording
+from .simulate import Schedule, simulate
+from .workload import Workload
 
-__all__ = ["VLLM_VERSIONS", "Knobs", "Plan", "Prediction", "compare_recording", "plan", "predict"]
+__all__ = ["VLLM_VERSIONS", "Knobs", "Plan", "Prediction", "Schedule", "Workload",
+           "compare_recording", "plan", "predict", "simulate"]
