@@ -25,13 +25,16 @@ def spread(num_tokens: int, num_reqs: int) -> tuple[int, ...]:
     return (base,) * (num_reqs - extra) + (base + 1,) * extra
 
 
-def spread_decode_tokens(num_tokens: int, num_reqs: int, threshold: int) -> int:
-    """Decode tokens of ``spread(num_tokens, num_reqs)`` (its leading requests of <= threshold)."""
+def spread_decode_tokens(num_tokens: int, num_reqs: int, threshold: int,
+                         uniform: bool = False) -> int:
+    """Decode tokens of ``spread(num_tokens, num_reqs)`` (``routing.decode_tokens`` in closed form)."""
     base, extra = divmod(num_tokens, num_reqs)
     if base > threshold:
         return 0
     short = (num_reqs - extra) * base  # the leading requests of `base` tokens
-    return short + extra * (base + 1) if base + 1 <= threshold else short
+    if base + 1 > threshold or (uniform and extra and threshold > 1 and num_reqs > extra):
+        return short  # the longer tail is a prefill, or breaks the uniform run
+    return short + extra * (base + 1)
 
 
 class Batch(NamedTuple):

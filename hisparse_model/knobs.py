@@ -61,14 +61,15 @@ class Knobs:
         "stock", "stock: vLLM's own routing; fix: 0.31.0 with the upstream fix's predicate",
         choices=ROUTING_MODES)
     max_num_seqs: int = _knob(2, "requests per engine step (S)", minimum=1, cli_required=True)
-    max_model_len: int = _knob(320, "longest sequence, prompt + output, in tokens",
-                               minimum=1, maximum=MODEL_MAX_LEN)
+    max_model_len: int = _knob(320, "longest sequence, prompt + output, in tokens "
+                               f"(at most {MODEL_MAX_LEN} for DeepSeek-V3.2)", minimum=1)
     max_num_batched_tokens: int | None = _knob(
         None, "tokens per engine step (B); default min(S * max_model_len, 16384)",
         kind=int, minimum=1, optional=True)
     num_speculative_tokens: int = _knob(0, "MTP draft tokens per step (K); 0 = no speculation",
                                         minimum=0)
-    parallel_drafting: bool = _knob(False, "MTP parallel drafting (needs K >= 1)")
+    parallel_drafting: bool = _knob(False, "MTP parallel drafting (inert without K; "
+                                            "Model Runner V2 refuses it with K >= 1)")
     enforce_eager: bool = _knob(False, "no CUDA graphs (and no JIT warmup)")
     cudagraph_mode: str | None = _knob(None, "CUDA-graph mode; default FULL_AND_PIECEWISE",
                                        kind=str, choices=CUDAGRAPH_MODES, optional=True)
@@ -83,11 +84,6 @@ class Knobs:
     def __post_init__(self) -> None:
         for spec in knob_specs():
             _check(spec, getattr(self, spec.name))
-        if self.parallel_drafting and self.num_speculative_tokens == 0:
-            raise ValueError(
-                "parallel_drafting needs num_speculative_tokens >= 1 "
-                "(it is a speculative-decoding option)"
-            )
         if self.routing == "fix" and self.vllm_version != "0.31.0":
             raise ValueError(
                 "routing='fix' patches the unfixed 0.31.0 only; "

@@ -38,7 +38,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from .knobs import Knobs
+from .knobs import MODEL_MAX_LEN, Knobs
 from .versions import VersionRules, rules_for
 
 LLM_CLASS_MAX_BATCHED_TOKENS = 16_384  # tokens/step: the offline LLM class on a >= 70 GiB GPU
@@ -122,31 +122,53 @@ def _descriptors(mode: str, sizes: tuple[int, ...], s: int, q: int):
     return tuple(reversed(piecewise)), tuple(sorted(full, reverse=True))
 
 
+def refusal(knobs: Knobs, rules: VersionRules, b: int, derived: bool) -> str | None:
+    """vLLM's reason for refusing these knobs, in the order vLLM checks, or None."""
+    s, k = knobs.max_num_seqs, knobs.num_speculative_tokens
+    if knobs.max_model_len > MODEL_MAX_LEN:
+        # vllm/config/model.py:2600-2605 `User-specified max_model_len`
+        return (f"max_model_len: User-specified max_model_len ({knobs.max_model_len}) is "
+                "greater than the derived max_model_len (max_position_embeddings="
+                f"{float(MODEL_MAX_LEN)} or model_max_length=None in model's config.json). "
+                "To allow overriding this maximum, set the env var "
+                "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used "
+                "with extreme caution. If the model uses relative position encoding (RoPE), "
+                "positions exceeding derived_max_model_len lead to nan. If the model uses "
+                "absolute position encoding, positions exceeding derived_max_model_len will "
+                "cause a CUDA array out-of-bounds error.")
+    if b < s:  # vllm/config/scheduler.py:329 `self.max_num_batched_tokens < self.max_num_seqs`
+        how = (" (max_num_batched_tokens was derived as min(max_num_seqs * max_model_len, "
+               f"{LLM_CLASS_MAX_BATCHED_TOKENS}); set it)") if derived else ""
+        return (f"max_num_batched_tokens ({b}) must be greater than or equal to "
+                f"max_num_seqs ({s}).{how}")
+    if rules.refuses_full_cudagraph and not knobs.enforce_eager and knobs.cudagraph_mode == "FULL":
+        return ("cudagraph_mode: HiSparse does not support cudagraph_mode=FULL; use "
+                "FULL_AND_PIECEWISE (the default), which captures FULL graphs for decode batches.")
+    slots = rules.spec_slot_error(b, k, knobs.parallel_drafting)
+    if slots:
+        return slots
+    if knobs.parallel_drafting and k:
+        # HiSparse forces Model Runner V2, which refuses it in every version:
+        # vllm/config/vllm.py:3088-3092 `parallel drafting for EAGLE speculative decoding`,
+        # raised by vllm/config/vllm.py:3315-3323 `def _validate_v2_model_runner`.
+        return ("parallel_drafting: Model Runner V2 does not yet support: parallel drafting "
+                "for EAGLE speculative decoding (HiSparse forces Model Runner V2)")
+    return None
+
+
 @functools.lru_cache(maxsize=1 << 14)
 def plan(knobs: Knobs) -> Plan:
     """Resolve the knobs; raises ValueError (naming the knob) where vLLM refuses them."""
     rules = rules_for(knobs)
-    if knobs.parallel_drafting:
-        # HiSparse forces Model Runner V2, which refuses it in every version:
-        # vllm/config/vllm.py:3088-3092 `parallel drafting for EAGLE speculative decoding`,
-        # raised by vllm/config/vllm.py:3315-3323 `def _validate_v2_model_runner`.
-        raise ValueError("parallel_drafting: Model Runner V2 does not yet support: parallel "
-                         "drafting for EAGLE speculative decoding (HiSparse forces Model "
-                         "Runner V2)")
     s = knobs.max_num_seqs
     b = knobs.max_num_batched_tokens
     derived = b is None
     if derived:
         b = default_max_num_batched_tokens(s, knobs.max_model_len)
-    if b < s:  # vllm/config/scheduler.py:329 `self.max_num_batched_tokens < self.max_num_seqs`
-        how = (f", derived as min(max_num_seqs * max_model_len, "
-               f"{LLM_CLASS_MAX_BATCHED_TOKENS})") if derived else ""
-        raise ValueError(f"max_num_batched_tokens ({b}{how}) must be greater than or equal "
-                         f"to max_num_seqs ({s}).")
-    k = knobs.num_speculative_tokens
-    error = rules.spec_slot_error(b, k)
+    error = refusal(knobs, rules, b, derived)
     if error:
         raise ValueError(error)
+    k = knobs.num_speculative_tokens
     q = 1 + k
     c = min(b, s * q)  # rows: requests * tokens per request, capped by B
     mode = cudagraph_mode(knobs)

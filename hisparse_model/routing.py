@@ -26,7 +26,8 @@ from typing import NamedTuple
 from .versions import ALL_RESIDENT, ERROR_TEMPLATE, SWAP_IN, VersionRules, swap_error
 
 __all__ = ["ALL_RESIDENT", "ERROR_TEMPLATE", "SWAP_IN", "Route", "Routed", "decode_tokens",
-           "route", "route_counts", "route_tokens", "routed_path", "swap_error"]
+           "route", "route_counts", "route_tokens", "routed_path", "swap_error",
+           "UNIFORM_DECODE_BACKENDS"]
 
 
 class Route(NamedTuple):
@@ -42,11 +43,29 @@ class Routed(NamedTuple):
     error: str | None  # the exact ValueError text, or None
 
 
-def decode_tokens(query_lens: tuple[int, ...], threshold: int) -> int:
-    """Tokens of the leading requests whose query length is <= ``threshold``."""
+# FLASHMLA_SPARSE's builder wants uniform decodes:
+# vllm/v1/attention/backends/mla/flashmla_sparse.py:319 `require_uniform_decodes: ClassVar[bool] = True`
+UNIFORM_DECODE_BACKENDS = frozenset({"FLASHMLA_SPARSE"})
+
+
+def decode_tokens(query_lens, threshold: int, uniform: bool = False) -> int:
+    """Decode tokens of a batch (query lengths in the runner's order).
+
+    vllm/v1/attention/backends/utils.py:799-870 `def split_decodes_and_prefills`:
+    the leading requests of at most ``threshold`` tokens; with ``uniform`` the
+    leading requests of the first request's length (all of them when the first
+    is short enough and every request has that length).
+    """
+    if not query_lens:
+        return 0
+    first = query_lens[0]
+    if max(query_lens) <= threshold and (not uniform or threshold <= 1):
+        return sum(query_lens)
+    if first > threshold:
+        return 0
     total = 0
     for qlen in query_lens:
-        if qlen > threshold:
+        if (qlen not in (first, 0)) if uniform else (qlen > threshold):
             break
         total += qlen
     return total
@@ -81,5 +100,6 @@ def route_counts(plan, n: int, decode: int, *, all_resident: bool = True) -> Rou
 
 def route(query_lens, plan, *, all_resident: bool = True) -> Routed:
     """Route one batch (query lengths in the runner's order) under a :class:`~hisparse_model.plan.Plan`."""
-    return route_counts(plan, sum(query_lens), decode_tokens(query_lens, plan.max_decode_query_len),
-                        all_resident=all_resident)
+    dec = decode_tokens(query_lens, plan.max_decode_query_len,
+                        plan.knobs.attention_backend in UNIFORM_DECODE_BACKENDS)
+    return route_counts(plan, sum(query_lens), dec, all_resident=all_resident)

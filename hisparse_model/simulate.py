@@ -26,7 +26,7 @@ from .dispatch import dispatch
 from .knobs import Knobs
 from .plan import Plan, plan
 from .reproduction import ASSUMPTIONS, BLOCK_SIZE
-from .routing import decode_tokens, routed_path
+from .routing import UNIFORM_DECODE_BACKENDS, decode_tokens, routed_path
 from .scheduler import SchedulerConfig, acceptance, schedule
 from .startup import startup_batches
 from .workload import Workload
@@ -86,7 +86,8 @@ def route_step(p: Plan, st) -> StepResult:
                               and st.num_computed_before[r] > 0)
         for r, kind in st.kinds.items())  # every request decodes, or extends by one token
     d = dispatch(p, n, len(qlens), max(qlens), eligible)
-    dec = decode_tokens(qlens, p.max_decode_query_len)
+    dec = decode_tokens(qlens, p.max_decode_query_len,
+                        p.knobs.attention_backend in UNIFORM_DECODE_BACKENDS)
     if d.mode == "FULL":  # a replay: the routing of the capture is reused, nothing new
         routed, path, error = 0, None, None
     else:

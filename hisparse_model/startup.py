@@ -27,8 +27,8 @@ from __future__ import annotations
 import functools
 
 from .batches import Batch, make_batch, spread_decode_tokens
-from .routing import routed_path
-from .plan import Plan
+from .plan import DECODE_FULL, Plan
+from .routing import UNIFORM_DECODE_BACKENDS, decode_tokens, routed_path
 
 PROFILE_FULL_SAMPLES = 2  # FULL graphs captured while profiling memory
 # With MTP and B < q + 1 the JIT warmup has no request, yet its spec-decode step
@@ -40,6 +40,7 @@ WARMUP_NO_REQUEST_ERROR = "IndexError: list index out of range"
 def _captures(plan: Plan, runner: str) -> tuple[list[tuple], list[tuple]]:
     """(PIECEWISE, FULL) capture batches of one model, largest first, as Batch fields after phase."""
     s, q = plan.knobs.max_num_seqs, plan.max_decode_query_len
+    uniform_split = plan.knobs.attention_backend in UNIFORM_DECODE_BACKENDS
     suffix = " (MTP drafter)" if runner == "drafter" else ""
     out: tuple[list[tuple], list[tuple]] = ([], [])
     for kind, mode, descs in ((0, "PIECEWISE", plan.piecewise), (1, "FULL", plan.full)):
@@ -47,24 +48,36 @@ def _captures(plan: Plan, runner: str) -> tuple[list[tuple], list[tuple]]:
         for num_tokens, num_reqs, uniform in descs:
             reqs = num_reqs or min(num_tokens, s)  # PIECEWISE: spread over min(T, S)
             # a uniform decode graph is num_reqs requests of `uniform` <= q tokens: all decode
-            dec = num_tokens if uniform else spread_decode_tokens(num_tokens, reqs, q)
-            out[kind].append((label, num_tokens, reqs, dec, mode,
-                              *routed_path(plan, num_tokens, dec), 2, None, runner))
+            dec = (num_tokens if uniform
+                   else spread_decode_tokens(num_tokens, reqs, q, uniform_split))
+            out[kind].append(_capture(plan, label, num_tokens, reqs, dec, mode, 2, runner))
     return out
 
 
-def _draft_step_captures(plan: Plan) -> tuple[list[tuple], list[tuple]]:
-    """The MTP drafter's extra FULL graphs for its K - 1 one-token draft steps (K >= 2).
+def _capture(plan: Plan, label, n, reqs, dec, mode, forwards, runner) -> tuple:
+    """A capture batch's fields after its phase; a capture whose eager pass raises stops there."""
+    routed, route, error = routed_path(plan, n, dec)
+    return (label, n, reqs, dec, mode, routed, route, error, 1 if error else forwards, None,
+            runner)
 
-    Seen on the H200 (tests/recorded/v0.31.0-stock-s2-mtp2.json, -mtp3.json):
-    after its own captures the drafter captures a uniform decode graph of one
-    token per request for every request count of the target's FULL graphs.
+
+def _draft_step_captures(plan: Plan) -> tuple[list[tuple], list[tuple]]:
+    """The MTP drafter's FULL graphs for its K - 1 one-token draft steps (K >= 2).
+
+    One graph per capture size T <= max_num_seqs, largest first: T requests of
+    one token (vllm/v1/worker/gpu/spec_decode/autoregressive/speculator.py:137-141 `decode_query_len=1`,
+    seen on the H200: tests/recorded/v0.31.0-stock-s2-mtp2.json).  Where the
+    draft steps share one graph (0.32.0+ with FLASH_ATTN_MLA_SPARSE) each capture
+    runs all K - 1 of them twice.
     """
-    if plan.knobs.num_speculative_tokens < 2:
+    k = plan.knobs.num_speculative_tokens
+    if k < 2 or plan.cudagraph_mode not in DECODE_FULL:
         return [], []
-    reqs = sorted({r for _, r, _ in plan.full}, reverse=True)
-    return [], [("FULL capture (MTP draft step)", r, r, r, "FULL", *routed_path(plan, r, r), 2,
-                 None, "drafter") for r in reqs]
+    fused = plan.rules.fused_draft_decode and plan.knobs.attention_backend not in UNIFORM_DECODE_BACKENDS
+    forwards = 2 * (k - 1) if fused else 2  # eager pass + capture pass
+    sizes = [t for t in reversed(plan.capture_sizes) if t <= plan.knobs.max_num_seqs]
+    return [], [_capture(plan, "FULL capture (MTP draft step)", t, t, t, "FULL", forwards,
+                         "drafter") for t in sizes]
 
 
 def _capture_phase(captures, phase: str, full_limit: int | None) -> list[Batch]:
@@ -84,18 +97,25 @@ def _jit_warmup(plan: Plan) -> list[Batch]:
     if num_reqs < 1:
         if k:  # the spec-decode warmup step still indexes request 0 of none
             return [Batch("jit_warmup", "warmup decode of no request", 0, 0, 0, "NONE", 0, None,
-                          WARMUP_NO_REQUEST_ERROR)]
+                          WARMUP_NO_REQUEST_ERROR, 0)]
         return []
     spec = k > 0
     runner = "both" if spec else "target"
-    drafts = max(k - 1, 0)  # the drafter's one-token draft steps after each forward
+    uniform_split = plan.knobs.attention_backend in UNIFORM_DECODE_BACKENDS
 
-    def forward(label: str, n: int, reqs: int, dec: int) -> list[Batch]:
-        step = [make_batch(plan, "jit_warmup", label, n, reqs, dec, "NONE", runner=runner)]
-        return step + [make_batch(plan, "jit_warmup", "MTP draft step", reqs, reqs, reqs, "NONE",
-                                  runner="drafter")] * drafts
+    def forward(label: str, qlens: tuple[int, ...]) -> list[Batch]:
+        """One warmup step (requests with drafts first), then the drafter's K - 1 draft steps."""
+        n, reqs = sum(qlens), len(qlens)
+        dec = decode_tokens(qlens, q, uniform_split)
+        step = make_batch(plan, "jit_warmup", label, n, reqs, dec, "NONE", runner=runner)
+        if step.error:  # the target raised: the drafter never ran
+            return [step._replace(runner="target")]
+        if k < 2:
+            return [step]
+        return [step, make_batch(plan, "jit_warmup", "MTP draft steps", reqs, reqs, reqs, "NONE",
+                                 forwards=k - 1, runner="drafter")]
 
-    out = forward("warmup prefill", prompt_len * num_reqs, num_reqs, 0)
+    out = forward("warmup prefill", (prompt_len,) * num_reqs)
     step = q if spec else 1  # tokens per request of a warmup decode
     steps: list[tuple[int, ...]] = [(step,) * num_reqs]
     if num_reqs >= 2:
@@ -106,8 +126,10 @@ def _jit_warmup(plan: Plan) -> list[Batch]:
         steps.append((step,))
     if spec:
         steps.append((1,))
-    for qlens in steps:  # every request is a decode (<= q tokens)
-        out += forward("warmup decode", sum(qlens), len(qlens), sum(qlens))
+    for qlens in steps:
+        out += forward("warmup decode", qlens)
+        if out[-1].error:
+            break
     return out
 
 
@@ -115,7 +137,9 @@ def _jit_warmup(plan: Plan) -> list[Batch]:
 def startup_batches(plan: Plan) -> tuple[Batch, ...]:
     """All start-up batches, in engine order (see the module docstring)."""
     runners = ["target"] + (["drafter"] if plan.knobs.num_speculative_tokens else [])
-    captures = [_captures(plan, r) for r in runners] if plan.cudagraph_mode != "NONE" else []
+    # nothing is captured, the drafter's graphs included, when the target has no graph
+    graphs = plan.cudagraph_mode != "NONE" and (plan.piecewise or plan.full)
+    captures = [_captures(plan, r) for r in runners] if graphs else []
     if captures and len(runners) > 1:
         captures.append(_draft_step_captures(plan))
     out = _capture_phase(captures, "cudagraph_memory_profile", PROFILE_FULL_SAMPLES)

@@ -90,6 +90,10 @@ _CITES = {
         "0.32.0": _c("v1/worker/gpu/warmup.py", "240", "_warmup_kernels(model_runner"),
         "0.33.0": _c("v1/worker/gpu/warmup.py", "242-247", "greedy=True"),
     },
+    "full_refused": {
+        "0.32.0": _c("config/vllm.py", "1816-1818", "HiSparse does not support cudagraph_mode=FULL"),
+        "0.33.0": _c("config/vllm.py", "1892-1894", "HiSparse does not support cudagraph_mode=FULL"),
+    },
     "error": {v: _c(_RT, ln, "HiSparse swap rows exceed the configured speculative decode")
               for v, ln in (("0.31.0", "897-907"), ("0.32.0", "909-919"), ("0.33.0", "930-940"))},
     "handoff": {
@@ -128,6 +132,8 @@ class VersionRules:
     whole_batch_handoff: bool  # every backend hands the whole batch when it can (0.33.0)
     spec_slots_are_lookahead: bool  # B must exceed K (0.33.0), not 0 (0.31.0/0.32.0)
     spec_warmup_passes: int  # JIT warmup runs under MTP: 1, or 2 in 0.33.0 (a greedy pass)
+    refuses_full_cudagraph: bool  # HiSparse refuses cudagraph_mode=FULL (0.32.0, 0.33.0)
+    fused_draft_decode: bool  # FLASH_ATTN's draft steps share one graph (0.32.0, 0.33.0)
     cites: dict = field(repr=False, compare=False, default_factory=dict)
 
     @property
@@ -157,24 +163,27 @@ class VersionRules:
             return False
         return n <= limit
 
-    def spec_slot_error(self, b: int, k: int) -> str | None:
+    def spec_slot_error(self, b: int, k: int, parallel_drafting: bool) -> str | None:
         """vLLM's refusal when B leaves no room for speculative tokens, else None."""
         if not k:
             return None
-        if self.spec_slots_are_lookahead:
-            if b <= k:  # num_lookahead_tokens = K for MTP
-                return ("max_num_batched_tokens: VllmConfig does not have enough slots to "
-                        "schedule a token and support the speculative decoding settings. "
-                        f"Got max_num_batched_tokens={b} and num_lookahead_tokens={k}.")
-            return None
-        return None  # MTP needs no extra slot before 0.33.0: B > 0 always holds
+        if self.spec_slots_are_lookahead:  # num_lookahead_tokens = K for MTP
+            limit, name = k, "num_lookahead_tokens"
+        else:  # scheduled_token_delta: K - 1 new slots with parallel drafting, else none
+            limit, name = (k - 1 if parallel_drafting else 0), "scheduled_token_delta"
+        if b <= limit:
+            return ("max_num_batched_tokens: VllmConfig does not have enough slots to "
+                    "schedule a token and support the speculative decoding settings. "
+                    f"Got max_num_batched_tokens={b} and {name}={limit}.")
+        return None
 
 
 def _rules(key, version, text, *, workspace=False, bypass=False, whole=False, lookahead=False,
-           spec_warmups=1):
-    cites = {name: per_version[version] for name, per_version in _CITES.items()}
+           spec_warmups=1, newer=False):
+    cites = {name: per_version[version] for name, per_version in _CITES.items()
+             if version in per_version}
     return VersionRules(key, version, text, workspace, bypass, whole, lookahead, spec_warmups,
-                        cites)
+                        newer, newer, cites)
 
 
 RULES = {
@@ -182,10 +191,11 @@ RULES = {
                      workspace=True),
     "0.31.0+fix": _rules("0.31.0+fix", "0.31.0",
                          "swap_in if n <= C, else all-resident (the upstream fix)"),
-    "0.32.0": _rules("0.32.0", "0.32.0", "swap_in if n <= C, else all-resident"),
+    "0.32.0": _rules("0.32.0", "0.32.0", "swap_in if n <= C, else all-resident", newer=True),
     "0.33.0": _rules("0.33.0", "0.33.0",
                      "swap_in if n <= C and the batch is decode-only (or not all resident), "
-                     "else all-resident", bypass=True, whole=True, lookahead=True, spec_warmups=2),
+                     "else all-resident", bypass=True, whole=True, lookahead=True, spec_warmups=2,
+                     newer=True),
 }
 
 

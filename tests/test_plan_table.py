@@ -117,7 +117,6 @@ MODE_CASES = [
     (None, "FULL_AND_PIECEWISE"),  # -O2 default, breakable graphs auto-enabled
     ("FULL_AND_PIECEWISE", "FULL_AND_PIECEWISE"),
     ("PIECEWISE", "PIECEWISE"),
-    ("FULL", "FULL_DECODE_ONLY"),  # mixed FULL needs ALWAYS support; no attention split
     ("FULL_DECODE_ONLY", "FULL_DECODE_ONLY"),
     ("NONE", "NONE"),
 ]
@@ -131,3 +130,16 @@ def test_resolved_mode_h200(version, backend, requested, expected):
     kw = dict(vllm_version=version, attention_backend=backend, max_num_seqs=2)
     assert plan(Knobs(cudagraph_mode=requested, **kw)).cudagraph_mode == expected
     assert plan(Knobs(enforce_eager=True, **kw)).cudagraph_mode == "NONE"
+
+
+@pytest.mark.parametrize("backend", ["FLASH_ATTN_MLA_SPARSE", "FLASHMLA_SPARSE"])
+def test_full_cudagraph_mode(backend):
+    """FULL becomes FULL_DECODE_ONLY in 0.31.0; HiSparse refuses it from 0.32.0 (not when eager)."""
+    kw = dict(attention_backend=backend, max_num_seqs=2, cudagraph_mode="FULL")
+    # mixed FULL needs ALWAYS support (both backends: UNIFORM_BATCH); no attention split
+    assert plan(Knobs(vllm_version="0.31.0", **kw)).cudagraph_mode == "FULL_DECODE_ONLY"
+    for version in ("0.32.0", "0.33.0"):  # vllm/config/vllm.py:1816 in 0.32.0
+        with pytest.raises(ValueError, match="^cudagraph_mode: HiSparse does not support"):
+            plan(Knobs(vllm_version=version, **kw))
+        # enforce_eager turns the mode into NONE before HiSparse's check
+        assert plan(Knobs(vllm_version=version, enforce_eager=True, **kw)).cudagraph_mode == "NONE"

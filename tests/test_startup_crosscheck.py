@@ -391,13 +391,10 @@ def test_reversed_spread_fails_the_crosscheck(startup_run, monkeypatch):
     def reversed_spread(num_tokens, num_reqs):
         return tuple(reversed(orig_spread(num_tokens, num_reqs)))
 
-    def reversed_decode_tokens(num_tokens, num_reqs, threshold):
-        total = 0
-        for qlen in reversed_spread(num_tokens, num_reqs):
-            if qlen > threshold:
-                break
-            total += qlen
-        return total
+    def reversed_decode_tokens(num_tokens, num_reqs, threshold, uniform=False):
+        from hisparse_model.routing import decode_tokens
+
+        return decode_tokens(reversed_spread(num_tokens, num_reqs), threshold, uniform)
 
     sensitive = [(kn, res) for kn, res in zip(knobs, out["results"])
                  if "driver_error" not in res

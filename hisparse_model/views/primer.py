@@ -31,6 +31,8 @@ MEANING = {
     "startup": "start-up 2: JIT warmup, then CUDA-graph capture",
     "warmup": "the JIT warmup: one prefill, then decode steps",
     "dispatch": "serving: FULL graph, PIECEWISE graph or eager for each step",
+    "spec_warmup": "the JIT warmup's passes under MTP (0.33.0 adds a greedy one)",
+    "full_refused": "HiSparse refuses cudagraph_mode=FULL (0.32.0 and later)",
 }
 
 
