@@ -29,12 +29,6 @@ from .sweep import sweep
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-_VLLM_TIMER = r"""
-import json, sys
-from hisparse_model.crosscheck.vllm_driver import time_config_path
-knobs = json.load(sys.stdin)
-print(json.dumps({"seconds": time_config_path(knobs), "n": len(knobs)}))
-"""
 
 
 def _configs(n: int, seed: int = 0) -> list[dict]:
@@ -94,23 +88,12 @@ def time_model_config_path(configs: list[dict]) -> float:
 
 
 def time_vllm_config_path(configs: list[dict], version: str = "0.31.0") -> float | None:
-    # scripts/install_vllm_cpu.sh puts vLLM and its pinned dependencies in this tree only;
-    # torch comes from the environment.
-    site = os.path.join(REPO, ".vllm", version)
-    if not os.path.isfile(os.path.join(site, ".hisparse-installed")):
-        return None
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([site, REPO]),
-           "VLLM_LOGGING_LEVEL": "ERROR"}
-    out = subprocess.run([sys.executable, "-c", _VLLM_TIMER], input=json.dumps(configs),
-                         capture_output=True, text=True, env=env, timeout=600)
-    if out.returncode != 0:
-        print(out.stderr[-2000:], file=sys.stderr)
-        return None
-    res = json.loads(out.stdout.strip().splitlines()[-1])
-    return res["seconds"] / res["n"]
+    """Seconds per configuration of vLLM's own config path (None: vLLM not installed here)."""
+    res = _run_vllm("hisparse_model.crosscheck.bench_config_path", configs, version)
+    return None if res is None else res["seconds"] / res["n"]
 
 
-def _run_vllm(module: str, payload: dict, version: str) -> dict | None:
+def _run_vllm(module: str, payload, version: str) -> dict | None:
     """Run ``python -m module`` with vLLM ``version`` on the path; its last JSON line, or None."""
     site = os.path.join(REPO, ".vllm", version)
     if not os.path.isfile(os.path.join(site, ".hisparse-installed")):

@@ -124,23 +124,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _predict(args) -> int:
-    from .advice import advise, prediction_crashes
+    from .advice import prediction_crashes
     from .predict import predict
     from .report import format_table, to_cli_json
 
     knobs = knobs_from_args(args)
     pred = predict(knobs, args.prompt_lens)
-    advice = (advise(knobs, prediction_crashes(args.prompt_lens), pred.sizes.max_num_batched_tokens)
-              if pred.crashes else [])
+    return _answer(args, knobs, pred, pred.crashes, prediction_crashes(args.prompt_lens),
+                   to_cli_json, format_table)
+
+
+def _answer(args, knobs: Knobs, result, crashed: bool, crashes, to_json, to_text) -> int:
+    """Print a prediction or schedule (with verified advice when it crashes); the exit status."""
+    from .advice import advise
+
+    advice = advise(knobs, crashes, result.plan.max_num_batched_tokens) if crashed else []
     if args.json:
-        print(json.dumps(to_cli_json(pred, advice)))
+        print(json.dumps(to_json(result, advice)))
     else:
-        print(format_table(pred, full=args.full, advice=advice))
-    return EXIT_CRASH if args.check and pred.crashes else EXIT_OK
+        print(to_text(result, full=args.full, advice=advice))
+    return EXIT_CRASH if args.check and crashed else EXIT_OK
 
 
 def _simulate(args) -> int:
-    from .advice import advise
     from .report import format_schedule, schedule_json
     from .simulate import simulate
     from .workload import load_workload
@@ -152,12 +158,8 @@ def _simulate(args) -> int:
     def crashes(k: Knobs) -> bool:
         return simulate(k, work, args.accepted).crash is not None
 
-    advice = advise(knobs, crashes, sched.plan.max_num_batched_tokens) if sched.crash else []
-    if args.json:
-        print(json.dumps(schedule_json(sched, advice)))
-    else:
-        print(format_schedule(sched, full=args.full, advice=advice))
-    return EXIT_CRASH if args.check and sched.crash else EXIT_OK
+    return _answer(args, knobs, sched, sched.crash is not None, crashes, schedule_json,
+                   format_schedule)
 
 
 def _explain(args) -> int:

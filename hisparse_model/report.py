@@ -37,6 +37,16 @@ def _batch_line(b, count: int = 1) -> str:
     return f"  {b.phase:<26} {b.label:<34} {mode:<11} {b.num_tokens:>6} tok  {routed}{tail}{times}"
 
 
+def closing_lines(advice: list[dict] | None, assumptions) -> list[str]:
+    """The "To avoid it:" block (when there is advice) and the assumptions."""
+    lines = []
+    if advice:
+        lines += ["", "To avoid it:"]
+        lines += [f"  - {', '.join(f'{n}={v}' for n, v in a['change'].items())}: {a['why']}"
+                  for a in advice]
+    return lines + ["", "Assumptions:"] + [f"  - {a}" for a in assumptions]
+
+
 def fold(batches, full: bool = False) -> list[tuple[object, int]]:
     """Consecutive identical batches as (batch, count); ``full`` keeps every one."""
     out: list[list] = []
@@ -77,12 +87,7 @@ def format_table(pred: Prediction, *, show_batches: bool = True, full: bool = Fa
         lines.append(f"prompt of {p.n} tokens: {'ok' if p.ok else p.error}")
         if show_batches:
             lines += [_batch_line(b, n) for b, n in fold(p.batches, full)]
-    if advice:
-        lines += ["", "To avoid it:"]
-        lines += [f"  - {', '.join(f'{n}={v}' for n, v in a['change'].items())}: {a['why']}"
-                  for a in advice]
-    lines += ["", "Assumptions:"] + [f"  - {a}" for a in ASSUMPTIONS]
-    return "\n".join(lines)
+    return "\n".join(lines + closing_lines(advice, ASSUMPTIONS))
 
 
 def schedule_json(sched, advice: list[dict] | None = None) -> dict:
@@ -145,9 +150,4 @@ def format_schedule(sched, *, full: bool = False, advice: list[dict] | None = No
                  f"crash at {'start-up' if crash['step'] is None else 'step ' + str(crash['step'])}: "
                  f"{crash['error']}")
     lines.append(f"finished: {len(sched.finished)} of {len(sched.workload)} requests")
-    if advice:
-        lines += ["", "To avoid it:"]
-        lines += [f"  - {', '.join(f'{n}={v}' for n, v in a['change'].items())}: {a['why']}"
-                  for a in advice]
-    lines += ["", "Assumptions:"] + [f"  - {a}" for a in SIMULATE_ASSUMPTIONS]
-    return "\n".join(lines)
+    return "\n".join(lines + closing_lines(advice, SIMULATE_ASSUMPTIONS))
