@@ -170,8 +170,8 @@ def _explain(args) -> int:
 
 
 def _live(args) -> int:
-    from .engine.live import (LiveUnavailable, check_available, run_one, run_sweep,
-                              validate_sweep)
+    from .engine.live import (LiveUnavailable, check_available, kill_children_on_termination,
+                              run_one, run_sweep, validate_sweep)
 
     command = "python -m hisparse_model " + shlex.join(sys.argv[1:])
     entries = validate_sweep(args.sweep) if args.sweep else None  # before any GPU probe
@@ -190,6 +190,7 @@ def _live(args) -> int:
     except LiveUnavailable as exc:
         print(f"live: cannot run the engine here: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE
+    kill_children_on_termination()
     if entries is not None:
         wrong = [e["name"] for e in entries if e["knobs"].vllm_version != version]
         if wrong:

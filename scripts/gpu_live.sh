@@ -16,6 +16,8 @@ mkdir -p /tmp/rec-$name
 python3 -m hisparse_model live --sweep "$sweep" --out-dir /tmp/rec-$name --jobs "$jobs" \
   --timeout "$tmo" > /tmp/rec-$name/console.log 2>&1 &
 pid=$!
+# Stopped from outside (a command timeout): stop the runner, which kills its engine children.
+trap 'kill -TERM $pid 2>/dev/null; wait $pid' INT TERM HUP
 # Pack what exists every 20 s so a command-level timeout still returns results.
 while kill -0 $pid 2>/dev/null; do
   sleep 20; tar czf "$OUT/$name.tgz" -C /tmp "rec-$name" 2>/dev/null

@@ -35,6 +35,7 @@ def event(what):
     with open(events, "a") as f:
         f.write(f"{time.time():.6f} {name} {what}\n")
 
+open(os.path.join(os.path.dirname(events), name + ".pid"), "w").write(str(os.getpid()))
 attempt_file = os.path.join(os.path.dirname(events), name + ".attempts")
 attempt = 1 + (int(open(attempt_file).read()) if os.path.exists(attempt_file) else 0)
 open(attempt_file, "w").write(str(attempt))
@@ -252,3 +253,36 @@ def test_shipped_sweeps_validate():
                         "scripts", "sweeps")
     for name in sorted(os.listdir(root)):
         assert live.validate_sweep(os.path.join(root, name))
+
+
+RUNNER = r'''
+import os, sys
+from hisparse_model.engine import live
+from hisparse_model.knobs import Knobs
+live.kill_children_on_termination()
+live.run_one(Knobs(max_num_seqs=9), [2], sys.argv[1], timeout=300.0, command="test",
+             lock_path=sys.argv[2], child_argv=[sys.executable, sys.argv[3]])
+'''
+
+
+def test_a_stopped_runner_leaves_no_engine_behind(fake, tmp_path):
+    """SIGTERM to the runner kills its engine children too (no GPU memory left held)."""
+    import signal
+    import subprocess
+
+    fake.plan({"s9": {"hang": True, "profile_s": 0.0}})
+    runner = tmp_path / "runner.py"
+    runner.write_text(RUNNER)
+    proc = subprocess.Popen([sys.executable, str(runner), str(tmp_path / "s9.json"), fake.lock,
+                             fake.argv[1]], env=os.environ.copy())
+    deadline = time.monotonic() + 60
+    while not any(what == "locked" for _, _, what in
+                  (fake.events() if os.path.exists(os.environ["FAKE_EVENTS"]) else [])):
+        assert time.monotonic() < deadline, "the fake child never started"
+        time.sleep(0.1)
+    pid = int(open(tmp_path / "s9.pid").read())
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    time.sleep(0.5)
+    with pytest.raises(ProcessLookupError):  # the hung child is gone
+        os.kill(pid, 0)

@@ -192,6 +192,25 @@ class _Lock:
             self.fd = None
 
 
+_RUNNING: set = set()  # engine children alive now (their process groups are killed on exit)
+
+
+def kill_children_on_termination() -> None:
+    """On SIGTERM / SIGHUP, kill every engine child before exiting (status 143 / 129).
+
+    Children run in their own sessions (so a timeout can kill a child's whole
+    tree); without this a runner stopped from outside would leave engines
+    holding GPU memory, and the next start-up on that GPU would find too little.
+    """
+    def stop(signum, _frame):
+        for proc in list(_RUNNING):
+            _kill_group(proc)
+        os._exit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -209,6 +228,7 @@ def _spawn_and_watch(argv: list[str], env: dict, log_path: str, control: str, *,
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
+        _RUNNING.add(proc)
         status = None
         try:
             while True:
@@ -252,6 +272,7 @@ def _spawn_and_watch(argv: list[str], env: dict, log_path: str, control: str, *,
         finally:
             if proc.poll() is None:  # pragma: no cover - interrupted
                 _kill_group(proc)
+            _RUNNING.discard(proc)
             lock.release()
     timings = {"wall_seconds": round(time.monotonic() - t0, 1)}
     if t_locked is not None:
