@@ -36,6 +36,8 @@ import urllib.request
 import pytest
 
 from hisparse_model import Knobs, predict
+from hisparse_model.simulate import simulate
+from hisparse_model.workload import synthetic
 
 pytestmark = pytest.mark.browser
 
@@ -273,6 +275,15 @@ def _expected_nb2(s: int) -> str:
             f"prompts={words}")
 
 
+def _expected_nb5(s: int) -> str:
+    """Notebook 5's digest: requests of 3 and 2 tokens arriving together, simulated."""
+    sched = simulate(Knobs(max_num_seqs=s), synthetic(2, [3, 2], 0))
+    p, crash, n = sched.plan, sched.crash, len(sched.steps)
+    died = "none" if crash is None else f"step{crash['step']}(n={p.workspace_rows})"
+    return (f"max_num_seqs={s} C={p.swap_capacity} W={p.workspace_rows} requests=2 steps={n} "
+            f"crash={died} finished={len(sched.finished)}/2")
+
+
 # notebook -> (dashboard, main move, then every other control's move)
 PLANS = {
     "01_off_by_one": ("off_by_one", ("max_num_seqs", "slider", "ArrowLeft"), [
@@ -288,6 +299,14 @@ PLANS = {
         ("max_num_seqs", "slider", "ArrowRight"), ("num_speculative_tokens", "slider", "ArrowRight"),
         ("routing", "toggle", "fix"), ("attention_backend", "toggle", "FLASHMLA_SPARSE")]),
     "04_model_vs_engine": ("recordings", ("recording", "select", "v0.31.0-stock-s2-b64"), []),
+    "05_your_traffic": ("traffic", ("max_num_seqs", "slider", "ArrowLeft"), [
+        ("max_num_seqs", "box", 4), ("requests", "box", 3), ("prompt_lens", "text", "64, 69"),
+        ("arrival_spacing", "slider", "ArrowRight"), ("max_tokens", "box", 16),
+        ("enable_prefix_caching", "check", None), ("max_num_batched_tokens", "box", 64),
+        ("num_speculative_tokens", "slider", "ArrowRight"),
+        ("cudagraph_mode", "select", "PIECEWISE"), ("enforce_eager", "check", None),
+        ("attention_backend", "select", "FLASHMLA_SPARSE"), ("routing", "select", "fix"),
+        ("vllm_version", "select", "0.32.0")]),
 }
 
 
@@ -312,6 +331,18 @@ def _check_main(page, name: str, dash_sel: str) -> None:
         assert got == want
         assert re.search(r"B \(tokens per step\)\s+64\s+64\s+64",
                          page.locator(f"{dash_sel} .hs-numbers-box").inner_text())
+    elif name == "05_your_traffic":  # max_num_seqs 4 -> 3: the 5-token step is > W = 4
+        page.wait_for_function("(a) => document.querySelector(a[0]).innerText.includes(a[1])",
+                               arg=[f"{dash_sel} .hs-summary", _expected_nb5(3)],
+                               timeout=UPDATE_S * 1000)
+        assert _expected_nb5(4).endswith("crash=step0(n=5) finished=0/2")  # before the move
+        assert _expected_nb5(3).endswith("crash=none finished=2/2")
+        page.wait_for_function(  # the strip's box follows the slider, no crash is marked
+            "(sel) => (document.querySelector(sel) || {}).textContent === "
+            "'▢ current max_num_seqs = 3'", arg=f"{dash_sel} .hs-current-label",
+            timeout=UPDATE_S * 1000)
+        assert page.locator(f"{dash_sel} .hs-crash-label").count() == 0
+        assert page.locator(f"{dash_sel} .hs-finished").first.inner_text() == "2"
     else:  # the picked recording is highlighted in the table and in the chart
         assert "v0.31.0-stock-s2-b64" in page.locator(f"{dash_sel} tr.hs-selected").inner_text()
         assert page.locator(f"{dash_sel} .hs-chart-box text[font-weight='bold']",

@@ -23,6 +23,7 @@ EXPECTED = [
     "02_startup_or_first_request",
     "03_fix_and_next_fix",
     "04_model_vs_engine",
+    "05_your_traffic",
 ]
 
 
@@ -52,7 +53,7 @@ def cell_sources(nb) -> list[tuple[str, str]]:
 
 
 def test_all_notebooks_are_present():
-    """The four notebooks of the issue exist, each with its .py pair."""
+    """The five notebooks exist, each with its .py pair."""
     names = [os.path.splitext(os.path.basename(p))[0] for p in NOTEBOOKS]
     assert names == EXPECTED
     for name in EXPECTED:

@@ -6,8 +6,8 @@ crash_size=3``) and its numbers, from the widget state nbclient saves, and the
 HTML the notebook displays; they compare them with :func:`hisparse_model.predict`
 computed here, so a notebook that runs but shows the wrong numbers fails.
 
-The four notebooks run once per session (a module fixture), each cell with a
-60 s timeout; together they must finish in 60 s.
+The five notebooks run once per session (a module fixture), each cell with a
+60 s timeout; together they must finish in 75 s.
 """
 
 from __future__ import annotations
@@ -22,7 +22,10 @@ import pytest
 from nbclient import NotebookClient
 
 from hisparse_model import VLLM_VERSIONS, Knobs, compare_recording, predict, routing
-from hisparse_model.recordings import load_all
+from hisparse_model.recordings import load_all, recorded_dir
+from hisparse_model.simulate import SIMULATE_ASSUMPTIONS, simulate
+from hisparse_model.workload import synthetic
+from hisparse_model.workload_recordings import compare_workload_recording
 from hisparse_model.versions import RULES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -32,9 +35,10 @@ NAMES = [
     "02_startup_or_first_request",
     "03_fix_and_next_fix",
     "04_model_vs_engine",
+    "05_your_traffic",
 ]
 CELL_TIMEOUT = 60  # seconds per cell (a lost kernel reply stalls for exactly this long)
-TOTAL_BUDGET = 60  # seconds for all four notebooks
+TOTAL_BUDGET = 75  # seconds for all five notebooks
 
 
 def _execute(name: str):
@@ -49,10 +53,10 @@ def _execute(name: str):
 
 @pytest.fixture(scope="module")
 def executed():
-    """name -> (executed notebook, its plain text output); runs all four once."""
+    """name -> (executed notebook, its plain text output); runs all five once."""
     out, seconds = {}, {}
     with pytest.MonkeyPatch.context() as mp:
-        # notebook 4's live cell would run the real engine for minutes on a GPU machine;
+        # notebooks 4 and 5's live cells would run the real engine for minutes on a GPU;
         # the kernels started below inherit this
         mp.setenv("HISPARSE_NOTEBOOK_LIVE", "0")
         for name in NAMES:
@@ -109,7 +113,7 @@ def _widget_views(nb) -> int:
 
 
 def test_all_notebooks_run_within_the_budget(executed):
-    """All four notebooks execute without error in 60 s together."""
+    """All five notebooks execute without error in 75 s together."""
     seconds = executed["_seconds"]
     assert set(seconds) == set(NAMES)
     assert sum(seconds.values()) < TOTAL_BUDGET, seconds
@@ -212,3 +216,40 @@ def test_04_compares_the_committed_recordings(executed):
     assert re.search(r"^live engine (unavailable: .+|available \(vLLM .+\), not run: "
                      r"HISPARSE_NOTEBOOK_LIVE=0)$", text, re.MULTILINE), text
     assert _widget_views(nb) >= 1
+
+
+def _traffic_digest(s: int, lens: list[int], spacing: int = 0) -> str:
+    """Notebook 5's digest for max_num_seqs ``s`` and two requests, from simulate()."""
+    sched = simulate(Knobs(max_num_seqs=s), synthetic(2, lens, spacing))
+    crash, p = sched.crash, sched.plan
+    word = "none" if crash is None else f"step{crash['step']}(n={sched.steps[-1].routed_tokens})"
+    return (f"max_num_seqs={s} C={p.swap_capacity} W={p.workspace_rows} requests=2 "
+            f"steps={len(sched.steps)} crash={word} finished={len(sched.finished)}/2")
+
+
+def test_05_serves_the_traffic_and_compares_the_recorded_workloads(executed):
+    """Notebook 5: [3, 2] together under max_num_seqs=4 crash at step 0 (5 = C+1); recordings agree."""
+    nb, text = executed["05_your_traffic"]
+    # the worked examples, as the command line prints them
+    assert text.count(f"crash at step 0: {routing.swap_error(5, 4)}") == 1  # 3 + 2 = 5 = W
+    assert f"crash at step 12: {routing.swap_error(5, 4)}" in text  # 69 - 64 cached = 5
+    assert "step 1               5 tok [PIECEWISE] 1 routed -> swap_in" in text  # mixed step
+    for line in SIMULATE_ASSUMPTIONS:
+        assert f"- {line}" in text
+    boards = dashboards(nb)
+    digest, numbers = boards["traffic"]
+    assert digest == _traffic_digest(4, [3, 2])
+    assert digest == "max_num_seqs=4 C=4 W=5 requests=2 steps=1 crash=step0(n=5) finished=0/2"
+    assert routing.swap_error(5, 4) in numbers
+    assert "max_num_seqs = 5" in numbers  # the advice: C = 5 fits the 5-token step
+    # the max_num_seqs map: S = 1 dies at start-up, S = 4 on this traffic, the rest serve it
+    chart = _widget_text(nb)
+    assert "startup_crash=1 crash=4 safe=2-3,5-64 invalid=none not_computed=none" in chart
+    recs = load_all(os.path.join(recorded_dir(), "workloads"))
+    agree = sum(not compare_workload_recording(r) for r in recs)
+    digest, _ = boards["workload_recordings"]
+    assert digest.startswith(f"workload_recordings={len(recs)} agree={agree} "
+                             f"differ={len(recs) - agree} | ")
+    assert re.search(r"^live engine (unavailable: .+|available \(vLLM .+\), not run: "
+                     r"HISPARSE_NOTEBOOK_LIVE=0)$", text, re.MULTILINE), text
+    assert _widget_views(nb) == 2

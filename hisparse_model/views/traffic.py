@@ -1,0 +1,397 @@
+"""Notebook 5: your traffic served step by step, the max_num_seqs map, recorded workloads."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from itertools import groupby
+
+from .. import chart_data as cd
+from ..knobs import KnobSpec, knob_specs
+from ..predict import Prediction
+from ..recordings import load_all, recorded_dir, recording_knobs
+from ..report import _step_key
+from ..simulate import SIMULATE_ASSUMPTIONS, simulate
+from ..workload import Workload, synthetic
+from ..workload_recordings import compare_workload_recording
+from .controls import SPECS, PromptLensTypo, choice_control, knob_control, parse_prompt_lens, \
+    text_control
+from .dashboard import Dashboard, Screen
+from .engine_runs import knobs_text, live_output_path
+from .first_request import ranges
+from .svg import INK, PALETTE, Svg, ticks
+from .tables import esc, formulas_html, swatch, table
+
+KNOBS = ("vllm_version", "routing", "attention_backend", "max_num_seqs",
+         "max_num_batched_tokens", "num_speculative_tokens", "enable_prefix_caching",
+         "enforce_eager", "cudagraph_mode")
+WORKLOAD_HELP = {"requests": "number of requests (prompt lengths are cycled over them)",
+                 "prompt_lens": "prompt lengths in tokens, comma-separated, cycled over requests",
+                 "arrival_spacing": "engine steps between two arrivals (0 = all arrive together)",
+                 "max_tokens": "output tokens per request (ignore_eos)"}
+WORKLOAD_RANGE = {"requests": (1, 64), "arrival_spacing": (0, 32), "max_tokens": (1, 64)}
+REQUEST_COLOURS = ("#66c2a5", "#8da0cb", "#e78ac3", "#a6d854", "#ffd92f", "#e5c494",
+                   "#bebada", "#80b1d3")  # request i is drawn in colour i mod 8
+STEP_LABELS = {cd.SWAP_IN: "swap_in (n ≤ C)", cd.ALL_RESIDENT: "all-resident",
+               cd.CRASH: "swap_in past C: crash", cd.NOT_ROUTED: "replayed / not routed"}
+STRIP = {cd.STARTUP_CRASH: ("startup_crash", "start-up crash"),  # key: (digest word, legend)
+         cd.RUNTIME_CRASH: ("crash", "crashes on this traffic"), cd.SAFE: ("safe", "serves it all"),
+         cd.INVALID: ("invalid", "vLLM refuses"), cd.NOT_RUN: ("not_computed", "not computed")}
+TABLE_ROWS = 300  # folded step groups shown; the command line lists every one
+WIDTH_PX, LEFT, RIGHT = 900, 90, 64
+
+
+def workload_slider(name: str, value: int):
+    """A slider for a workload number (not a knob), built like the knob sliders."""
+    lo, hi = WORKLOAD_RANGE[name]
+    slider = knob_control(KnobSpec(name, int, value, WORKLOAD_HELP[name], minimum=lo))
+    slider.max = hi
+    return slider
+
+
+def _tokens(scheduled: dict | None) -> str:
+    return " ".join(f"r{r}:{n}" for r, n in (scheduled or {}).items())
+
+
+def crash_word(crash: dict | None) -> str:
+    """``none``, ``startup`` or ``step<k>``: where a run died."""
+    return ("none" if crash is None else "startup" if crash["step"] is None
+            else f"step{crash['step']}")
+
+
+def _legend(svg: Svg, x: float, y: float, items) -> None:
+    for colour, label in items:
+        svg.rect(x, y - 10, 12, 12, colour, cls="hs-legend-swatch")
+        svg.text(x + 16, y, label, cls="hs-legend")
+        x += 26 + 7 * len(label)
+
+
+def _y_axis(svg: Svg, top: float, h: float, hi: int, label: str, marks, sqrt: bool = False):
+    """A vertical axis from 0 to ``hi`` over ``h`` px (square-root scale if ``sqrt``); v -> y."""
+    f = (lambda v: min(v, hi) ** 0.5 / hi ** 0.5) if sqrt else (lambda v: min(v, hi) / hi)
+    y = lambda v: top + h - h * f(v)  # noqa: E731
+    for t in marks:
+        svg.text(LEFT - 6, y(t) + 4, t, anchor="end", size=11)
+    svg.line(LEFT, top, LEFT, top + h)
+    svg.text(10, top - 8, label, size=12, cls="hs-lane-label")
+    return y
+
+
+def timeline_chart(d: dict, engine: dict | None = None) -> str:
+    """Tokens per request per step (stacked), the routed tokens against C and W, the crash."""
+    title = (f"Engine steps {d['first']}…{d['last']} of your traffic (steps with work: "
+             f"{d['total_steps']}; C = {d['C']}, W = {d['W']})")
+    svg = Svg(WIDTH_PX, 420, title)
+    svg.text(10, 20, title, size=14, weight="bold")
+    nc = len(REQUEST_COLOURS)
+    _legend(svg, LEFT, 42, [(REQUEST_COLOURS[i], f"r{i}") for i in range(min(d["requests"], nc))])
+    if d["requests"] > nc:
+        svg.text(LEFT + 40 * nc, 42, "… (request i in colour i mod 8)", size=11)
+    _legend(svg, LEFT, 62, [(PALETTE[k], v) for k, v in STEP_LABELS.items()])
+    bw = (WIDTH_PX - LEFT - RIGHT) / max(d["last"] - d["first"] + 1, 24)
+    x = lambda s: LEFT + (s - d["first"]) * bw  # noqa: E731
+    c, w = d["C"], d["W"]
+    hi = max([s["num_tokens"] for s in d["steps"]] + [1])
+    y1 = _y_axis(svg, 110, 135, hi, "tokens per request (√ scale)",
+                 sorted({0, hi} | {t for t in (8, 64, 512, 4096) if t < hi * 0.6}), True)
+    top2 = w + max(2, w // 2)
+    y2 = _y_axis(svg, 282, 80, top2, "routed tokens vs C and W = C + 1", (0, top2))
+    for s in d["steps"]:
+        sx, sw, base = x(s["step"]), max(bw - 1, 1), 0
+        for i in range(nc):  # one block per colour: requests i, i + 8, ... together
+            n = sum(t for r, t in s["tokens"] if r % nc == i)
+            if n:
+                svg.rect(sx, y1(base + n), sw, y1(base) - y1(base + n), REQUEST_COLOURS[i],
+                         cls="hs-step-tokens")
+                base += n
+        if engine and s["step"] in engine:
+            svg.circle(sx + bw / 2, y1(engine[s["step"]]), 3, INK, cls="hs-engine")
+        h = max(y2(0) - y2(s["routed"]), 3)
+        svg.rect(sx, y2(0) - h, sw, h, PALETTE[s["key"]], cls=f"hs-routed-{s['key']}")
+        if s["routed"] > top2:
+            svg.text(sx + bw / 2, y2(top2) - 2, "▲", anchor="middle", size=11)
+    for v, dy in ((c, 11), (w, -2)):  # labels right of the plot: C under its line, W over
+        svg.line(LEFT, y2(v), WIDTH_PX - RIGHT + 4, y2(v), dash="5,3")
+        svg.text(WIDTH_PX - RIGHT + 6, y2(v) + dy, f"{'C' if v == c else 'W'} = {v}", size=11,
+                 cls="hs-bound")
+    for t in ticks(d["first"], d["last"], 12):
+        svg.text(x(t) + bw / 2, 378, t, anchor="middle", size=11)
+    svg.text(LEFT, 398, "engine step (steps with no work are blank)", size=12)
+    if d["crash_step"] is not None:
+        cx = x(d["crash_step"]) + bw / 2
+        svg.line(cx, 84, cx, 364, stroke=PALETTE[cd.CRASH], width=2, dash="4,2")
+        svg.path(f"M{cx - 6:.1f},76 l12,0 l-6,8 z", PALETTE[cd.CRASH], cls="hs-mark")
+        svg.text(cx + (8 if cx < 700 else -8), 84, f"crash: step {d['crash_step']}", size=12,
+                 anchor="start" if cx < 700 else "end", weight="bold", fill=PALETTE[cd.CRASH],
+                 cls="hs-crash-label")
+    if engine:
+        svg.circle(WIDTH_PX - 260, 394, 3, INK)
+        svg.text(WIDTH_PX - 252, 398, "engine's tokens in the step (recorded)", size=11)
+    return svg.render()
+
+
+def seqs_chart(d: dict) -> str:
+    """One cell per max_num_seqs 1…64: what this traffic does there; the current one boxed."""
+    seqs, title = d["max_num_seqs"], "The same traffic under each max_num_seqs (the rest as set)"
+    svg = Svg(WIDTH_PX, 150, title)
+    svg.text(10, 20, title, size=14, weight="bold")
+    _legend(svg, LEFT, 42, [(PALETTE[k], v) for k, (_, v) in STRIP.items()
+                            if k in d["outcome"]])
+    cw = (WIDTH_PX - LEFT - RIGHT) / len(seqs)
+    svg.text(LEFT - 8, 102, "max_num_seqs", anchor="end", size=11, cls="hs-lane-label")
+    for i, key in enumerate(d["outcome"]):
+        svg.rect(LEFT + i * cw, 60, cw - 1, 26, PALETTE[key], cls=f"hs-cell-{key}")
+    for s in [1] + [s for s in seqs if s % 4 == 0]:
+        svg.text(LEFT + (s - 0.5) * cw, 102, s, anchor="middle", size=11)
+    cur = d["current"]
+    if cur <= len(seqs):
+        svg.rect(LEFT + (cur - 1) * cw - 1, 57, cw + 1, 32, "none", stroke="#000",
+                 stroke_width=2, cls="hs-current")
+    svg.text(10, 124, f"▢ current max_num_seqs = {cur}", size=12, cls="hs-current-label")
+    svg.text(10, 142, d["summary"], size=12, cls="hs-sweep")
+    return svg.render()
+
+
+def steps_table(sched) -> str:
+    """Every step, identical neighbours folded (as the command line folds), crash row pinned."""
+    groups = [list(g) for _, g in groupby(sched.steps, key=_step_key)]
+    more = len(groups) - TABLE_ROWS
+    if more > 0:
+        groups = groups[:TABLE_ROWS - 1] + [groups[-1]]
+    rows, classes = [], []
+    for g in groups:
+        s = g[0]
+        steps = f"{s.step}" if len(g) == 1 else f"{s.step}–{g[-1].step} (×{len(g)})"
+        rows.append([steps, esc(_tokens(s.scheduled)), str(s.num_tokens),
+                     str(s.num_decode_tokens), esc(s.dispatch), str(s.routed_tokens or "–"),
+                     swatch(cd.step_key(s), s.route or ("–", "replayed")[s.dispatch == "FULL"]),
+                     f"<code>{esc(s.error)}</code>" if s.error else ""])
+        classes.append("hs-crash" if s.error else "")
+    note = (f"<div class='hs-note'>… {more} more groups not shown (<code>python -m "
+            f"hisparse_model simulate</code> lists every step)</div>" if more > 0 else "")
+    return ("<details open><summary>every engine step with work, identical neighbours folded"
+            "</summary><div class='hs-scroll'>" + table(
+                ["steps", "tokens per request", "tokens", "decode", "graph mode", "routed n",
+                 "route", "error"], rows, raw=True, row_classes=classes) + f"</div>{note}"
+            "</details>")
+
+
+def crash_html(sched) -> str:
+    """The crash (or none) with vLLM's exact text, and in words why that step crashed."""
+    crash, p, n = sched.crash, sched.plan, len(sched.workload)
+    done = f"finished: <b class='hs-finished'>{len(sched.finished)}</b> of {n} requests"
+    if sched.finished:
+        done += f" (r{esc(ranges(sorted(sched.finished)))})"
+    if crash is None:
+        return (f"<div class='hs-big'><b style='color:{PALETTE['ok']}'>no crash</b>: no step "
+                f"hands swap_in more than C = {p.swap_capacity} tokens. {done}</div>")
+    why = ("The engine dies <b>at start-up</b> (a CUDA-graph capture or warmup batch; see "
+           "notebook 2), before it serves any request.")
+    if crash["step"] is not None:
+        s = sched.steps[-1]
+        parts = " + ".join(f"{t} (r{r})" for r, t in s.scheduled.items())
+        why = (f"In step {s.step} the scheduler packed {parts} = {s.num_tokens} tokens, "
+               f"{s.num_decode_tokens} of them decode tokens; the attention backend handed "
+               f"<b>{s.routed_tokens}</b> of them to the routing. {s.routed_tokens} = W = C + 1 "
+               f"passes 0.31.0's check, so they go to swap_in, which has only C = "
+               f"{p.swap_capacity} rows.")
+    return (f"<div class='hs-big'><b style='color:{PALETTE[cd.CRASH]}'>crash at "
+            f"{'start-up' if crash['step'] is None else 'step ' + str(crash['step'])}</b>"
+            f"<br><code class='hs-error-text'>{esc(crash['error'])}</code></div>"
+            f"<div class='hs-note'>{why} {done}</div>")
+
+
+def advice_html(found: dict) -> str:
+    items = "".join(f"<li><b>{esc(', '.join(f'{k} = {v}' for k, v in a['change'].items()))}"
+                    f"</b>: {esc(a['why'])}</li>" for a in found["advice"])
+    capped = (f"<div class='hs-note'>not searched beyond ±{cd.ADVICE_CALLS // 2} values: "
+              f"{esc(', '.join(found['capped']))} (<code>python -m hisparse_model simulate"
+              f"</code> searches further)</div>" if found["capped"] else "")
+    return (f"<div class='hs-note'><b>the smallest single-knob changes that avoid it</b> "
+            f"(each re-simulated on this traffic):</div><ul class='hs-advice'>"
+            f"{items or '<li>none found</li>'}</ul>{capped}")
+
+
+class TrafficDashboard(Dashboard):
+    """A synthetic workload served by the scheduler model: timeline, steps, crash, advice, strip."""
+
+    name = "traffic"
+
+    def __init__(self, max_model_len: int = 320, requests: int = 2, prompt_lens: str = "3, 2",
+                 arrival_spacing: int = 0, max_tokens: int = 8, **initial):
+        self.max_model_len = max_model_len
+        initial.setdefault("max_num_seqs", 4)
+        controls = {"requests": workload_slider("requests", requests),
+                    "prompt_lens": text_control("prompt_lens", prompt_lens,
+                                                WORKLOAD_HELP["prompt_lens"]),
+                    "arrival_spacing": workload_slider("arrival_spacing", arrival_spacing),
+                    "max_tokens": workload_slider("max_tokens", max_tokens)}
+        controls.update({n: knob_control(SPECS[n], initial.get(n)) for n in KNOBS})
+        super().__init__(controls)
+
+    def workload(self) -> Workload:
+        """The requests the controls describe: ``synthetic``, the prompt lengths cycled."""
+        c, lens = self.controls, parse_prompt_lens(self.controls["prompt_lens"].value)
+        if not lens:
+            raise PromptLensTypo("prompt_lens: give at least one prompt length")
+        return synthetic(c["requests"].value, lens, c["arrival_spacing"].value,
+                         c["max_tokens"].value)
+
+    def compute(self) -> Screen:
+        base = self.knobs(vllm_version="0.31.0", max_model_len=self.max_model_len)
+        knobs = cd.version_knobs(base, self.controls["vllm_version"].value)
+        work = self.workload()
+        sched = simulate(knobs, work)
+        p, crash = sched.plan, sched.crash
+        found = (cd.traffic_advice(knobs, work, p.max_num_batched_tokens) if crash
+                 else {"advice": [], "capped": []})
+        routed = sched.steps[-1].routed_tokens if crash and sched.steps else next(
+            (b.routed for b in sched.startup if b.error), 0)
+        word = crash_word(crash) + (f"(n={routed})" if crash else "")
+        n = len(work)
+        labels = {"C": str(p.swap_capacity), "W": str(p.workspace_rows), "requests": str(n),
+                  "steps": str(len(sched.steps)), "crash": (crash or {"error": "none"})["error"],
+                  "finished": ",".join(map(str, sorted(sched.finished))) or "none",
+                  "advice": "; ".join(", ".join(f"{k}={v}" for k, v in a["change"].items())
+                                      for a in found["advice"]) or "none",
+                  "summary": (f"max_num_seqs={knobs.max_num_seqs} C={p.swap_capacity} "
+                              f"W={p.workspace_rows} requests={n} steps={len(sched.steps)} "
+                              f"crash={word} finished={len(sched.finished)}/{n}")}
+        pred = Prediction(knobs, p, list(sched.startup))
+        body = (f"<div class='hs-note'>vLLM {esc(knobs.vllm_version)} ({esc(knobs.routing)} "
+                f"routing), {esc(knobs.attention_backend)}, prefix caching "
+                f"{'on' if knobs.enable_prefix_caching else 'off'}, cudagraph_mode "
+                f"{esc(p.cudagraph_mode)}; {n} requests: "
+                f"{esc(', '.join(str(r.prompt_len) for r in work.requests[:12]))}"
+                f"{' …' if n > 12 else ''} tokens</div>" + formulas_html(pred)
+                + crash_html(sched) + (advice_html(found) if crash else "")
+                + steps_table(sched) + "<div class='hs-note'>The simulation also assumes: "
+                + esc(" · ".join(a.removeprefix("simulate: ") for a in SIMULATE_ASSUMPTIONS[2:]))
+                + "</div>")
+        state = {**knobs.as_dict(), "requests": n, "workload": work.as_json()["requests"]}
+        return Screen(state, sched, labels, body, lambda: self._plot(knobs, work, sched))
+
+    def _plot(self, knobs, work, sched) -> dict:
+        strip = cd.traffic_seqs_strip(knobs, work)
+        cells = list(zip(strip["max_num_seqs"], strip["outcome"]))
+        self.labels["sweep_summary"] = " ".join(
+            f"{w}={ranges([s for s, o in cells if o == k])}" for k, (w, _) in STRIP.items())
+        return {"timeline": cd.timeline_data(sched),
+                "strip": {**strip, "summary": self.labels["sweep_summary"]}}
+
+    def draw(self) -> str:
+        return timeline_chart(self.plot_data["timeline"]) + seqs_chart(self.plot_data["strip"])
+
+
+def traffic_dashboard(**initial) -> TrafficDashboard:
+    """Notebook 5: build a workload, see every engine step, the crash and the max_num_seqs map."""
+    return TrafficDashboard(**initial)
+
+
+class WorkloadRecordingsDashboard(Dashboard):
+    """Workload recordings (default ``tests/recorded/workloads``) against ``simulate``, per step.
+
+    The verdict is ``compare_workload_recording``'s; pick a recording for its steps side by side.
+    """
+
+    name = "workload_recordings"
+
+    def __init__(self, recordings: list[dict] | None = None, directory: str | None = None,
+                 name: str = "workload_recordings"):
+        self.name = name
+        self.recordings = (load_all(directory or os.path.join(recorded_dir(), "workloads"))
+                           if recordings is None else list(recordings))
+        self.names = [os.path.splitext(os.path.basename(r.get("_path", f"live-{i}")))[0]
+                      for i, r in enumerate(self.recordings)]
+        self.diffs = [compare_workload_recording(r) for r in self.recordings]
+        names = self.names or ["(no recordings)"]
+        super().__init__({"recording": choice_control(
+            "recording", names, names[0], "the workload recording to compare step by step")})
+
+    def compute(self) -> Screen:
+        agree = sum(not d for d in self.diffs)
+        n = len(self.diffs)
+        summary = f"workload_recordings={n} agree={agree} differ={n - agree}"
+        labels = {"summary": summary, "agree": str(agree)}
+        if not self.recordings:
+            return Screen({}, None, labels, "<div class='hs-note'>No workload recordings.</div>",
+                          dict)
+        i = self.names.index(self.controls["recording"].value)
+        rec, diffs = self.recordings[i], self.diffs[i]
+        sched = simulate(recording_knobs(rec), Workload.from_json(rec["workload"]),
+                         rec.get("accepted"))
+        rows, classes = [], []
+        for x in cd.recording_step_pairs(rec, sched):
+            routed = [f"{r[0]} → {r[1]}" if r else "–" for r in (x["engine_routed"],
+                                                                 x["model_routed"])]
+            rows.append([" / ".join("–" if v is None else str(v)
+                                    for v in (x["engine_step"], x["model_step"])),
+                         _tokens(x["engine"]), _tokens(x["model"]), *routed,
+                         "✓" if x["same"] else "✗"])
+            classes.append("hs-crash" if x["error"] or not x["same"] else "")
+        k = sched.knobs
+        labels.update(selected=self.names[i], verdict="agrees" if not diffs else diffs[0],
+                      summary=f"{summary} | {self.names[i]}: steps engine={len(rec['steps'])} "
+                              f"model={len(sched.steps)} crash engine="
+                              f"{crash_word(rec.get('crash'))} model={crash_word(sched.crash)}")
+        verdict = ("<b>✓ agrees</b> step by step (compare_workload_recording finds no "
+                   "difference)" if not diffs else "<b>✗ differs</b><ul>" + "".join(
+                       f"<li><code>{esc(d)}</code></li>" for d in diffs) + "</ul>")
+        body = (f"<div class='hs-note'><b>{esc(self.names[i])}</b>: vLLM {esc(k.vllm_version)} "
+                f"{esc(k.routing)}, {esc(knobs_text(k))}, prefix caching "
+                f"{'on' if k.enable_prefix_caching else 'off'}; {len(sched.workload)} requests; "
+                f"{esc(rec.get('provenance', {}).get('gpu', ''))}. {verdict}</div>"
+                + crash_html(sched) + "<div class='hs-scroll'>" + table(
+                    ["step engine / model", "engine: tokens per request", "model: tokens per "
+                     "request", "engine routed n → route", "model routed n → route", "same"],
+                    rows, row_classes=classes) + "</div>")
+        data = {"timeline": cd.timeline_data(sched), "engine": {
+            e["step"]: e["num_tokens"] for e in rec["steps"]}}
+        return Screen({"recording": self.names[i]}, sched, labels, body, lambda: data)
+
+    def draw(self) -> str:
+        return timeline_chart(self.plot_data["timeline"], self.plot_data["engine"])
+
+
+def live_command(knobs, workload_path: str, out: str) -> list[str]:
+    """``python -m hisparse_model live --workload`` for ``knobs`` (the installed vLLM's version)."""
+    cmd = [sys.executable, "-m", "hisparse_model", "live", "--workload", workload_path,
+           "--out", out]
+    for spec in knob_specs():
+        value = getattr(knobs, spec.name)
+        flag = {"routing": "--vllm-mode"}.get(spec.name, "--" + spec.name.replace("_", "-"))
+        if spec.name == "vllm_version" or value is None:
+            continue
+        if spec.kind is bool:
+            cmd += [flag] if value else ([f"--no-{flag[2:]}"] if spec.default else [])
+        else:
+            cmd += [flag, str(value)]
+    return cmd
+
+
+def run_live(dash: TrafficDashboard, skip: str | None = None, timeout: float = 900):
+    """The dashboard's workload on the real engine (GPU, vLLM): its recording, or None + why."""
+    from ..engine.live import LiveUnavailable, check_available
+
+    try:
+        version = check_available()
+    except LiveUnavailable as exc:
+        return print(f"live engine unavailable: {exc}")
+    if skip:
+        return print(f"live engine available (vLLM {version}), not run: {skip}")
+    work_path = live_output_path("live-traffic-workload.json")
+    out = live_output_path("live-traffic.json")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    if os.path.exists(out):  # a recording of an earlier run is not this run's
+        os.remove(out)
+    with open(work_path, "w") as f:
+        json.dump(dash.workload().as_json(), f)
+    cmd = live_command(dash.last_prediction.knobs, work_path, out)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if not os.path.exists(out):
+        raise RuntimeError(f"live run left no recording (exit {done.returncode}): "
+                           f"{done.stderr.strip()[-500:]}")
+    with open(out) as f:
+        return {**json.load(f), "_path": out}
