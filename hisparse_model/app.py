@@ -1,6 +1,6 @@
 """``python -m hisparse_model app``: every dashboard on one web page, served by Voilà.
 
-For people who will not open JupyterLab: the four notebooks' dashboards in tabs
+For people who will not open JupyterLab: every notebook's dashboard in tabs
 on one page (:func:`hisparse_model.views.page.app_page`), with no code shown.
 The command writes a one-cell notebook into a temporary folder and runs Voilà
 on it in a child process, bound to 127.0.0.1 unless ``--ip`` says otherwise
