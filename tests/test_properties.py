@@ -39,7 +39,8 @@ def test_fixed_versions_never_crash(knobs, prompts):
     """0.32.0, 0.33.0 and 0.31.0 + fix never raise the swap-row error, anywhere."""
     for kw in (dict(vllm_version="0.32.0"), dict(vllm_version="0.33.0"), dict(routing="fix")):
         pred = predict(knobs.replace(**kw), prompts)
-        assert pred.startup_ok and all(p.ok for p in pred.prompts)
+        # (MTP with B < K + 2 still dies at start-up, of vLLM's warmup IndexError: not this error)
+        assert not any("HiSparse swap rows exceed" in (b.error or "") for b in _all_batches(pred))
 
 
 @settings(max_examples=150, deadline=None)
