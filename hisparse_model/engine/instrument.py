@@ -132,6 +132,19 @@ def snapshot_engine(log: RouteLog, worker) -> None:
     log.engine_report = report
 
 
+def _wrap_worker_phase(log: RouteLog, cls, method: str, phase: str) -> None:
+    """Snapshot the engine's sizes, then run ``cls.method`` labelled ``phase``."""
+    orig = getattr(cls, method)
+
+    @functools.wraps(orig)
+    def wrapped(self, *a, **k):
+        snapshot_engine(log, self)
+        with log.in_phase(phase):
+            return orig(self, *a, **k)
+
+    setattr(cls, method, wrapped)
+
+
 def install(log: RouteLog, routing: str = "stock", narrow_router_warmup: bool = True,
             on_kv_cache_ready=None) -> None:
     """Wrap vLLM's methods for this process. Call before building ``LLM``.
@@ -222,25 +235,9 @@ def install(log: RouteLog, routing: str = "stock", narrow_router_warmup: bool = 
     ig.HiSparseMLAIndexGroup.convert_logical_to_physical_topk = convert
 
     # --- phases -------------------------------------------------------------
-    orig_dam = gpu_worker.Worker.determine_available_memory
-
-    @functools.wraps(orig_dam)
-    def determine_available_memory(self, *a, **k):
-        snapshot_engine(log, self)
-        with log.in_phase("memory_profile"):
-            return orig_dam(self, *a, **k)
-
-    gpu_worker.Worker.determine_available_memory = determine_available_memory
-
-    orig_cw = gpu_worker.Worker.compile_or_warm_up_model
-
-    @functools.wraps(orig_cw)
-    def compile_or_warm_up_model(self, *a, **k):
-        snapshot_engine(log, self)
-        with log.in_phase("compile_warmup"):
-            return orig_cw(self, *a, **k)
-
-    gpu_worker.Worker.compile_or_warm_up_model = compile_or_warm_up_model
+    for method, phase in (("determine_available_memory", "memory_profile"),
+                          ("compile_or_warm_up_model", "compile_warmup")):
+        _wrap_worker_phase(log, gpu_worker.Worker, method, phase)
 
     if on_kv_cache_ready is not None:
         orig_ifc = gpu_worker.Worker.initialize_from_config

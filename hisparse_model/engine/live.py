@@ -192,16 +192,11 @@ class _Lock:
             self.fd = None
 
 
-_RUNNING: set = set()  # engine children alive now (their process groups are killed on exit)
+_RUNNING: set = set()  # engine children alive now (killed with the runner)
 
 
 def kill_children_on_termination() -> None:
-    """On SIGTERM / SIGHUP, kill every engine child before exiting (status 143 / 129).
-
-    Children run in their own sessions (so a timeout can kill a child's whole
-    tree); without this a runner stopped from outside would leave engines
-    holding GPU memory, and the next start-up on that GPU would find too little.
-    """
+    """On SIGTERM / SIGHUP kill every engine child (own sessions) before exiting 128 + signal."""
     def stop(signum, _frame):
         for proc in list(_RUNNING):
             _kill_group(proc)
@@ -386,12 +381,9 @@ def run_sweep(
 ) -> list[dict]:
     """Run every configuration of a sweep, one child each, ``jobs`` at a time on one GPU.
 
-    ``sweep`` is what :func:`validate_sweep` returned (or a sweep file's path,
-    validated here).  Children share the GPU (each takes gpu_memory_utilization
-    0.3 of it) under the lock protocol of this module.
-    """
+    ``sweep``: what :func:`validate_sweep` returned, or a sweep file's path.  Children
+    share the GPU (0.3 of its memory each) under this module's lock protocol."""
     from concurrent.futures import ThreadPoolExecutor
-
     entries = validate_sweep(sweep) if isinstance(sweep, str) else sweep
     jobs = max(1, jobs)
     os.makedirs(out_dir, exist_ok=True)
