@@ -102,302 +102,28 @@ The rules ``hisparse_model/scheduler.py`` cites (0.31.0 lines) sit in 0.32.0 /
 * vllm/v1/core/sched/async_scheduler.py:59-78@0.32.0 `_update_request_with_output`; 0.33.0 moved it into update_from_output: vllm/v1/core/sched/scheduler.py:2407-2415@0.33.0 `num_in_flight_tokens`
 * vllm/v1/hisparse/coordinator.py:852-879@0.32.0 `def free(self`; vllm/v1/hisparse/coordinator.py:852-879@0.33.0 `def free(self`
 * vllm/v1/core/sched/scheduler.py:2295@0.32.0 `remove_all(self.running`; vllm/v1/core/sched/scheduler.py:2544@0.33.0 `remove_all(self.running`
+
+The code lives in ``scheduler_build.py`` (the scheduler and its configs) and
+``scheduler_loop.py`` (the engine loop and the fake worker); their names are
+re-exported here.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import gc
-import inspect
 import json
 import sys
-import time
 import traceback
-from collections import deque
 
-BLOCK_SIZE = 64
-HOST_POOL_GIB = 1
-TOKEN_BASE = 10**6
+from hisparse_model.crosscheck.driver_io import _format_exc, json_main
+from hisparse_model.crosscheck.scheduler_build import BLOCK_SIZE, HOST_POOL_GIB, build_scheduler
+from hisparse_model.crosscheck.scheduler_loop import TOKEN_BASE, FakeWorker, run_workload
 
-
-def _stand_ins(cfg: dict):
-    from types import SimpleNamespace
-
-    from vllm.config.speculative import SpeculativeConfig
-
-    model = SimpleNamespace(
-        uses_mrope=False, max_model_len=cfg["max_model_len"], is_encoder_decoder=False,
-        is_diffusion=False, supports_multimodal_inputs=False, return_sampling_mask=False,
-        runner_type="generate", skip_tokenizer_init=True, multimodal_config=None,
-        is_multimodal_model=False, is_moe=True, pooler_config=None,
-        original_max_model_len=cfg["max_model_len"], supports_kv_cache_grouping=False,
-        hf_config=SimpleNamespace(index_topk=128, num_nextn_predict_layers=1),
-        hf_text_config=SimpleNamespace(index_topk=128),
-    )
-    spec = None
-    k = cfg["num_speculative_tokens"]
-    if k:
-        attrs = {}
-        for f in dataclasses.fields(SpeculativeConfig):  # the field defaults
-            default = f.default
-            if f.default_factory is not dataclasses.MISSING:
-                default = f.default_factory()
-            default = getattr(default, "default", default)  # pydantic FieldInfo
-            attrs[f.name] = None if default is dataclasses.MISSING else default
-        attrs.update({
-            "method": "mtp", "num_speculative_tokens": k, "parallel_drafting": False,
-            "num_speculative_tokens_per_batch_size": None,
-            "draft_model_config": SimpleNamespace(hf_config=model.hf_config),
-        })
-        for name, fn in vars(SpeculativeConfig).items():  # the real predicates
-            if not name.startswith("_") and (inspect.isfunction(fn)
-                                             or isinstance(fn, property)):
-                attrs[name] = fn
-        spec = type("SpeculativeConfigStandIn", (), attrs)()
-    return model, spec
-
-
-def _layer_specs(num_layers: int):
-    import torch
-    from vllm.v1.kv_cache_interface import MLAAttentionSpec, SparseCacheRole
-
-    specs = {}
-    for i in range(num_layers):
-        specs[f"model.layers.{i}.self_attn.indexer.k_cache"] = MLAAttentionSpec(
-            block_size=BLOCK_SIZE, num_kv_heads=1, max_tp_shards=1, head_size=132,
-            dtype=torch.uint8, cache_role=SparseCacheRole.INDEXER)
-        specs[f"model.layers.{i}.self_attn.attn"] = MLAAttentionSpec(
-            block_size=BLOCK_SIZE, num_kv_heads=1, max_tp_shards=1, head_size=656,
-            dtype=torch.uint8, cache_dtype_str="fp8_ds_mla", state_content_bytes=656,
-            is_index_group_leader=True)
-    return specs
-
-
-def build_scheduler(cfg: dict):
-    """The real (Async)Scheduler for ``cfg`` with the HiSparse connector attached."""
-    from vllm.config import CacheConfig, DeviceConfig, KVTransferConfig, SchedulerConfig
-    from vllm.config import VllmConfig
-    from vllm.config.attention import HiSparseConfig
-    from vllm.v1.core import kv_cache_utils as kcu
-    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
-    from vllm.v1.core.sched.scheduler import Scheduler
-    from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
-    from vllm.v1.structured_output import StructuredOutputManager
-    from vllm.utils.hashing import get_hash_fn_by_name
-
-    vcfg = VllmConfig(
-        device_config=DeviceConfig(device="cpu"),
-        scheduler_config=SchedulerConfig(
-            max_num_seqs=cfg["max_num_seqs"],
-            max_num_batched_tokens=cfg["max_num_batched_tokens"],
-            max_model_len=cfg["max_model_len"], enable_chunked_prefill=True,
-            is_encoder_decoder=False, async_scheduling=cfg["async_scheduling"]),
-        cache_config=CacheConfig(block_size=BLOCK_SIZE,
-                                 enable_prefix_caching=cfg["enable_prefix_caching"]),
-    )
-    vcfg.model_config, vcfg.speculative_config = _stand_ins(cfg)
-    vcfg.kv_transfer_config = KVTransferConfig(
-        kv_connector="HiSparseConnector", kv_role="kv_both",
-        kv_connector_extra_config={"host_pool_gib": HOST_POOL_GIB})
-    vcfg.attention_config.hisparse_config = HiSparseConfig()
-    vcfg.cache_config.kv_cache_layout = "BLHNC"  # HiSparseConnector's required layout
-    vcfg.cache_config.num_gpu_blocks_override = cfg["num_gpu_blocks"]
-    register_all_kvcache_specs(vcfg)
-    specs = _layer_specs(8 + (1 if cfg["num_speculative_tokens"] else 0))
-    # 0.33.0 moved the planner: vllm/v1/engine/core.py:292-322@0.33.0 `get_kv_cache_configs(`
-    try:
-        from vllm.v1.core import kv_cache_planning as kcp
-    except ImportError:
-        kv_configs = kcu.get_kv_cache_configs(vcfg, [specs], [1 << 40])
-    else:
-        groups = kcp.get_global_kv_cache_groups(vcfg, [specs])
-        vcfg.adjust_dcp_kv_cache_interleave_size(groups)
-        kv_configs = kcp.get_kv_cache_configs(vcfg, [specs], [1 << 40], groups)
-    kv = kcu.generate_scheduler_kv_cache_config(kv_configs)
-    vcfg.cache_config.num_gpu_blocks = kv.num_blocks
-    block_size, hash_block_size = kcu.resolve_kv_cache_block_sizes(kv, vcfg)
-    cls = AsyncScheduler if cfg["async_scheduling"] else Scheduler
-    sched = cls(vllm_config=vcfg, kv_cache_config=kv,
-                structured_output_manager=StructuredOutputManager(vcfg),
-                block_size=block_size, hash_block_size=hash_block_size)
-    hash_fn = get_hash_fn_by_name(vcfg.cache_config.prefix_caching_hash_algo)
-    kcu.init_none_hash(hash_fn)  # vllm/v1/engine/core.py:225-233 `init_none_hash(caching_hash_fn)`
-    hasher = kcu.get_request_block_hasher(hash_block_size, hash_fn)
-    return sched, hasher
-
-
-class FakeWorker:
-    """Model-runner outputs consistent with the schedule and the acceptance input."""
-
-    def __init__(self, k: int, accepted, hisparse: bool) -> None:
-        self.k = k
-        self.accepted = accepted
-        self.hisparse = hisparse
-        self.prefill_len: dict[str, int] = {}
-        self.prev_transfers: list[int] = []
-        self.next_token = TOKEN_BASE
-
-    def execute(self, so, step: int):
-        from vllm.distributed.kv_transfer.kv_connector.v1.hisparse.connector import (
-            HiSparseConnectorWorkerMetadata,
-        )
-        from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT, KVConnectorOutput
-        from vllm.v1.outputs import ModelRunnerOutput
-
-        kv_out = None
-        meta = so.kv_connector_metadata
-        if self.hisparse and meta is not None:
-            done = self.prev_transfers
-            cmd = meta.command
-            self.prev_transfers = [t.transfer_id for t in cmd.page_transfers] if cmd else []
-            copies = tuple(c.dst_block_id for c in meta.host_block_copies)
-            if done or copies:
-                kv_out = KVConnectorOutput(kv_connector_worker_meta=(
-                    HiSparseConnectorWorkerMetadata(
-                        enqueued_transfer_counts={t: 1 for t in done},
-                        completed_transfer_counts={t: 1 for t in done},
-                        completed_host_copy_dst_ids=copies)))
-        if so.total_num_scheduled_tokens == 0:
-            if kv_out is None:
-                return EMPTY_MODEL_RUNNER_OUTPUT
-            return ModelRunnerOutput.with_kv_conn_output_only(kv_out)
-        start = {r.req_id: r.num_computed_tokens for r in so.scheduled_new_reqs}
-        for r in so.scheduled_new_reqs:
-            ids = r.prefill_token_ids if getattr(r, "prefill_token_ids", None) is not None \
-                else r.prompt_token_ids
-            self.prefill_len[r.req_id] = len(ids)
-        cached = so.scheduled_cached_reqs
-        start.update(zip(cached.req_ids, cached.num_computed_tokens))
-        req_ids = list(so.num_scheduled_tokens)
-        sampled = []
-        for rid in req_ids:
-            drafts = len(so.scheduled_spec_decode_tokens.get(rid, ()))
-            n = so.num_scheduled_tokens[rid]
-            if start[rid] + n - drafts < self.prefill_len[rid]:
-                sampled.append([])
-                continue
-            acc = min(max(int(self.accepted(step, int(rid), drafts)), 0), drafts) if drafts else 0
-            sampled.append(list(range(self.next_token, self.next_token + 1 + acc)))
-            self.next_token += 1 + acc
-        return ModelRunnerOutput(req_ids=req_ids,
-                                 req_id_to_index={r: i for i, r in enumerate(req_ids)},
-                                 sampled_token_ids=sampled, kv_connector_output=kv_out)
-
-    def drafts(self, so):
-        from vllm.v1.outputs import DraftTokenIds
-
-        ids = list(so.num_scheduled_tokens)
-        return DraftTokenIds(ids, [[TOKEN_BASE - 1] * self.k for _ in ids])
-
-
-def run_workload(cfg: dict, workload: list[dict], accepted, max_steps: int = 1000000,
-                 record: bool = True, alloc_failures: list | None = None,
-                 timings: dict | None = None) -> list[dict]:
-    """Feed ``workload`` through the real scheduler; one dict per non-empty step.
-
-    ``alloc_failures`` (a list) collects the engine steps at which
-    ``allocate_slots`` refused a request or the pool reused an unpinned
-    HiSparse page: the pools ran short, outside what the model covers.
-    """
-    from vllm.sampling_params import SamplingParams
-    from vllm.v1.request import Request
-    from vllm.v1.worker.gpu.model_runner import sort_batch_req_ids
-
-    sched, hasher = build_scheduler(cfg)
-    k = cfg["num_speculative_tokens"]
-    step = 0
-    if alloc_failures is not None:
-        real_allocate = sched.kv_cache_manager.allocate_slots
-
-        def allocate_slots(*args, **kwargs):
-            blocks = real_allocate(*args, **kwargs)
-            if blocks is None:
-                alloc_failures.append(step)
-            return blocks
-        sched.kv_cache_manager.allocate_slots = allocate_slots
-        coordinator = getattr(sched.connector.connector_scheduler, "coordinator", None)
-        real_reused = coordinator._on_block_reused  # the pool reused an unpinned page
-
-        def on_block_reused(*args, **kwargs):
-            alloc_failures.append(step)
-            return real_reused(*args, **kwargs)
-        coordinator._on_block_reused = on_block_reused
-    worker = FakeWorker(k, accepted, sched.connector is not None)
-    arrivals: dict[int, list[int]] = {}
-    for i, r in enumerate(workload):
-        arrivals.setdefault(r.get("arrival_step", 0), []).append(i)
-    last_arrival = max(arrivals)
-    steps: list[dict] = []
-    by_so: dict[int, dict] = {}
-    queue: deque = deque()
-    q = 1 + k
-
-    def record_schedule(so, step):
-        if so.total_num_scheduled_tokens == 0 or not record:
-            return
-        before = {r.req_id: r.num_computed_tokens for r in so.scheduled_new_reqs}
-        cached = so.scheduled_cached_reqs
-        before.update(zip(cached.req_ids, cached.num_computed_tokens))
-        spec = so.scheduled_spec_decode_tokens
-        nst = so.num_scheduled_tokens
-        order = sort_batch_req_ids(nst, spec, q)  # Model Runner V2's own batch order
-        meta = so.kv_connector_metadata
-        row = {
-            "index": step,
-            "scheduled": {int(r): n for r, n in nst.items()},
-            "spec": {int(r): len(v) for r, v in spec.items() if v},
-            "computed_before": {int(r): before[r] for r in nst},
-            "finished": [],
-            "runner_order": [int(r) for r in order],
-            "resident": None if meta is None else bool(meta.all_context_pages_resident),
-        }
-        steps.append(row)
-        by_so[id(so)] = row
-
-    def update(so, out):
-        before = set(sched.finished_req_ids)
-        sched.update_from_output(so, out)
-        row = by_so.pop(id(so), None)
-        if row is not None:
-            row["finished"] = sorted(int(r) for r in sched.finished_req_ids - before)
-
-    t0 = time.perf_counter()
-    while step <= max_steps:
-        for i in arrivals.get(step, ()):
-            r = workload[i]
-            sp = SamplingParams(max_tokens=r["max_tokens"], ignore_eos=True)
-            sched.add_request(Request(request_id=str(i),
-                                      prompt_token_ids=list(r["prompt_token_ids"]),
-                                      sampling_params=sp, pooling_params=None,
-                                      arrival_time=float(i), block_hasher=hasher))
-        if step > last_arrival and not sched.has_requests() and not queue:
-            break
-        if cfg["async_scheduling"]:  # EngineCore.step_with_batch_queue
-            go_on = False
-            if sched.has_requests():
-                so = sched.schedule()
-                record_schedule(so, step)
-                out = worker.execute(so, step)
-                executed = so.total_num_scheduled_tokens > 0
-                queue.appendleft((out, so))
-                go_on = len(queue) < 2 and (executed or sched.has_requests())
-            elif not queue:
-                go_on = True
-            if not go_on:
-                out, so = queue.pop()
-                update(so, out)
-        elif sched.has_requests():  # EngineCore.step + post_step
-            so = sched.schedule()
-            record_schedule(so, step)
-            update(so, worker.execute(so, step))
-            if k and so.total_num_scheduled_tokens > 0:
-                sched.update_draft_token_ids(worker.drafts(so))
-        step += 1
-    else:
-        raise RuntimeError(f"workload did not finish within {max_steps} steps")
-    if timings is not None:
-        timings["loop_s"] = time.perf_counter() - t0
-    return steps
+__all__ = [  # BLOCK_SIZE .. run_workload: re-exported from scheduler_build / scheduler_loop
+    "BLOCK_SIZE", "HOST_POOL_GIB", "TOKEN_BASE", "FakeWorker", "build_scheduler", "run_workload",
+    "main", "run", "run_driver", "time_10k", "vllm_scheduler_10k_s",
+]
 
 
 def time_10k(cfg: dict, workload: list[dict]) -> dict:
@@ -425,7 +151,7 @@ def _run_case(case: dict) -> dict:
                              acceptance(case.get("accepted")), alloc_failures=failures)
         return {"steps": steps, "alloc_failures": len(failures)}
     except Exception as exc:  # noqa: BLE001 - reported per case
-        return {"driver_error": f"{type(exc).__name__}: {exc}",
+        return {"driver_error": _format_exc(exc),
                 "traceback": traceback.format_exc()}
     finally:
         gc.enable()
@@ -486,16 +212,7 @@ def vllm_scheduler_10k_s(config, workload, *, vllm_root=None) -> float:
 
 
 def main() -> int:
-    payload = json.load(sys.stdin)
-    real_stdout = sys.stdout
-    sys.stdout = sys.stderr  # vLLM's prints go to stderr
-    try:
-        result = run(payload)
-    finally:
-        sys.stdout = real_stdout
-    json.dump(result, sys.stdout)
-    sys.stdout.write("\n")
-    return 0
+    return json_main(run)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,124 @@
+"""Build vLLM's real V1 ``Scheduler`` / ``AsyncScheduler`` on CPU with the HiSparse connector.
+
+``build_scheduler(cfg)``: a real ``VllmConfig`` on CPU (HiSparse and the
+HiSparseConnector attached after construction), stand-in model and MTP
+speculative configs, and the KV cache config from the real planner over
+stand-in layer specs of the tiny DeepSeek-V3.2, as ``scheduler_driver``'s
+docstring describes.
+
+No vLLM or torch import happens at module level (package rule).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+BLOCK_SIZE = 64
+HOST_POOL_GIB = 1
+
+
+def _stand_ins(cfg: dict):
+    from types import SimpleNamespace
+
+    from vllm.config.speculative import SpeculativeConfig
+
+    model = SimpleNamespace(
+        uses_mrope=False, max_model_len=cfg["max_model_len"], is_encoder_decoder=False,
+        is_diffusion=False, supports_multimodal_inputs=False, return_sampling_mask=False,
+        runner_type="generate", skip_tokenizer_init=True, multimodal_config=None,
+        is_multimodal_model=False, is_moe=True, pooler_config=None,
+        original_max_model_len=cfg["max_model_len"], supports_kv_cache_grouping=False,
+        hf_config=SimpleNamespace(index_topk=128, num_nextn_predict_layers=1),
+        hf_text_config=SimpleNamespace(index_topk=128),
+    )
+    spec = None
+    k = cfg["num_speculative_tokens"]
+    if k:
+        attrs = {}
+        for f in dataclasses.fields(SpeculativeConfig):  # the field defaults
+            default = f.default
+            if f.default_factory is not dataclasses.MISSING:
+                default = f.default_factory()
+            default = getattr(default, "default", default)  # pydantic FieldInfo
+            attrs[f.name] = None if default is dataclasses.MISSING else default
+        attrs.update({
+            "method": "mtp", "num_speculative_tokens": k, "parallel_drafting": False,
+            "num_speculative_tokens_per_batch_size": None,
+            "draft_model_config": SimpleNamespace(hf_config=model.hf_config),
+        })
+        for name, fn in vars(SpeculativeConfig).items():  # the real predicates
+            if not name.startswith("_") and (inspect.isfunction(fn)
+                                             or isinstance(fn, property)):
+                attrs[name] = fn
+        spec = type("SpeculativeConfigStandIn", (), attrs)()
+    return model, spec
+
+
+def _layer_specs(num_layers: int):
+    import torch
+    from vllm.v1.kv_cache_interface import MLAAttentionSpec, SparseCacheRole
+
+    specs = {}
+    for i in range(num_layers):
+        specs[f"model.layers.{i}.self_attn.indexer.k_cache"] = MLAAttentionSpec(
+            block_size=BLOCK_SIZE, num_kv_heads=1, max_tp_shards=1, head_size=132,
+            dtype=torch.uint8, cache_role=SparseCacheRole.INDEXER)
+        specs[f"model.layers.{i}.self_attn.attn"] = MLAAttentionSpec(
+            block_size=BLOCK_SIZE, num_kv_heads=1, max_tp_shards=1, head_size=656,
+            dtype=torch.uint8, cache_dtype_str="fp8_ds_mla", state_content_bytes=656,
+            is_index_group_leader=True)
+    return specs
+
+
+def build_scheduler(cfg: dict):
+    """The real (Async)Scheduler for ``cfg`` with the HiSparse connector attached."""
+    from vllm.config import CacheConfig, DeviceConfig, KVTransferConfig, SchedulerConfig
+    from vllm.config import VllmConfig
+    from vllm.config.attention import HiSparseConfig
+    from vllm.v1.core import kv_cache_utils as kcu
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+    from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
+    from vllm.v1.structured_output import StructuredOutputManager
+    from vllm.utils.hashing import get_hash_fn_by_name
+
+    vcfg = VllmConfig(
+        device_config=DeviceConfig(device="cpu"),
+        scheduler_config=SchedulerConfig(
+            max_num_seqs=cfg["max_num_seqs"],
+            max_num_batched_tokens=cfg["max_num_batched_tokens"],
+            max_model_len=cfg["max_model_len"], enable_chunked_prefill=True,
+            is_encoder_decoder=False, async_scheduling=cfg["async_scheduling"]),
+        cache_config=CacheConfig(block_size=BLOCK_SIZE,
+                                 enable_prefix_caching=cfg["enable_prefix_caching"]),
+    )
+    vcfg.model_config, vcfg.speculative_config = _stand_ins(cfg)
+    vcfg.kv_transfer_config = KVTransferConfig(
+        kv_connector="HiSparseConnector", kv_role="kv_both",
+        kv_connector_extra_config={"host_pool_gib": HOST_POOL_GIB})
+    vcfg.attention_config.hisparse_config = HiSparseConfig()
+    vcfg.cache_config.kv_cache_layout = "BLHNC"  # HiSparseConnector's required layout
+    vcfg.cache_config.num_gpu_blocks_override = cfg["num_gpu_blocks"]
+    register_all_kvcache_specs(vcfg)
+    specs = _layer_specs(8 + (1 if cfg["num_speculative_tokens"] else 0))
+    # 0.33.0 moved the planner: vllm/v1/engine/core.py:292-322@0.33.0 `get_kv_cache_configs(`
+    try:
+        from vllm.v1.core import kv_cache_planning as kcp
+    except ImportError:
+        kv_configs = kcu.get_kv_cache_configs(vcfg, [specs], [1 << 40])
+    else:
+        groups = kcp.get_global_kv_cache_groups(vcfg, [specs])
+        vcfg.adjust_dcp_kv_cache_interleave_size(groups)
+        kv_configs = kcp.get_kv_cache_configs(vcfg, [specs], [1 << 40], groups)
+    kv = kcu.generate_scheduler_kv_cache_config(kv_configs)
+    vcfg.cache_config.num_gpu_blocks = kv.num_blocks
+    block_size, hash_block_size = kcu.resolve_kv_cache_block_sizes(kv, vcfg)
+    cls = AsyncScheduler if cfg["async_scheduling"] else Scheduler
+    sched = cls(vllm_config=vcfg, kv_cache_config=kv,
+                structured_output_manager=StructuredOutputManager(vcfg),
+                block_size=block_size, hash_block_size=hash_block_size)
+    hash_fn = get_hash_fn_by_name(vcfg.cache_config.prefix_caching_hash_algo)
+    kcu.init_none_hash(hash_fn)  # vllm/v1/engine/core.py:225-233 `init_none_hash(caching_hash_fn)`
+    hasher = kcu.get_request_block_hasher(hash_block_size, hash_fn)
+    return sched, hasher

@@ -1,0 +1,85 @@
+"""Platform and speculative-config stand-ins shared by the drivers of vLLM's code on CPU.
+
+``_patched`` sets an attribute for a block; ``_as_h200`` makes the current
+platform answer device queries (capability, and optionally total memory and
+name) as the H200; ``_spec_standin`` is the MTP speculative config of
+``vllm_driver``'s (a) with the real ``SpeculativeConfig`` predicates bound to it.
+
+No vLLM or torch import happens at module level (package rule).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+# H200 facts for the platform stand-ins (same as hisparse_model.scheduler_defaults).
+H200_DEVICE = {
+    "total_memory_bytes": 143_771 * (1 << 20),  # bytes, nvidia-smi "143771 MiB"
+    "name": "NVIDIA H200",
+    "capability": [9, 0],
+}
+
+
+@contextlib.contextmanager
+def _patched(obj, name: str, value):
+    """Set ``obj.name = value`` for the block, then restore it."""
+    missing = object()
+    old = obj.__dict__.get(name, missing) if isinstance(obj, type) else getattr(
+        obj, name, missing
+    )
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        if old is missing:
+            delattr(obj, name)
+        else:
+            setattr(obj, name, old)
+
+
+@contextlib.contextmanager
+def _as_h200(device: dict, *, memory_and_name: bool):
+    """The current platform answers device queries as the H200 would."""
+    from vllm.platforms import current_platform
+    from vllm.platforms.interface import DeviceCapability
+
+    cls = type(current_platform)
+    cap = DeviceCapability(*device["capability"])
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_patched(
+            cls, "get_device_capability",
+            classmethod(lambda c, device_id=0: cap)))
+        if memory_and_name:
+            stack.enter_context(_patched(
+                cls, "get_device_total_memory",
+                classmethod(lambda c, device_id=0: device["total_memory_bytes"])))
+            stack.enter_context(_patched(
+                cls, "get_device_name",
+                classmethod(lambda c, device_id=0: device["name"])))
+        yield
+
+
+def _spec_standin(num_speculative_tokens: int, parallel_drafting: bool):
+    """A speculative config for MTP with k tokens; real predicate methods bound to it."""
+    from vllm.config.speculative import SpeculativeConfig
+
+    attrs = {
+        "method": "mtp",
+        "num_speculative_tokens": num_speculative_tokens,
+        "parallel_drafting": parallel_drafting,
+        "num_speculative_tokens_per_batch_size": None,
+    }
+    for name in (
+        "uses_dynamic_speculative_decoding",
+        "use_eagle",
+        "use_dflash",
+        "use_dspark",
+        "uses_draft_model",
+        "uses_extract_hidden_states",
+        "uses_draft_kv_cache",
+    ):
+        fn = getattr(SpeculativeConfig, name, None)
+        if fn is not None:
+            attrs[name] = fn
+    return type("SpeculativeConfigStandIn", (), attrs)()
+
