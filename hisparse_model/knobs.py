@@ -80,6 +80,13 @@ class Knobs:
     # the fix PR's reproduction (and its recordings) turn it off.
     enable_prefix_caching: bool = _knob(
         True, "reuse cached full 64-token prompt blocks (vLLM's default: on)")
+    # vllm/config/cache.py `num_gpu_blocks_override`: fixes the KV pool instead of
+    # sizing it from the memory left after profiling (the H200 at 30 % leaves ~28,000
+    # blocks, more than any start-up needs).  A small pool caps the JIT warmup's
+    # request count (startup.py).
+    num_gpu_blocks_override: int | None = _knob(
+        None, "KV-cache blocks on the GPU; default: what memory profiling leaves",
+        kind=int, minimum=1, optional=True)
 
     def __post_init__(self) -> None:
         for spec in knob_specs():

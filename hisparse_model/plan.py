@@ -39,6 +39,7 @@ import functools
 from dataclasses import dataclass
 
 from .knobs import MODEL_MAX_LEN, Knobs
+from .kv_pool import admission_refusal
 from .versions import VersionRules, rules_for
 
 LLM_CLASS_MAX_BATCHED_TOKENS = 16_384  # tokens/step: the offline LLM class on a >= 70 GiB GPU
@@ -153,7 +154,8 @@ def refusal(knobs: Knobs, rules: VersionRules, b: int, derived: bool) -> str | N
         # raised by vllm/config/vllm.py:3315-3323 `def _validate_v2_model_runner`.
         return ("parallel_drafting: Model Runner V2 does not yet support: parallel drafting "
                 "for EAGLE speculative decoding (HiSparse forces Model Runner V2)")
-    return None
+    # checked last: when the engine core sizes the KV cache, after the config is built
+    return admission_refusal(knobs)
 
 
 @functools.lru_cache(maxsize=1 << 14)

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 
 from .batches import Batch
 from .knobs import Knobs
+from .kv_pool import serving_shortfall
 from .plan import Plan, plan
+from .reproduction import MAX_TOKENS
 from .serving import cached_prefixes, prompt_batches, validate_prompt_lens
 from .startup import startup_batches
 
@@ -83,6 +85,10 @@ class Prediction:
 def predict(knobs: Knobs, prompt_lens=()) -> Prediction:
     lens = validate_prompt_lens(prompt_lens, knobs.max_model_len)
     p = plan(knobs)
+    short = serving_shortfall(knobs, [(n, MAX_TOKENS) for n in lens],
+                              sequential=not knobs.enable_prefix_caching)
+    if short:
+        raise ValueError(short)
     startup = list(startup_batches(p))
     alive = not any(b.error for b in startup)
     hits = cached_prefixes(p, lens)

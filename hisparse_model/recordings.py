@@ -40,6 +40,7 @@ import os
 import tempfile
 
 from .knobs import Knobs
+from .kv_pool import worker_groups
 from .predict import Prediction, predict
 from .reproduction import DRAFTER_LAYERS, TARGET_LAYERS
 
@@ -192,6 +193,12 @@ def compare_engine(eng: dict, plan) -> list[str]:
         "cudagraph_mode": (eng.get("cudagraph_mode"), plan.cudagraph_mode),
         "attention_backends": (eng.get("attention_backends"), [plan.knobs.attention_backend]),
     }
+    if "kv_cache_groups" in eng:  # recorded since the KV pool was modelled (kv_pool.py)
+        k = plan.knobs.num_speculative_tokens
+        checks["kv_cache_groups"] = (eng["kv_cache_groups"], worker_groups(k))
+        if plan.knobs.num_gpu_blocks_override is not None:
+            checks["kv_cache_num_blocks"] = (eng.get("kv_cache_num_blocks"),
+                                             plan.knobs.num_gpu_blocks_override)
     return [f"{name}: engine {got!r} != model {want!r}"
             for name, (got, want) in checks.items() if got != want]
 

@@ -22,6 +22,7 @@ TINY_OVERRIDES = {
 }
 TARGET_LAYERS = TINY_OVERRIDES["num_hidden_layers"]  # index groups in the tiny target
 DRAFTER_LAYERS = 1  # DeepSeek-V3.2 MTP: num_nextn_predict_layers = 1
+INDEX_TOPK = TINY_OVERRIDES["index_topk"]  # KV rows each token's sparse attention selects
 BLOCK_SIZE = 64  # tokens per KV block
 GPU_MEMORY_UTILIZATION = 0.3  # fraction of the GPU's memory
 HOST_POOL_GIB = 1  # HiSparse host pool, GiB
@@ -45,4 +46,7 @@ ASSUMPTIONS = (
     "blocks shorten a later prefill; several requests at once: use simulate",
     "MTP verify steps: how many drafts the dummy-weight target accepts is not modelled; "
     "their count is left open (forwards=None)",
+    "KV pool: what memory profiling leaves unless num_gpu_blocks_override sets it (then the "
+    "JIT warmup's request cap and vLLM's one-request admission check are modelled); the "
+    "pool never runs short while serving (a set pool that could is declined)",
 )

@@ -24,6 +24,7 @@ from typing import NamedTuple
 from .batches import Batch
 from .dispatch import dispatch
 from .knobs import Knobs
+from .kv_pool import serving_shortfall
 from .plan import Plan, plan
 from .reproduction import ASSUMPTIONS, BLOCK_SIZE
 from .routing import UNIFORM_DECODE_BACKENDS, decode_tokens, routed_path
@@ -108,6 +109,10 @@ def simulate(knobs: Knobs, workload: Workload, accepted=None) -> Schedule:
     """Start-up, then every engine step of ``workload`` until it finishes or crashes."""
     p = plan(knobs)
     workload.validate(knobs.max_model_len)
+    short = serving_shortfall(knobs, [(r.prompt_len, r.max_tokens) for r in workload.requests],
+                              sequential=False)
+    if short:
+        raise ValueError(short)
     out = Schedule(knobs, p, workload, startup_batches(p), accepted=accepted)
     if out.startup_error:
         return out  # the engine never serves

@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 
 from .batches import Batch, make_batch, spread_decode_tokens
+from .kv_pool import warmup_request_cap
 from .plan import DECODE_FULL, Plan
 from .routing import UNIFORM_DECODE_BACKENDS, decode_tokens, routed_path
 
@@ -94,6 +95,9 @@ def _jit_warmup(plan: Plan) -> list[Batch]:
     prompt_len = q + 1  # one token more than a decode request
     k = plan.knobs.num_speculative_tokens
     num_reqs = min(s, b // prompt_len)
+    cap = warmup_request_cap(plan.knobs)  # a small KV pool (num_gpu_blocks_override)
+    if cap is not None:
+        num_reqs = min(num_reqs, cap)
     if num_reqs < 1:
         if k:  # the spec-decode warmup step still indexes request 0 of none
             return [Batch("jit_warmup", "warmup decode of no request", 0, 0, 0, "NONE", 0, None,

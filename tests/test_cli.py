@@ -44,7 +44,7 @@ def test_predict_json_exact():
         "max_num_batched_tokens": None, "num_speculative_tokens": 0, "parallel_drafting": False,
         "enforce_eager": False, "cudagraph_mode": None,
         "attention_backend": "FLASH_ATTN_MLA_SPARSE", "enable_prefix_caching": True,
-        "prompt_lens": [3, 4, 200]}
+        "num_gpu_blocks_override": None, "prompt_lens": [3, 4, 200]}
     assert got["crash"] is True and got["cudagraph_mode"] == "FULL_AND_PIECEWISE"
 
 

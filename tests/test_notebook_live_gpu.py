@@ -59,6 +59,7 @@ def test_notebook_4_live_run_shows_the_models_prediction(monkeypatch):
     NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3",
                    resources={"metadata": {"path": os.path.dirname(NOTEBOOK)}}).execute()
     digest = _live_digest(nb)
+    print(f"notebook 4 shows, for the live run: {digest}")  # the test's output, with -s
     with open(out) as f:
         rec = json.load(f)
     assert "startup" in rec, f"the live cell's engine child left no recording: {rec}"

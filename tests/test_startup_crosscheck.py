@@ -46,6 +46,7 @@ MAX_EXAMPLES = 3  # examples shown per cause
 COMPARED = ("phase", "runner", "num_tokens", "num_reqs", "num_decode_tokens",
             "cudagraph_mode", "routed", "route", "error", "forwards")
 BACKENDS = ("FLASH_ATTN_MLA_SPARSE", "FLASHMLA_SPARSE")
+KV_POOL_REFUSAL = "To serve at least one request with the model's max seq len"
 MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
 
 
@@ -93,6 +94,9 @@ def startup_knobs(version: str, count: int = NUM_CONFIGS, seed: int = 20261130) 
             "cudagraph_mode": None if rng.random() < 0.5 else rng.choice(MODES),
             "routing": "fix" if version == "0.31.0" and rng.random() < 0.35 else "stock",
         }
+        if rng.random() < 0.2:  # a fixed KV pool: small ones refused, mid ones cap the warmup
+            knobs["num_gpu_blocks_override"] = rng.choice(
+                (rng.randint(20, 150), rng.randint(150, 3000), rng.randint(3000, 100_000)))
         key = tuple(sorted(knobs.items()))
         if key in seen:
             continue
@@ -115,6 +119,8 @@ def fmt(kn: dict) -> str:
         parts.append(f"mode={kn['cudagraph_mode']}")
     if kn.get("routing") == "fix":
         parts.append("fix")
+    if kn.get("num_gpu_blocks_override"):
+        parts.append(f"blocks={kn['num_gpu_blocks_override']}")
     return " ".join(parts)
 
 
@@ -173,7 +179,7 @@ class _DriverRun:
 RECORDED = REPO / "tests" / "recorded"
 DRIVER_KNOBS = ("max_num_seqs", "max_model_len", "max_num_batched_tokens",
                 "num_speculative_tokens", "attention_backend", "enforce_eager",
-                "cudagraph_mode", "routing")
+                "cudagraph_mode", "routing", "num_gpu_blocks_override")
 
 
 def recordings(version: str) -> list[tuple[str, dict, dict]]:
@@ -249,6 +255,11 @@ def compare(version: str, kn: dict, result: dict):
     want, rejected = model_batches(version, kn)
     if result.get("rejected"):
         if want is None:
+            if result["stage"] == "kv_cache":  # the engine core's pool check (kv_pool.py)
+                ours = rejected.startswith("num_gpu_blocks_override: ")
+                theirs = str(result["reason"]).startswith(KV_POOL_REFUSAL)
+                return None if ours and theirs else ("pool refusals differ",
+                                                     f"{result['reason'][:120]} | {rejected}")
             return None  # both refuse (the messages: test_rejections_crosscheck.py)
         return (f"vLLM refuses ({result['stage']}), the model starts it",
                 str(result["reason"])[:200])
@@ -348,6 +359,28 @@ def test_startup_batches_match_vllm(startup_run):
     text = report(version, by_cause, len(knobs), seconds)
     print("\n" + text)
     assert not by_cause, text
+
+
+def test_kv_pool_knob_sets_reach_refusal_and_cap(startup_run):
+    """The fixed-pool knob sets exercise both rules: vLLM refuses some pools, and in others
+    its own planner's KV-cache config makes ``_warmup_kernels`` run fewer requests than
+    min(S, B // (q + 1)) -- so the agreement above covers the pool, not just its absence."""
+    version, knobs, out, _ = startup_run
+    refused = capped = 0
+    for kn, res in zip(knobs, out["results"]):
+        if kn.get("num_gpu_blocks_override") is None:
+            continue
+        if res.get("stage") == "kv_cache":
+            refused += 1
+            continue
+        prefill = next((b for b in res.get("batches", []) if b["phase"] == "jit_warmup"), None)
+        sizes = res.get("sizes")
+        if prefill is None or not sizes:
+            continue
+        q = sizes["max_decode_query_len"]
+        uncapped = min(kn["max_num_seqs"], sizes["max_num_batched_tokens"] // (q + 1))
+        capped += prefill["num_reqs"] < uncapped
+    assert refused >= 20 and capped >= 20, (version, refused, capped)
 
 
 def _clear_model_caches():

@@ -71,17 +71,22 @@ def _layer_specs(num_layers: int):
     return specs
 
 
-def build_scheduler(cfg: dict):
-    """The real (Async)Scheduler for ``cfg`` with the HiSparse connector attached."""
-    from vllm.config import CacheConfig, DeviceConfig, KVTransferConfig, SchedulerConfig
-    from vllm.config import VllmConfig
-    from vllm.config.attention import HiSparseConfig
+def plan_kv_cache(cfg: dict):
+    """(VllmConfig, worker KV-cache config, scheduler KV-cache config) from vLLM's planner.
+
+    Raises vLLM's own ``ValueError`` where the pool (``num_gpu_blocks``, vLLM's
+    ``num_gpu_blocks_override``) cannot hold one ``max_model_len`` request.
+    """
+    from vllm.config import (
+        CacheConfig,
+        DeviceConfig,
+        HiSparseConfig,
+        KVTransferConfig,
+        SchedulerConfig,
+        VllmConfig,
+    )
     from vllm.v1.core import kv_cache_utils as kcu
-    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
-    from vllm.v1.core.sched.scheduler import Scheduler
     from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
-    from vllm.v1.structured_output import StructuredOutputManager
-    from vllm.utils.hashing import get_hash_fn_by_name
 
     vcfg = VllmConfig(
         device_config=DeviceConfig(device="cpu"),
@@ -113,6 +118,18 @@ def build_scheduler(cfg: dict):
         kv_configs = kcp.get_kv_cache_configs(vcfg, [specs], [1 << 40], groups)
     kv = kcu.generate_scheduler_kv_cache_config(kv_configs)
     vcfg.cache_config.num_gpu_blocks = kv.num_blocks
+    return vcfg, kv_configs[0], kv
+
+
+def build_scheduler(cfg: dict):
+    """The real (Async)Scheduler for ``cfg`` with the HiSparse connector attached."""
+    from vllm.v1.core import kv_cache_utils as kcu
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+    from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.structured_output import StructuredOutputManager
+    from vllm.utils.hashing import get_hash_fn_by_name
+
+    vcfg, _, kv = plan_kv_cache(cfg)
     block_size, hash_block_size = kcu.resolve_kv_cache_block_sizes(kv, vcfg)
     cls = AsyncScheduler if cfg["async_scheduling"] else Scheduler
     sched = cls(vllm_config=vcfg, kv_cache_config=kv,

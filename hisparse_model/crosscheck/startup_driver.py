@@ -126,6 +126,7 @@ from hisparse_model.crosscheck.config_path import _capture_sizes, _scheduler_def
 from hisparse_model.crosscheck.driver_io import _format_exc, device_and_knobs, json_main, run_each
 from hisparse_model.crosscheck.rejections import check_rejection
 from hisparse_model.crosscheck.routing_standin import _Routing
+from hisparse_model.crosscheck.scheduler_build import plan_kv_cache
 from hisparse_model.crosscheck.standins import H200_DEVICE
 from hisparse_model.crosscheck.startup_attention import _Attention
 from hisparse_model.crosscheck.startup_captures import (
@@ -146,6 +147,28 @@ def _where(exc: BaseException) -> str:
     return f"{path[i + 1:] if i >= 0 else path}:{frame.lineno}"
 
 
+_POOLS: dict = {}
+
+
+def _kv_pool(knobs: dict, sched):
+    """With ``num_gpu_blocks_override``: the worker's KV-cache config from vLLM's own
+    planner (scheduler_build.plan_kv_cache), or vLLM's refusal text; else None."""
+    n = knobs.get("num_gpu_blocks_override")
+    if n is None:
+        return None
+    key = (knobs["max_model_len"], knobs.get("num_speculative_tokens", 0), n)
+    if key not in _POOLS:
+        cfg = {"max_num_seqs": sched["max_num_seqs"],
+               "max_num_batched_tokens": sched["max_num_batched_tokens"],
+               "max_model_len": key[0], "num_speculative_tokens": key[1], "num_gpu_blocks": n,
+               "async_scheduling": False, "enable_prefix_caching": False}
+        try:
+            _POOLS[key] = plan_kv_cache(cfg)[1]
+        except ValueError as exc:
+            _POOLS[key] = str(exc)
+    return _POOLS[key]
+
+
 def _one(knobs: dict, device: dict) -> dict:
     V = _setup()
     CUDAGraphMode = V["CUDAGraphMode"]
@@ -157,8 +180,12 @@ def _one(knobs: dict, device: dict) -> dict:
         res.update(rejected=True, stage=verdict["stage"], reason=verdict["reason"],
                    batches=[], error=None)
         return res
-    res["rejected"] = False
     sched = _scheduler_defaults(knobs, device)
+    pool = _kv_pool(knobs, sched)
+    if isinstance(pool, str):  # the engine core refuses the pool (kv_pool.py)
+        res.update(rejected=True, stage="kv_cache", reason=pool, batches=[], error=None)
+        return res
+    res["rejected"] = False
     cfg = _vllm_config(sched, knobs)
     from vllm.v1.attention.backend import max_decode_query_len
 
@@ -182,6 +209,9 @@ def _one(knobs: dict, device: dict) -> dict:
     res["capture_sizes"] = list(cc.cudagraph_capture_sizes or []) if graphs else []
 
     eng = _Engine(cfg, knobs, mode, q)
+    if pool is not None:  # the worker's real KV-cache config: its groups and num_blocks
+        eng.runner.kv_cache_config = pool
+        res["kv_cache"] = {"num_blocks": pool.num_blocks, "groups": len(pool.kv_cache_groups)}
     res["drafter_fused_decode"] = getattr(eng, "fused", None)
     rec.rows = []
     rec.attn = attn

@@ -102,7 +102,7 @@ def _swap_capacity(cache) -> int:
 
 def snapshot_engine(log: RouteLog, worker) -> None:
     """Record the sizes as the engine itself reports them (first call wins)."""
-    if log.engine_report:
+    if "capture_sizes" in log.engine_report or "snapshot_error" in log.engine_report:
         return
     report: dict = {}
     try:
@@ -129,7 +129,17 @@ def snapshot_engine(log: RouteLog, worker) -> None:
         report["attention_backends"] = sorted(backends)
     except Exception as exc:  # pragma: no cover - recorded, not fatal
         report["snapshot_error"] = f"{type(exc).__name__}: {exc}"
-    log.engine_report = report
+    log.engine_report.update(report)
+
+
+def _snapshot_kv_cache(log: RouteLog, worker) -> None:
+    """The KV pool the JIT warmup sizes its requests from (``kv_cache_config.num_blocks``)."""
+    try:
+        kv = worker.model_runner.kv_cache_config
+        log.engine_report["kv_cache_num_blocks"] = int(kv.num_blocks)
+        log.engine_report["kv_cache_groups"] = len(kv.kv_cache_groups)
+    except Exception as exc:  # pragma: no cover - recorded, not fatal
+        log.engine_report["kv_cache_error"] = f"{type(exc).__name__}: {exc}"
 
 
 def _wrap_worker_phase(log: RouteLog, cls, method: str, phase: str) -> None:
@@ -145,7 +155,7 @@ def _wrap_worker_phase(log: RouteLog, cls, method: str, phase: str) -> None:
     setattr(cls, method, wrapped)
 
 
-def install(log: RouteLog, routing: str = "stock", narrow_router_warmup: bool = True,
+def install(log: RouteLog, routing: str = "stock", narrow_router_warmup: bool = False,
             on_kv_cache_ready=None) -> None:
     """Wrap vLLM's methods for this process. Call before building ``LLM``.
 
@@ -239,17 +249,18 @@ def install(log: RouteLog, routing: str = "stock", narrow_router_warmup: bool = 
                           ("compile_or_warm_up_model", "compile_warmup")):
         _wrap_worker_phase(log, gpu_worker.Worker, method, phase)
 
-    if on_kv_cache_ready is not None:
-        orig_ifc = gpu_worker.Worker.initialize_from_config
+    orig_ifc = gpu_worker.Worker.initialize_from_config
 
-        @functools.wraps(orig_ifc)
-        def initialize_from_config(self, *a, **k):
-            try:
-                return orig_ifc(self, *a, **k)
-            finally:
+    @functools.wraps(orig_ifc)
+    def initialize_from_config(self, *a, **k):
+        try:
+            return orig_ifc(self, *a, **k)
+        finally:
+            _snapshot_kv_cache(log, self)
+            if on_kv_cache_ready is not None:
                 on_kv_cache_ready()
 
-        gpu_worker.Worker.initialize_from_config = initialize_from_config
+    gpu_worker.Worker.initialize_from_config = initialize_from_config
     gpu_worker.kernel_warmup = _phase_wrapper(log, "kernel_warmup", gpu_worker.kernel_warmup)
     gpu_worker.warmup_kernels = _phase_wrapper(log, "jit_warmup", gpu_worker.warmup_kernels)
     mr.GPUModelRunner.capture_model = _phase_wrapper(
@@ -260,10 +271,10 @@ def install(log: RouteLog, routing: str = "stock", narrow_router_warmup: bool = 
     )
 
     if narrow_router_warmup:
-        # 0.32.0 JIT-compiles the CuTe-DSL ll_bf16 router GEMM for M = 1..16 at
-        # start (model_executor/warmup/kernel_warmup.py:57,80-100); on the lent
-        # H200 that took >400 s.  Warming M=1 only keeps the start short; the
-        # other sizes compile lazily on first use.  Routing is not involved.
+        # vLLM JIT-compiles the CuTe-DSL ll_bf16 router GEMM for M = 1..16 at start
+        # (model_executor/warmup/kernel_warmup.py); 6.8 s on a cold H200, so only on
+        # request (HISPARSE_LL_BF16_WARMUP=narrow) is it narrowed to M = 1, the other
+        # sizes compiling on first use.  Routing is not involved.
         from vllm.model_executor.warmup import kernel_warmup as kw_mod
 
         if hasattr(kw_mod, "_LL_BF16_WARMUP_M_RANGE"):

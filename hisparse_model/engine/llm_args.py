@@ -68,6 +68,8 @@ def llm_kwargs(knobs: Knobs, model_dir: str) -> dict:
         kw["attention_config"]["backend"] = knobs.attention_backend
     if knobs.max_num_batched_tokens is not None:
         kw["max_num_batched_tokens"] = knobs.max_num_batched_tokens
+    if knobs.num_gpu_blocks_override is not None:
+        kw["num_gpu_blocks_override"] = knobs.num_gpu_blocks_override
     if knobs.num_speculative_tokens:
         kw["speculative_config"] = {
             "method": knobs.spec_method,

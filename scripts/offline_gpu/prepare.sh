@@ -220,6 +220,9 @@ with open(os.path.join(out, "run", "chunks"), "w") as c:
         c.write(name + "\t" + " ".join(f"{k:02d}" for k in sorted(where[name])) + "\n")
 EOF
 
+# --- the Jupyter kernel stack for executing a notebook on the device (.gpu/nb) ---------------
+PYTHON=$PY bash "$HERE/notebook_kernel.sh"
+
 # --- report -----------------------------------------------------------------------------------
 total=$(du -cb "$OUT"/[0-9]*/* | tail -1 | cut -f1)
 n=$(ls -d "$OUT"/[0-9]* | wc -l)
@@ -235,6 +238,7 @@ echo
 echo "On the device machine, one remote command per chunk folder, back to back (a machine is"
 echo "given back after 30 s idle and a fresh one starts bare); each takes a few seconds:"
 for d in "$OUT"/[0-9]*; do c=${d#$ROOT/}; echo "  carry [\"$c\"]   command: mkdir -p /root/stage && cp $c/* /root/stage/"; done
+echo "To execute a notebook there too (scripts/gpu_notebook.sh), also carry [\".gpu/nb\"] once, same command."
 echo "Then, on the same machine, carry [\".gpu/run\"] (plus your own ignored paths):"
 echo "  bash .gpu/run/device-setup.sh && source .gpu/run/device-env.sh ${VERSIONS[0]} && <your command>"
 echo "(device-env.sh VERSION selects that vLLM and the torch it needs; device-setup.sh assembles"

@@ -1,0 +1,106 @@
+"""The GPU KV pool in blocks: what vLLM admits, what caps the JIT warmup, what serving needs.
+
+Only ``num_gpu_blocks_override`` (vLLM's knob) sets the pool; without it the pool
+is what memory profiling leaves (about 590,000 blocks on the H200 at 30 %, as the
+recordings' ``kv_cache_num_blocks`` show), far more than anything below needs, so
+nothing here binds and the model does not compute it.
+
+HiSparse lays the tiny DeepSeek-V3.2 out as KV-cache groups that share one pool of
+blocks (vllm/v1/hisparse/layout.py:124 `def _lay_out_hisparse_groups`): the host
+source group (its blocks live in the host pool), the indexer group, and per
+sparse-attention layer (8 target layers, + the MTP layer under speculation) a
+resident group and a hot group.  Each group claims its own blocks of the shared
+pool for every request:
+
+* indexer and resident groups: ``cdiv(tokens, 64)`` blocks;
+* hot groups: a fixed ``cdiv(device_buffer_size, 64)`` blocks
+  (vllm/v1/hisparse/layout.py:153 `hot_blocks_per_request`,
+  vllm/v1/kv_cache_interface.py:439-440 `self.blocks_per_request * self.page_size`),
+  where ``device_buffer_size = (q + 1) * index_topk``
+  (vllm/v1/hisparse/runtime.py:122 `device_buffer_size = (max_query_len + 1) * model_top_k`).
+
+Admission (vllm/v1/core/kv_cache_utils.py:2474 `def _max_memory_usage_bytes_from_groups`,
+summing the groups' blocks for one ``max_model_len`` request; the null block is held
+back, vllm/v1/core/kv_cache_utils.py:2780-2784 `check_memory`): the pool must hold
+one request of ``max_model_len`` tokens besides the null block, else vLLM refuses to
+start.  The JIT warmup (vllm/v1/worker/gpu/warmup.py:287-302 `max_blocks_per_req`)
+sizes each of its requests for the worst case, ``q + 1`` prompt tokens plus 5 decode
+steps of ``q`` (3 without speculation) plus the drafter's K lookahead slots, in every
+group of the worker's KV-cache config, the host source group included, and runs at
+most ``(pool - 1) // that`` requests (at least one).
+"""
+
+from __future__ import annotations
+
+from .reproduction import BLOCK_SIZE, DRAFTER_LAYERS, INDEX_TOPK, TARGET_LAYERS
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def attention_layers(k: int) -> int:
+    """Sparse-attention layers with KV: the target's, plus the MTP layer under speculation."""
+    return TARGET_LAYERS + (DRAFTER_LAYERS if k else 0)
+
+
+def worker_groups(k: int) -> int:
+    """KV-cache groups of the worker: host source + indexer + a resident and a hot per layer."""
+    return 2 + 2 * attention_layers(k)
+
+
+def request_blocks(tokens: int, k: int) -> int:
+    """Pool blocks one request of ``tokens`` tokens claims (indexer, resident and hot groups)."""
+    layers, q = attention_layers(k), 1 + k
+    hot = _cdiv((q + 1) * INDEX_TOPK, BLOCK_SIZE)  # fixed per request, whatever its length
+    return (1 + layers) * _cdiv(tokens, BLOCK_SIZE) + layers * hot
+
+
+def admission_refusal(knobs) -> str | None:
+    """vLLM's refusal of a pool too small for one ``max_model_len`` request, or None."""
+    n = knobs.num_gpu_blocks_override
+    if n is None:
+        return None
+    need = request_blocks(knobs.max_model_len, knobs.num_speculative_tokens)
+    if n - 1 >= need:
+        return None
+    return (f"num_gpu_blocks_override: {n} blocks cannot hold one request of max_model_len "
+            f"({knobs.max_model_len}): it needs {need} blocks plus the null block, so vLLM "
+            f"refuses to start (\"To serve at least one request with the model's max seq "
+            f"len ...\"); set at least {need + 1}, or lower max_model_len")
+
+
+def warmup_request_cap(knobs) -> int | None:
+    """The most JIT-warmup requests the pool allows, or None when no pool is set."""
+    n = knobs.num_gpu_blocks_override
+    if n is None:
+        return None
+    k = knobs.num_speculative_tokens
+    q = 1 + k
+    steps = 5 if k else 3  # decode steps the warmup sizes its blocks for
+    tokens = min((q + 1) + steps * q + k, knobs.max_model_len)  # + K lookahead slots
+    per_request = worker_groups(k) * _cdiv(tokens, BLOCK_SIZE)
+    return max(1, (n - 1) // per_request)
+
+
+def serving_shortfall(knobs, requests, sequential: bool) -> str | None:
+    """Why the pool might run short serving ``requests`` ((prompt, max_tokens) pairs), or None.
+
+    The model assumes the pool never runs short (no eviction of cached blocks, no
+    preemption).  That holds for sure when the pool, less the null block, covers the
+    blocks of every request at once, or of the largest one when they run one after
+    another and each frees its blocks (``sequential``: predict() without prefix
+    caching); otherwise the model declines rather than guess.
+    """
+    n = knobs.num_gpu_blocks_override
+    if n is None:
+        return None
+    k = knobs.num_speculative_tokens
+    need = [request_blocks(p + m + k, k) for p, m in requests]  # + K lookahead slots
+    total = max(need, default=0) if sequential else sum(need)
+    if total <= n - 1:
+        return None
+    return (f"num_gpu_blocks_override: {n} blocks may run short serving these requests "
+            f"(they can hold {total} blocks besides the null block); the model assumes "
+            "the KV pool never runs short (no eviction, no preemption): raise it or leave "
+            "it unset")
