@@ -12,7 +12,8 @@ sparse-attention layer (8 target layers, + the MTP layer under speculation) a
 resident group and a hot group.  Each group claims its own blocks of the shared
 pool for every request:
 
-* indexer and resident groups: ``cdiv(tokens, 64)`` blocks;
+* indexer and resident groups: ``cdiv(tokens, 64)`` blocks (at start vLLM reserves
+  for a resident group only what can be in flight, see :func:`admission_blocks`);
 * hot groups: a fixed ``cdiv(device_buffer_size, 64)`` blocks
   (vllm/v1/hisparse/layout.py:153 `hot_blocks_per_request`,
   vllm/v1/kv_cache_interface.py:439-440 `self.blocks_per_request * self.page_size`),
@@ -49,19 +50,37 @@ def worker_groups(k: int) -> int:
     return 2 + 2 * attention_layers(k)
 
 
+def hot_blocks(k: int) -> int:
+    """Blocks of one hot group per request, fixed whatever its length: (q + 1) top-k rows."""
+    return _cdiv((2 + k) * INDEX_TOPK, BLOCK_SIZE)
+
+
 def request_blocks(tokens: int, k: int) -> int:
-    """Pool blocks one request of ``tokens`` tokens claims (indexer, resident and hot groups)."""
-    layers, q = attention_layers(k), 1 + k
-    hot = _cdiv((q + 1) * INDEX_TOPK, BLOCK_SIZE)  # fixed per request, whatever its length
-    return (1 + layers) * _cdiv(tokens, BLOCK_SIZE) + layers * hot
+    """Pool blocks a request holding ``tokens`` tokens of KV claims at most (all its groups)."""
+    layers = attention_layers(k)
+    return (1 + layers) * _cdiv(tokens, BLOCK_SIZE) + layers * hot_blocks(k)
 
 
-def admission_refusal(knobs) -> str | None:
+def admission_blocks(max_model_len: int, b: int, k: int) -> int:
+    """Blocks vLLM reserves for one request when it checks the pool at start.
+
+    The indexer group reserves ``max_model_len`` tokens; a resident group only what
+    can be in flight, ``min(2 * B, max_model_len)`` (vllm/v1/kv_cache_interface.py:468-472
+    `num_tokens = min(max_in_flight_tokens, max_model_len)`: two batches of B under
+    async scheduling, vllm/config/vllm.py:592-602 `def max_concurrent_batches`); a
+    hot group its fixed blocks.
+    """
+    layers = attention_layers(k)
+    resident = _cdiv(min(2 * b, max_model_len), BLOCK_SIZE)
+    return _cdiv(max_model_len, BLOCK_SIZE) + layers * (resident + hot_blocks(k))
+
+
+def admission_refusal(knobs, b: int) -> str | None:
     """vLLM's refusal of a pool too small for one ``max_model_len`` request, or None."""
     n = knobs.num_gpu_blocks_override
     if n is None:
         return None
-    need = request_blocks(knobs.max_model_len, knobs.num_speculative_tokens)
+    need = admission_blocks(knobs.max_model_len, b, knobs.num_speculative_tokens)
     if n - 1 >= need:
         return None
     return (f"num_gpu_blocks_override: {n} blocks cannot hold one request of max_model_len "

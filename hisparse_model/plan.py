@@ -155,7 +155,7 @@ def refusal(knobs: Knobs, rules: VersionRules, b: int, derived: bool) -> str | N
         return ("parallel_drafting: Model Runner V2 does not yet support: parallel drafting "
                 "for EAGLE speculative decoding (HiSparse forces Model Runner V2)")
     # checked last: when the engine core sizes the KV cache, after the config is built
-    return admission_refusal(knobs)
+    return admission_refusal(knobs, b)
 
 
 @functools.lru_cache(maxsize=1 << 14)

@@ -4,7 +4,8 @@
 configurations needs the same answers as array arithmetic.  The closed forms
 below follow from the batch walk (and are tested equal to it,
 ``tests/test_sweep.py``), for the default engine shape: FLASH_ATTN_MLA_SPARSE,
-cudagraph_mode FULL_AND_PIECEWISE (or eager), stock routing.
+cudagraph_mode FULL_AND_PIECEWISE (or eager), stock routing, the KV pool memory
+profiling leaves (no num_gpu_blocks_override).
 
 * C = min(B, S·q), W = C + 1 (``plan.py``).
 * Start-up crash (0.31.0) iff

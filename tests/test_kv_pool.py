@@ -11,35 +11,40 @@ import json
 import pytest
 
 from hisparse_model import Knobs, plan, predict, simulate
-from hisparse_model.kv_pool import request_blocks, warmup_request_cap, worker_groups
+from hisparse_model.kv_pool import admission_blocks, warmup_request_cap, worker_groups
 from hisparse_model.recordings import recorded_dir
 from hisparse_model.workload import Workload
 
-# (K, max_model_len, smallest pool vLLM 0.31.0's planner admits): found by bisecting
-# num_gpu_blocks_override over vLLM's own get_kv_cache_configs on CPU (scheduler_build).
-#   K=0: 9 groups of cdiv(L, 64) (indexer + 8 resident) + 8 hot x cdiv(2*128, 64)=4 + null block
-#   K=1: 10 x cdiv(L, 64) + 9 hot x cdiv(3*128, 64)=6 + 1;  K=2: 10 x cdiv + 9 x 8 + 1
+# (K, max_model_len, B, smallest pool vLLM admits): found by bisecting num_gpu_blocks_override
+# over vLLM's own planner on CPU (crosscheck/scheduler_build.plan_kv_cache, async scheduling
+# as the engine has it).  Per request: the indexer group cdiv(L, 64); per layer (8, + 1 MTP
+# layer with K) a resident group cdiv(min(2B, L), 64) and a hot group cdiv((K+2)*128, 64);
+# plus the null block.
 ADMITTED = [
-    (0, 1, 42),      # 9*1 + 32 + 1
-    (0, 64, 42),     # 9*1 + 32 + 1
-    (0, 65, 51),     # 9*2 + 32 + 1
-    (0, 320, 78),    # 9*5 + 32 + 1
-    (0, 1000, 177),  # 9*16 + 32 + 1
-    (0, 4096, 609),  # 9*64 + 32 + 1
-    (1, 64, 65),     # 10*1 + 54 + 1
-    (1, 320, 105),   # 10*5 + 54 + 1
-    (1, 4096, 695),  # 10*64 + 54 + 1
-    (2, 320, 123),   # 10*5 + 72 + 1
-    (2, 1000, 233),  # 10*16 + 72 + 1
+    (0, 1, 2048, 42),      # 1 + 8*(1 + 4) + 1
+    (0, 64, 2048, 42),     # 1 + 8*(1 + 4) + 1
+    (0, 65, 2048, 51),     # 2 + 8*(2 + 4) + 1
+    (0, 320, 2048, 78),    # 5 + 8*(5 + 4) + 1
+    (0, 1000, 2048, 177),  # 16 + 8*(16 + 4) + 1
+    (0, 4096, 8192, 609),  # 64 + 8*(64 + 4) + 1
+    (1, 64, 2048, 65),     # 1 + 9*(1 + 6) + 1
+    (1, 320, 2048, 105),   # 5 + 9*(5 + 6) + 1
+    (2, 1000, 2048, 233),  # 16 + 9*(16 + 8) + 1
+    (0, 320, 6, 46),       # 5 + 8*(cdiv(12, 64)=1 + 4) + 1: only 2B in flight
+    (0, 320, 100, 70),     # 5 + 8*(cdiv(200, 64)=4 + 4) + 1
+    (0, 2048, 300, 145),   # 32 + 8*(cdiv(600, 64)=10 + 4) + 1
+    (1, 2048, 35, 105),    # 32 + 9*(cdiv(70, 64)=2 + 6) + 1
+    (2, 320, 17, 87),      # 5 + 9*(1 + 8) + 1
+    (1, 4096, 1000, 407),  # 64 + 9*(cdiv(2000, 64)=32 + 6) + 1
 ]
 
 
-@pytest.mark.parametrize("k,length,smallest", ADMITTED)
-def test_admission_threshold(k, length, smallest):
+@pytest.mark.parametrize("k,length,b,smallest", ADMITTED)
+def test_admission_threshold(k, length, b, smallest):
     """A pool one block short of vLLM's threshold is refused, naming the knob; the threshold starts."""
-    assert request_blocks(length, k) + 1 == smallest
-    kn = Knobs(max_num_seqs=2, max_model_len=length, num_speculative_tokens=k,
-               max_num_batched_tokens=max(length, 2 * (k + 2)))
+    assert admission_blocks(length, b, k) + 1 == smallest
+    kn = Knobs(max_num_seqs=1, max_model_len=length, num_speculative_tokens=k,
+               max_num_batched_tokens=b)
     plan(kn.replace(num_gpu_blocks_override=smallest))
     with pytest.raises(ValueError, match=r"^num_gpu_blocks_override: "):
         plan(kn.replace(num_gpu_blocks_override=smallest - 1))

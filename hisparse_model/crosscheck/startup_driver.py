@@ -161,7 +161,7 @@ def _kv_pool(knobs: dict, sched):
         cfg = {"max_num_seqs": sched["max_num_seqs"],
                "max_num_batched_tokens": sched["max_num_batched_tokens"],
                "max_model_len": key[0], "num_speculative_tokens": key[1], "num_gpu_blocks": n,
-               "async_scheduling": False, "enable_prefix_caching": False}
+               "async_scheduling": True, "enable_prefix_caching": False}  # the engine's
         try:
             _POOLS[key] = plan_kv_cache(cfg)[1]
         except ValueError as exc:
