@@ -29,14 +29,14 @@ import numpy as np
 
 from .advice import advise
 from .knobs import VLLM_VERSIONS, Knobs
-from .plan import Plan, plan
+from .plan import Plan, default_max_num_batched_tokens, plan, refusal
 from .predict import Prediction, predict
 from .routing import route_tokens
 from .serving import prompt_batches
 from .simulate import Schedule, simulate
 from .startup import startup_batches
 from .sweep import sweep
-from .versions import ERROR_TEMPLATE, RULES
+from .versions import ERROR_TEMPLATE, RULES, rules_for
 from .workload import Workload
 
 SWAP_IN, ALL_RESIDENT, CRASH, NOT_ROUTED, NOT_RUN, OTHER_ERROR = (
@@ -97,7 +97,8 @@ def _sweep_applies(knobs: Knobs) -> bool:
     """Whether :func:`~hisparse_model.sweep.sweep`'s closed forms cover these knobs."""
     default_graphs = knobs.enforce_eager or knobs.cudagraph_mode in (None, "FULL_AND_PIECEWISE")
     return (knobs.vllm_version == "0.31.0" and knobs.routing == "stock" and default_graphs
-            and knobs.attention_backend == "FLASH_ATTN_MLA_SPARSE")
+            and knobs.attention_backend == "FLASH_ATTN_MLA_SPARSE"
+            and knobs.num_gpu_blocks_override is None)
 
 
 def _one_seqs_outcome(knobs: Knobs) -> tuple[str, int]:
@@ -124,24 +125,27 @@ def seqs_strip(knobs: Knobs, max_seqs: int = 256) -> dict:
     return _seqs_strip(knobs.replace(max_num_seqs=1), max_seqs)  # one cache entry per strip
 
 
+def _batched_tokens(knobs: Knobs) -> int | None:
+    """B of these knobs, or None where vLLM refuses them: :func:`plan`'s checks, no graphs."""
+    b = knobs.max_num_batched_tokens
+    derived = b is None
+    if derived:
+        b = default_max_num_batched_tokens(knobs.max_num_seqs, knobs.max_model_len)
+    return None if refusal(knobs, rules_for(knobs), b, derived) else b
+
+
 @functools.lru_cache(maxsize=128)
 def _seqs_strip(knobs: Knobs, max_seqs: int) -> dict:
     seqs = list(range(1, max_seqs + 1))
-    plans = {}
-    for s in seqs:
-        try:
-            plans[s] = plan(knobs.replace(max_num_seqs=s))
-        except ValueError:
-            pass
+    per_s = {s: knobs.replace(max_num_seqs=s) for s in seqs}
+    bs = {s: _batched_tokens(k) for s, k in per_s.items()}
+    valid = [s for s in seqs if bs[s] is not None]
     out = {"max_num_seqs": seqs, "outcome": [INVALID] * len(seqs), "W": [None] * len(seqs),
            "first_prompt": [0] * len(seqs), "method": "sweep"}
-    valid = sorted(plans)
-    for s in valid:
-        out["W"][s - 1] = plans[s].workspace_rows
     if not valid:
         return out
-    if _sweep_applies(knobs):
-        got = sweep(np.array(valid), np.array([plans[s].max_num_batched_tokens for s in valid]),
+    if _sweep_applies(knobs):  # the closed forms need only B: no capture graphs to build
+        got = sweep(np.array(valid), np.array([bs[s] for s in valid]),
                     knobs.num_speculative_tokens, knobs.enforce_eager)
         for i, s in enumerate(valid):
             first = int(got["first_crashing_prompt"][i])
@@ -149,7 +153,11 @@ def _seqs_strip(knobs: Knobs, max_seqs: int) -> dict:
             kind = (STARTUP_CRASH if got["startup_crash"][i] else
                     RUNTIME_CRASH if first else SAFE)
             out["outcome"][s - 1], out["first_prompt"][s - 1] = kind, first
+            out["W"][s - 1] = int(got["workspace_rows"][i])
         return out
+    plans = {s: plan(per_s[s]) for s in valid}
+    for s in valid:
+        out["W"][s - 1] = plans[s].workspace_rows
     out["method"] = "rules" if not plans[valid[0]].rules.crashes else "predict"
     for s in valid:
         outcome = (SAFE, 0) if out["method"] == "rules" else _one_seqs_outcome(plans[s].knobs)

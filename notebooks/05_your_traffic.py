@@ -96,7 +96,6 @@ show(knobs.replace(enable_prefix_caching=False), synthetic(2, [64, 69], spacing=
 #
 # * C and W with their formulas, the crash (or none) with vLLM's exact error text and, in
 #   words, which requests made the crashing step; the requests that finished;
-# * when it crashes, the smallest single-knob changes that avoid it (each one re-simulated);
 # * every engine step in a table (identical neighbours folded, the crash row pinned);
 # * the **timeline**: tokens per request in each step (stacked, one colour per request), and
 #   below it the tokens the step handed to the routing against the C and W lines (green: fits
@@ -105,7 +104,9 @@ show(knobs.replace(enable_prefix_caching=False), synthetic(2, [64, 69], spacing=
 # * the **max_num_seqs map**: what the same traffic does under every max_num_seqs 1…64 with
 #   your other knobs (red: start-up crash, orange: crashes on this traffic, green: serves it
 #   all, grey: vLLM refuses the knobs). Values nearest yours are simulated first; on very large
-#   workloads the farthest ones may be left "not computed" to keep the dashboard responsive.
+#   workloads the farthest ones may be left "not computed" to keep the dashboard responsive;
+# * under the map, when it crashes, the smallest single-knob changes that avoid it (each one
+#   re-simulated). The map and the changes are searches: they follow the numbers on screen.
 
 # %%
 from IPython.display import display

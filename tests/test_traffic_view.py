@@ -240,7 +240,7 @@ def test_advice_changes_each_avoid_the_crash_and_match_the_full_search():
     # B: only B = 4 = S (C = B, W = 5 > every step) avoids it, 1276 values away: past the cap
     assert {"change": {"max_num_batched_tokens": 4}} == {"change": full[1]["change"]}
     assert found["capped"] == ["max_num_batched_tokens"]
-    assert "max_num_batched_tokens" in dash.numbers.value.split("not searched beyond")[1]
+    assert "max_num_batched_tokens" in dash.chart.value.split("not searched beyond")[1]
 
 
 @pytest.mark.parametrize(("text", "title", "message"), [

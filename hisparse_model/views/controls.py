@@ -2,7 +2,8 @@
 
 :func:`knob_control` builds the control of one :class:`~hisparse_model.knobs.KnobSpec`:
 
-* int knob: a slider paired with a number box (type 3, or drag 1 ... 256);
+* int knob: a slider paired with a number box (type 3, or drag 1 ... 256; the
+  dashboard keeps the two equal);
   an optional int (``max_num_batched_tokens``) shows 0 for "not set" (vLLM's default);
 * bool knob: a checkbox;
 * str knob with choices: a dropdown, or toggle buttons; an optional one
@@ -77,12 +78,24 @@ def knob_value(spec: KnobSpec, shown):
 
 
 def number_box(slider: W.IntSlider) -> W.BoundedIntText:
-    """A number box that moves with ``slider`` both ways (type a value, or drag)."""
+    """A number box for ``slider``; the dashboard moves each with the other (type, or drag)."""
     box = W.BoundedIntText(value=slider.value, min=slider.min, max=slider.max,
                            layout={"width": "90px", "flex": "0 0 auto"})
     box.add_class("hs-number-box")
-    W.link((slider, "value"), (box, "value"))
     return box
+
+
+def no_echo(control: W.Widget) -> None:
+    """The kernel does not echo this control's value back to the browser that sent it.
+
+    ipywidgets 8 answers every value a browser sends with an ``echo_update``
+    message (for other browsers on the same kernel); the browser handles it
+    before the dashboard's numbers, which costs the numbers a frame.  The
+    ``_<trait>_metadata`` override is traitlets' per-object trait metadata, and
+    ``echo_update=False`` is ipywidgets' switch for it (``FileUpload.value`` has it).
+    """
+    trait = "index" if control.has_trait("index") else "value"  # a selection syncs its index
+    setattr(control, f"_{trait}_metadata", {"echo_update": False})
 
 
 def text_control(name: str, value: str, help_text: str) -> W.Text:

@@ -11,20 +11,25 @@ A dashboard, drivable without a browser (set a control's ``.value``, read the re
 ``error``            the message shown instead of numbers, else None
 ``numbers`` / ``chart`` / ``message``   the HTML widgets; ``widget`` the box to display
 
-Every control change calls :meth:`Dashboard.update`: the numbers are computed
-and sent first; then the chart's data (:attr:`Screen.plot`), and the chart is
-redrawn only when its data changed.
+Every control change calls :meth:`Dashboard.update`, which sends as few widget
+messages as it can before the numbers and the chart, since each one the browser
+handles first can cost them a frame: the numbers are computed and sent first; then
+the chart's data (:attr:`Screen.plot`), the chart redrawn only when its data
+changed; last the number box that follows its slider (or the slider that follows
+its box).  The controls do not echo their own value back
+(:func:`~hisparse_model.views.controls.no_echo`).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
 import ipywidgets as W
 
 from ..knobs import Knobs
-from .controls import SPECS, PromptLensTypo, control_rows, knob_value
+from .controls import SPECS, PromptLensTypo, control_rows, knob_value, no_echo
 from .tables import CSS, assumptions_html, esc, summary_html
 
 
@@ -62,11 +67,28 @@ class Dashboard:
         self.widget.add_class("hisparse-dashboard")
         self.widget.add_class(f"hs-dashboard-{self.name}")
         for c in controls.values():
+            no_echo(c)
             c.observe(self._on_change, names="value")
+        for name, box in self.number_boxes.items():
+            no_echo(box)
+            box.observe(functools.partial(self._on_box, name), names="value")
         self.update()
 
     def _on_change(self, change) -> None:
         self.update()
+
+    def _on_box(self, name: str, change) -> None:
+        """A number box typed: the slider follows, its message after the numbers and chart."""
+        slider = self.controls[name]
+        if slider.value != change.new:
+            with slider.hold_sync():
+                slider.value = change.new  # -> _on_change -> update()
+            self._sync_boxes()  # the slider may have clamped the value
+
+    def _sync_boxes(self) -> None:
+        for name, box in self.number_boxes.items():
+            if box.value != self.controls[name].value:
+                box.value = self.controls[name].value
 
     def knobs(self, **fixed) -> Knobs:
         """The knobs the controls say, plus ``fixed`` ones."""
@@ -81,20 +103,38 @@ class Dashboard:
 
     def update(self) -> None:
         """Recompute from the controls and redraw (every control change calls this)."""
+        self._show_plot(self._show_numbers())
+        self._sync_boxes()
+
+    def _guarded(self, fn: Callable):
+        """``(True, fn())``, or ``(False, None)`` with the error shown instead of numbers."""
         try:
-            screen = self.compute()
-            self.error = None
-            self.state, self.labels = screen.state, screen.labels
-            self.last_prediction = screen.prediction
-            self.message.value = ""
-            self.numbers.value = screen.html + summary_html(self.name, screen.labels["summary"])
-            data = screen.plot()
+            return True, fn()
         except PromptLensTypo as exc:
-            return self._show_error(str(exc), "typo in prompt_lens:")
+            self._show_error(str(exc), "typo in prompt_lens:")
         except ValueError as exc:  # vLLM would refuse these knobs: the model says why
-            return self._show_error(str(exc), "vLLM would reject these knobs:")
+            self._show_error(str(exc), "vLLM would reject these knobs:")
         except Exception as exc:  # noqa: BLE001  a model bug: shown, not lost in a log
-            return self._show_error(f"{type(exc).__name__}: {exc}", "the model failed:")
+            self._show_error(f"{type(exc).__name__}: {exc}", "the model failed:")
+        return False, None
+
+    def _show_numbers(self) -> Callable[[], dict] | None:
+        """Compute and send the numbers; the chart's data thunk (None after an error)."""
+        ok, screen = self._guarded(self.compute)
+        if not ok:
+            return None
+        self.error = None
+        self.state, self.labels = screen.state, screen.labels
+        self.last_prediction = screen.prediction
+        self.message.value = ""
+        self.numbers.value = screen.html + summary_html(self.name, screen.labels["summary"])
+        return screen.plot
+
+    def _show_plot(self, plot: Callable[[], dict] | None) -> None:
+        """The chart's data, and the chart redrawn when it changed."""
+        ok, data = self._guarded(plot) if plot is not None else (False, None)
+        if not ok:
+            return
         if data and (data != self.plot_data or not self.chart.value):
             self.plot_data = data
             self.chart.value = self.draw()

@@ -245,8 +245,6 @@ class TrafficDashboard(Dashboard):
         work = self.workload()
         sched = simulate(knobs, work)
         p, crash = sched.plan, sched.crash
-        found = (cd.traffic_advice(knobs, work, p.max_num_batched_tokens) if crash
-                 else {"advice": [], "capped": []})
         routed = sched.steps[-1].routed_tokens if crash and sched.steps else next(
             (b.routed for b in sched.startup if b.error), 0)
         word = crash_word(crash) + (f"(n={routed})" if crash else "")
@@ -254,8 +252,6 @@ class TrafficDashboard(Dashboard):
         labels = {"C": str(p.swap_capacity), "W": str(p.workspace_rows), "requests": str(n),
                   "steps": str(len(sched.steps)), "crash": (crash or {"error": "none"})["error"],
                   "finished": ",".join(map(str, sorted(sched.finished))) or "none",
-                  "advice": "; ".join(", ".join(f"{k}={v}" for k, v in a["change"].items())
-                                      for a in found["advice"]) or "none",
                   "summary": (f"max_num_seqs={knobs.max_num_seqs} C={p.swap_capacity} "
                               f"W={p.workspace_rows} requests={n} steps={len(sched.steps)} "
                               f"crash={word} finished={len(sched.finished)}/{n}")}
@@ -266,23 +262,30 @@ class TrafficDashboard(Dashboard):
                 f"{esc(p.cudagraph_mode)}; {n} requests: "
                 f"{esc(', '.join(str(r.prompt_len) for r in work.requests[:12]))}"
                 f"{' …' if n > 12 else ''} tokens</div>" + formulas_html(pred)
-                + crash_html(sched) + (advice_html(found) if crash else "")
-                + steps_table(sched) + "<div class='hs-note'>The simulation also assumes: "
+                + crash_html(sched) + steps_table(sched)
+                + "<div class='hs-note'>The simulation also assumes: "
                 + esc(" · ".join(a.removeprefix("simulate: ") for a in SIMULATE_ASSUMPTIONS[2:]))
                 + "</div>")
         state = {**knobs.as_dict(), "requests": n, "workload": work.as_json()["requests"]}
         return Screen(state, sched, labels, body, lambda: self._plot(knobs, work, sched))
 
     def _plot(self, knobs, work, sched) -> dict:
+        """The charts' data, and the advice: searches, so they come after the numbers."""
         strip = cd.traffic_seqs_strip(knobs, work)
         cells = list(zip(strip["max_num_seqs"], strip["outcome"]))
         self.labels["sweep_summary"] = " ".join(
             f"{w}={ranges([s for s, o in cells if o == k])}" for k, (w, _) in STRIP.items())
-        return {"timeline": cd.timeline_data(sched),
+        found = (cd.traffic_advice(knobs, work, sched.plan.max_num_batched_tokens)
+                 if sched.crash else None)  # after the strip: it reuses the strip's runs
+        self.labels["advice"] = "; ".join(", ".join(f"{k}={v}" for k, v in a["change"].items())
+                                          for a in (found or {"advice": []})["advice"]) or "none"
+        return {"timeline": cd.timeline_data(sched), "advice": found,
                 "strip": {**strip, "summary": self.labels["sweep_summary"]}}
 
     def draw(self) -> str:
-        return timeline_chart(self.plot_data["timeline"]) + seqs_chart(self.plot_data["strip"])
+        d = self.plot_data
+        return (timeline_chart(d["timeline"]) + seqs_chart(d["strip"])
+                + (advice_html(d["advice"]) if d["advice"] else ""))
 
 
 def traffic_dashboard(**initial) -> TrafficDashboard:
