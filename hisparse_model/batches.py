@@ -11,9 +11,10 @@ ordered decode-like first, prefill-like last.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
-from .routing import routed_path
+from .routing import router
 
 
 def spread(num_tokens: int, num_reqs: int) -> tuple[int, ...]:
@@ -61,9 +62,24 @@ class Batch(NamedTuple):
         return self._asdict()
 
 
+# A Batch from a tuple of its twelve fields in order: what Batch(*fields) builds,
+# without the keyword handling of the generated __new__ (the walks build ~40 a prediction).
+new_batch = functools.partial(tuple.__new__, Batch)
+
+
+def routed_batch(route, phase: str, label: str, num_tokens: int, num_reqs: int, decode: int,
+                 cudagraph_mode: str, forwards: int | None = 1, prompt_index: int | None = None,
+                 runner: str = "target") -> Batch:
+    """A :class:`Batch` of ``num_tokens`` over ``num_reqs`` requests, routed by ``route``
+    (a plan's :func:`~hisparse_model.routing.router`)."""
+    routed, path, error = route(num_tokens, decode)
+    return new_batch((phase, label, num_tokens, num_reqs, decode, cudagraph_mode, routed, path,
+                      error, forwards, prompt_index, runner))
+
+
 def make_batch(plan, phase: str, label: str, num_tokens: int, num_reqs: int, decode: int,
                cudagraph_mode: str, forwards: int | None = 1, prompt_index: int | None = None,
                runner: str = "target") -> Batch:
     """Build a :class:`Batch` of ``num_tokens`` over ``num_reqs`` requests and route it."""
-    return Batch(phase, label, num_tokens, num_reqs, decode, cudagraph_mode,
-                 *routed_path(plan, num_tokens, decode), forwards, prompt_index, runner)
+    return routed_batch(router(plan), phase, label, num_tokens, num_reqs, decode,
+                        cudagraph_mode, forwards, prompt_index, runner)

@@ -33,16 +33,26 @@ class Dispatch(NamedTuple):
 def dispatch(plan: Plan, num_tokens: int, num_reqs: int, max_query_len: int,
              decode_graph_eligible: bool) -> Dispatch:
     """The descriptor a step of ``num_tokens`` over ``num_reqs`` requests replays."""
-    if plan.cudagraph_mode == "NONE" or not plan.capture_sizes:
-        return Dispatch("NONE", num_tokens)
     uniform = (max_query_len if decode_graph_eligible and num_tokens == num_reqs * max_query_len
                else None)  # tokens per request of a uniform decode batch
-    fits = [d for d in plan.full if d[0] >= num_tokens]
-    if fits:
-        tokens, reqs, q = fits[-1]  # the smallest FULL graph that holds the step
-        if uniform == q and reqs >= num_reqs:
-            return Dispatch("FULL", tokens)
-    fits = [d for d in plan.piecewise if d[0] >= num_tokens]
-    if fits:
-        return Dispatch("PIECEWISE", fits[-1][0])
-    return Dispatch("NONE", num_tokens)
+    return Dispatch(*graph(plan, num_tokens, num_reqs, uniform))
+
+
+def graph(plan: Plan, num_tokens: int, num_reqs: int, uniform: int | None) -> tuple[str, int]:
+    """(mode, padded tokens) of a step; ``uniform``: its tokens per request when it is a
+    uniform decode batch, else None."""
+    if plan.cudagraph_mode == "NONE" or not plan.capture_sizes:
+        return "NONE", num_tokens
+    # Descriptors are stored largest first: when the largest holds the step,
+    # walk them smallest first to the first that does, the smallest that does.
+    if plan.full and plan.full[0][0] >= num_tokens:
+        for tokens, reqs, q in reversed(plan.full):
+            if tokens >= num_tokens:
+                if uniform == q and reqs >= num_reqs:
+                    return "FULL", tokens
+                break  # a larger FULL graph is never tried
+    if plan.piecewise and plan.piecewise[0][0] >= num_tokens:
+        for tokens, _, _ in reversed(plan.piecewise):
+            if tokens >= num_tokens:
+                return "PIECEWISE", tokens
+    return "NONE", num_tokens

@@ -35,6 +35,7 @@ Line numbers are 0.31.0's; ``versions.py`` holds every version's.
 
 from __future__ import annotations
 
+import bisect
 import functools
 from dataclasses import dataclass
 
@@ -69,6 +70,12 @@ class Plan:
     piecewise: tuple[Descriptor, ...]  # PIECEWISE captures, largest first
     full: tuple[Descriptor, ...]  # FULL decode captures, largest first
 
+    def __hash__(self) -> int:
+        # A plan is a function of its knobs, so equal plans have equal knobs and
+        # this agrees with ==; it keeps the start-up memo's key cheap (the
+        # generated hash would walk every capture descriptor).
+        return hash(self.knobs)
+
 
 def default_max_num_batched_tokens(max_num_seqs: int, max_model_len: int) -> int:
     """B when the user leaves it unset: min(S * max_model_len, 16384) tokens per step."""
@@ -83,27 +90,30 @@ def cudagraph_mode(knobs: Knobs) -> str:
     return "FULL_DECODE_ONLY" if mode == "FULL" else mode
 
 
-def _grid(limit: int) -> list[int]:
-    """1, 2, 4, then every 8 below 256, then every 16 from 256, up to ``limit`` tokens."""
-    sizes = [n for n in (1, 2, 4) if n <= limit]
-    sizes += range(8, min(limit + 1, 256), 8)
-    sizes += range(256, limit + 1, 16)
-    return sizes
+# The capture-size grid up to the platform's largest graph: 1, 2, 4, then every 8
+# below 256, then every 16 from 256.  Every limit capture_sizes() takes is at
+# most PLATFORM_MAX_CAPTURE, so each grid it needs is a prefix of this one.
+GRID = (1, 2, 4, *range(8, 256, 8), *range(256, PLATFORM_MAX_CAPTURE + 1, 16))
+
+
+def _grid(limit: int) -> tuple[int, ...]:
+    """1, 2, 4, then every 8 below 256, then every 16 from 256, up to ``limit`` <= 512 tokens."""
+    return GRID[:bisect.bisect_right(GRID, limit)]
 
 
 def capture_sizes(s: int, b: int, q: int) -> tuple[int, ...]:
     """Default ``cudagraph_capture_sizes`` (tokens) for S requests, B tokens, q per decode."""
     cap0 = min(s * q * 2, PLATFORM_MAX_CAPTURE)  # tokens: two decode steps' worth
-    if q > 1:  # uniform decode sizes: n requests of q tokens, n on the request grid
-        reqs = min(s, PLATFORM_MAX_CAPTURE)
-        uniform = {n * q for n in _grid(reqs) + [reqs] if n * q <= cap0}
-    else:
-        uniform = {s} if s <= cap0 else set()
     cap = min(b, cap0)  # tokens
     sizes = set(_grid(cap))
     if b <= cap:
         sizes.add(b)  # the whole step, when it fits
-    sizes |= {x for x in uniform if x <= b}
+    # the uniform decode sizes that fit both cap0 and B
+    if q > 1:  # n requests of q tokens, n on the request grid (or every request)
+        reqs = min(s, PLATFORM_MAX_CAPTURE)
+        sizes.update(n * q for n in (*_grid(reqs), reqs) if n * q <= cap)
+    elif s <= cap:  # S requests of one token
+        sizes.add(s)
     return tuple(sorted(sizes))
 
 
@@ -111,16 +121,17 @@ def _descriptors(mode: str, sizes: tuple[int, ...], s: int, q: int):
     """(PIECEWISE, FULL) capture descriptors, each largest first."""
     if mode == "NONE" or not sizes:
         return (), ()
-    piecewise, full = [], []
-    for t in sizes:
-        if mode in DECODE_FULL:  # a uniform decode graph of whole q-token requests
-            rounded = -(-t // q) * q  # tokens, rounded up to whole requests
-            desc = (rounded, rounded // q, q)
-            if rounded <= s * q and rounded <= sizes[-1] and desc not in full:
-                full.append(desc)
-        if MIXED_MODE[mode] == "PIECEWISE":
-            piecewise.append((t, None, None))
-    return tuple(reversed(piecewise)), tuple(sorted(full, reverse=True))
+    piecewise = full = ()
+    if MIXED_MODE[mode] == "PIECEWISE":  # one graph per size, for any batch of that many tokens
+        piecewise = tuple([(t, None, None) for t in reversed(sizes)])
+    if mode in DECODE_FULL:  # a uniform decode graph of whole q-token requests
+        # each size rounded up to whole requests (tokens): the sizes ascend, so
+        # do the rounded ones, and dict.fromkeys drops the repeats in order
+        rounded = sizes if q == 1 else tuple(dict.fromkeys([-(-t // q) * q for t in sizes]))
+        top = min(s * q, sizes[-1])  # at most S requests, and no larger than the largest size
+        tokens = rounded[:bisect.bisect_right(rounded, top)]  # those <= top
+        full = tuple([(t, t // q, q) for t in reversed(tokens)])
+    return piecewise, full
 
 
 def refusal(knobs: Knobs, rules: VersionRules, b: int, derived: bool) -> str | None:

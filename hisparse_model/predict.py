@@ -9,14 +9,18 @@ crash the engine is dead, so :attr:`PromptOutcome.ran` is False.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from .batches import Batch
 from .knobs import Knobs
 from .kv_pool import serving_shortfall
 from .plan import Plan, plan
 from .reproduction import MAX_TOKENS
-from .serving import cached_prefixes, prompt_batches, validate_prompt_lens
+from .serving import PromptWalk, cached_prefixes, validate_prompt_lens
 from .startup import startup_batches
+
+
+_ERROR = attrgetter("error")  # a Batch's error
 
 
 @dataclass(frozen=True)
@@ -90,7 +94,8 @@ def predict(knobs: Knobs, prompt_lens=()) -> Prediction:
     if short:
         raise ValueError(short)
     startup = list(startup_batches(p))
-    alive = not any(b.error for b in startup)
+    alive = not any(map(_ERROR, startup))  # no start-up batch raised
     hits = cached_prefixes(p, lens)
-    return Prediction(knobs, p, startup, [PromptOutcome(n, prompt_batches(p, i, n, hit), alive)
+    walk = PromptWalk(p)
+    return Prediction(knobs, p, startup, [PromptOutcome(n, walk.batches(i, n, hit), alive)
                                           for i, (n, hit) in enumerate(zip(lens, hits))])

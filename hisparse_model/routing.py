@@ -26,7 +26,7 @@ from typing import NamedTuple
 from .versions import ALL_RESIDENT, ERROR_TEMPLATE, SWAP_IN, VersionRules, swap_error
 
 __all__ = ["ALL_RESIDENT", "ERROR_TEMPLATE", "SWAP_IN", "Route", "Routed", "decode_tokens",
-           "route", "route_counts", "route_tokens", "routed_path", "swap_error",
+           "route", "route_counts", "route_tokens", "routed_path", "router", "swap_error",
            "UNIFORM_DECODE_BACKENDS"]
 
 
@@ -81,16 +81,17 @@ def route_tokens(rules: VersionRules, n: int, capacity: int, *, has_prefill: boo
     return Route(SWAP_IN, None)
 
 
+def router(plan, all_resident: bool = True):
+    """The plan's batch router: ``(n, decode) -> (routed tokens, route, error)``.
+
+    See :meth:`~hisparse_model.versions.VersionRules.router`.
+    """
+    return plan.rules.router(plan.knobs.attention_backend, plan.swap_capacity, all_resident)
+
+
 def routed_path(plan, n: int, decode: int, all_resident: bool = True):
     """(routed tokens, route, error) of a batch of ``n`` tokens, ``decode`` of them decodes."""
-    rules = plan.rules
-    routed = rules.handoff(plan.knobs.attention_backend, n, decode, all_resident)
-    if not routed:
-        return 0, None, None
-    c = plan.swap_capacity
-    if not rules.swap_in(routed, c, has_prefill=decode < n, all_resident=all_resident):
-        return routed, ALL_RESIDENT, None
-    return routed, SWAP_IN, (swap_error(routed, c) if routed > c else None)  # _step_rows
+    return router(plan, all_resident)(n, decode)
 
 
 def route_counts(plan, n: int, decode: int, *, all_resident: bool = True) -> Routed:

@@ -23,46 +23,63 @@ as ``llm.generate`` does.
 
 from __future__ import annotations
 
-from .batches import Batch, make_batch
-from .dispatch import dispatch
+from .batches import Batch, new_batch
+from .dispatch import graph
 from .plan import Plan
-from .reproduction import MAX_TOKENS
+from .reproduction import BLOCK_SIZE, MAX_TOKENS
+from .routing import router
+
+
+class PromptWalk:
+    """The steps of prompts served alone under one plan; what they share is worked out once."""
+
+    def __init__(self, plan: Plan):
+        q = plan.max_decode_query_len
+        self.plan = plan
+        self.route = router(plan)  # one prompt alone: every page stays resident
+        self.runner = "both" if plan.knobs.num_speculative_tokens else "target"
+        # every decode step is one request of q tokens, a uniform decode batch:
+        # its dispatch and routing are the same for every prompt
+        self.decode_mode = graph(plan, q, 1, q)[0]
+        self.decode_outcome = self.route(q, q)
+
+    def batches(self, index: int, n: int, cached: int = 0) -> list[Batch]:
+        """The steps of prompt ``index``: ``n`` tokens, the first ``cached`` a prefix-cache hit."""
+        plan, route, runner = self.plan, self.route, self.runner
+        b, q = plan.max_num_batched_tokens, plan.max_decode_query_len
+        num_chunks = -(-(n - cached) // b)  # prefill steps of at most B tokens
+        out = []
+        for i, start in enumerate(range(cached, n, b)):
+            c = n - start if n - start < b else b  # tokens of this step: the rest, at most B
+            label = f"prefill chunk {i + 1}/{num_chunks}" if num_chunks > 1 else "prefill"
+            # A one-token chunk over existing context may replay a decode graph.
+            extends = c == 1 and (i > 0 or cached > 0)  # one token over existing context
+            mode = graph(plan, c, 1, c if extends else None)[0]
+            dec = c if c <= q else 0  # a chunk of at most q tokens computes like a decode
+            routed, path, error = route(c, dec)
+            out.append(new_batch(("prompt", label, c, 1, dec, mode, routed, path, error, 1, index,
+                                  runner)))
+        steps = min(MAX_TOKENS - 1, plan.knobs.max_model_len - n - 1)  # decode forwards
+        if steps > 0:
+            # Under MTP the number of verify steps depends on how many drafts the
+            # (dummy-weight) target accepts, so it is not a fixed number.
+            forwards = None if plan.knobs.num_speculative_tokens else steps
+            routed, path, error = self.decode_outcome
+            out.append(new_batch(("prompt", "decode", q, 1, q, self.decode_mode, routed, path,
+                                  error, forwards, index, runner)))
+        return out
 
 
 def prompt_batches(plan: Plan, index: int, n: int, cached: int = 0) -> list[Batch]:
     """The steps of one prompt of ``n`` tokens whose first ``cached`` are a prefix-cache hit."""
-    b, q = plan.max_num_batched_tokens, plan.max_decode_query_len
-    chunks = [min(b, n - start) for start in range(cached, n, b)]  # tokens per prefill step
-    runner = "both" if plan.knobs.num_speculative_tokens else "target"
-    out = []
-    for i, c in enumerate(chunks):
-        label = f"prefill chunk {i + 1}/{len(chunks)}" if len(chunks) > 1 else "prefill"
-        # A one-token chunk over existing context may replay a decode graph.
-        extends = c == 1 and (i > 0 or cached > 0)  # one token over existing context
-        mode = dispatch(plan, c, 1, c, decode_graph_eligible=extends).mode
-        dec = c if c <= q else 0  # a chunk of at most q tokens computes like a decode
-        out.append(make_batch(plan, "prompt", label, c, 1, dec, mode, prompt_index=index,
-                              runner=runner))
-    steps = min(MAX_TOKENS - 1, plan.knobs.max_model_len - n - 1)  # decode forwards
-    if steps > 0:
-        # Under MTP the number of verify steps depends on how many drafts the
-        # (dummy-weight) target accepts, so it is not a fixed number.
-        forwards = None if plan.knobs.num_speculative_tokens else steps
-        out.append(make_batch(plan, "prompt", "decode", q, 1, q,
-                              dispatch(plan, q, 1, q, True).mode, forwards=forwards,
-                              prompt_index=index, runner=runner))
-    return out
+    return PromptWalk(plan).batches(index, n, cached)
 
 
 def cached_prefixes(plan: Plan, lens: list[int]) -> list[int]:
     """Prefix-cache hit, in tokens, of each prompt when they are served one after another."""
-    from .reproduction import BLOCK_SIZE
-
     knobs = plan.knobs
-    longest_before = [max(lens[:i], default=0) for i in range(len(lens))]
-    if not knobs.enable_prefix_caching or not any(
-            min(n - 1, m) >= BLOCK_SIZE for n, m in zip(lens, longest_before)):
-        return [0] * len(lens)  # no prompt can share a full block with an earlier one
+    if not knobs.enable_prefix_caching or not _may_share_a_block(lens):
+        return [0] * len(lens)
     from .simulate import scheduler_config
     from .scheduler import schedule
     from .workload import Workload
@@ -77,6 +94,17 @@ def cached_prefixes(plan: Plan, lens: list[int]) -> list[int]:
         done = next(s.index for s in steps if i in s.finished)
         arrival = done + 2  # its output lands one step later; generate() then returns
     return hits
+
+
+def _may_share_a_block(lens: list[int]) -> bool:
+    """Whether some prompt can share a full block with an earlier one: its first n - 1
+    tokens (the last is always computed) and a longer earlier prompt both span a block."""
+    spans = False  # whether an earlier prompt spans a full block
+    for n in lens:
+        if spans and n - 1 >= BLOCK_SIZE:
+            return True
+        spans = spans or n >= BLOCK_SIZE
+    return False
 
 
 def validate_prompt_lens(prompt_lens, max_model_len: int) -> list[int]:

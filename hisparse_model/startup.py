@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import functools
 
-from .batches import Batch, make_batch, spread_decode_tokens
+from .batches import Batch, new_batch, routed_batch, spread_decode_tokens
 from .kv_pool import warmup_request_cap
 from .plan import DECODE_FULL, Plan
-from .routing import UNIFORM_DECODE_BACKENDS, decode_tokens, routed_path
+from .routing import UNIFORM_DECODE_BACKENDS, decode_tokens, router
 
 PROFILE_FULL_SAMPLES = 2  # FULL graphs captured while profiling memory
 # With MTP and B < q + 1 the JIT warmup has no request, yet its spec-decode step
@@ -37,33 +37,39 @@ PROFILE_FULL_SAMPLES = 2  # FULL graphs captured while profiling memory
 # then vllm/v1/worker/gpu/warmup.py:382 `req_ids[i] for i in indices` (recorded on the H200).
 WARMUP_NO_REQUEST_ERROR = "IndexError: list index out of range"
 
+# A shape is one routed dummy batch: (tokens, requests, decode tokens, outcome),
+# the outcome being the router's (routed tokens, route, error).  Routing depends
+# only on the plan and the shape, so each shape is routed once and reused by the
+# target and the drafter, in the memory profile and in the capture; a row is a
+# capture batch's fields after its phase.
 
-def _captures(plan: Plan, runner: str) -> tuple[list[tuple], list[tuple]]:
-    """(PIECEWISE, FULL) capture batches of one model, largest first, as Batch fields after phase."""
+
+def _capture_shapes(plan: Plan, route) -> tuple[list[tuple], list[tuple]]:
+    """(PIECEWISE, FULL) capture shapes, largest first, each routed once.
+
+    A PIECEWISE dummy batch of T tokens is spread over min(T, S) requests; with
+    T <= S each request has one token, so, like a uniform decode graph, the
+    batch is all decodes.  An all-decode batch routes the same whatever its
+    request count, so each such token count is routed once for both kinds.
+    """
     s, q = plan.knobs.max_num_seqs, plan.max_decode_query_len
     uniform_split = plan.knobs.attention_backend in UNIFORM_DECODE_BACKENDS
-    suffix = " (MTP drafter)" if runner == "drafter" else ""
-    out: tuple[list[tuple], list[tuple]] = ([], [])
-    for kind, mode, descs in ((0, "PIECEWISE", plan.piecewise), (1, "FULL", plan.full)):
-        label = f"{mode} capture{suffix}"
-        for num_tokens, num_reqs, uniform in descs:
-            reqs = num_reqs or min(num_tokens, s)  # PIECEWISE: spread over min(T, S)
-            # a uniform decode graph is num_reqs requests of `uniform` <= q tokens: all decode
-            dec = (num_tokens if uniform
-                   else spread_decode_tokens(num_tokens, reqs, q, uniform_split))
-            out[kind].append(_capture(plan, label, num_tokens, reqs, dec, mode, 2, runner))
-    return out
+    all_decode = {}  # tokens -> routing outcome of an all-decode batch of that many tokens
+    piecewise = []
+    for n, _, _ in plan.piecewise:
+        if n <= s:
+            outcome = all_decode[n] = route(n, n)
+            piecewise.append((n, n, n, outcome))
+        else:
+            dec = spread_decode_tokens(n, s, q, uniform_split)
+            piecewise.append((n, s, dec, route(n, dec)))
+    # a FULL graph: num_reqs uniform decode requests of q tokens
+    full = [(n, num_reqs, n, all_decode.get(n) or route(n, n)) for n, num_reqs, _ in plan.full]
+    return piecewise, full
 
 
-def _capture(plan: Plan, label, n, reqs, dec, mode, forwards, runner) -> tuple:
-    """A capture batch's fields after its phase; a capture whose eager pass raises stops there."""
-    routed, route, error = routed_path(plan, n, dec)
-    return (label, n, reqs, dec, mode, routed, route, error, 1 if error else forwards, None,
-            runner)
-
-
-def _draft_step_captures(plan: Plan) -> tuple[list[tuple], list[tuple]]:
-    """The MTP drafter's FULL graphs for its K - 1 one-token draft steps (K >= 2).
+def _draft_step_shapes(plan: Plan, route) -> tuple[list[tuple], int]:
+    """The MTP drafter's FULL graphs for its K - 1 one-token draft steps (K >= 2); their forwards.
 
     One graph per capture size T <= max_num_seqs, largest first: T requests of
     one token (vllm/v1/worker/gpu/spec_decode/autoregressive/speculator.py:137-141 `decode_query_len=1`,
@@ -73,24 +79,46 @@ def _draft_step_captures(plan: Plan) -> tuple[list[tuple], list[tuple]]:
     """
     k = plan.knobs.num_speculative_tokens
     if k < 2 or plan.cudagraph_mode not in DECODE_FULL:
-        return [], []
+        return [], 2
     fused = plan.rules.fused_draft_decode and plan.knobs.attention_backend not in UNIFORM_DECODE_BACKENDS
     forwards = 2 * (k - 1) if fused else 2  # eager pass + capture pass
     sizes = [t for t in reversed(plan.capture_sizes) if t <= plan.knobs.max_num_seqs]
-    return [], [_capture(plan, "FULL capture (MTP draft step)", t, t, t, "FULL", forwards,
-                         "drafter") for t in sizes]
+    return [(t, t, t, route(t, t)) for t in sizes], forwards
+
+
+def _rows(shapes, mode: str, label: str, runner: str, forwards: int = 2) -> list[tuple]:
+    """Capture rows of routed shapes; a capture whose eager pass raises stops there (1 forward)."""
+    return [(label, n, reqs, dec, mode, routed, path, error, 1 if error else forwards, None, runner)
+            for n, reqs, dec, (routed, path, error) in shapes]
+
+
+def _captures(plan: Plan, route) -> list[tuple[list[tuple], list[tuple]]]:
+    """Per model, its (PIECEWISE, FULL) capture rows, largest first: the target, then
+    under MTP the drafter (the same descriptors) and its draft-step graphs."""
+    piecewise, full = _capture_shapes(plan, route)
+    models = [(_rows(piecewise, "PIECEWISE", "PIECEWISE capture", "target"),
+               _rows(full, "FULL", "FULL capture", "target"))]
+    if plan.knobs.num_speculative_tokens:
+        suffix = " (MTP drafter)"
+        models.append((_rows(piecewise, "PIECEWISE", "PIECEWISE capture" + suffix, "drafter"),
+                       _rows(full, "FULL", "FULL capture" + suffix, "drafter")))
+        steps, forwards = _draft_step_shapes(plan, route)
+        models.append(([], _rows(steps, "FULL", "FULL capture (MTP draft step)", "drafter",
+                                 forwards)))
+    return models
 
 
 def _capture_phase(captures, phase: str, full_limit: int | None) -> list[Batch]:
     """The target model's graphs, then the MTP drafter's (all of them, also while profiling)."""
+    head = (phase,)
     out = []
     for i, (piecewise, full) in enumerate(captures):
         limit = full_limit if i == 0 else None  # the drafter's graphs are profiled in full
-        out += [Batch(phase, *fields) for fields in piecewise + full[:limit]]
+        out += [new_batch(head + row) for row in piecewise + full[:limit]]
     return out
 
 
-def _jit_warmup(plan: Plan) -> list[Batch]:
+def _jit_warmup(plan: Plan, route=None) -> list[Batch]:
     s, q, b = plan.knobs.max_num_seqs, plan.max_decode_query_len, plan.max_num_batched_tokens
     prompt_len = q + 1  # one token more than a decode request
     k = plan.knobs.num_speculative_tokens
@@ -106,32 +134,38 @@ def _jit_warmup(plan: Plan) -> list[Batch]:
     spec = k > 0
     runner = "both" if spec else "target"
     uniform_split = plan.knobs.attention_backend in UNIFORM_DECODE_BACKENDS
+    route = route or router(plan)
 
-    def forward(label: str, qlens: tuple[int, ...]) -> list[Batch]:
-        """One warmup step (requests with drafts first), then the drafter's K - 1 draft steps."""
-        n, reqs = sum(qlens), len(qlens)
-        dec = decode_tokens(qlens, q, uniform_split)
-        step = make_batch(plan, "jit_warmup", label, n, reqs, dec, "NONE", runner=runner)
-        if step.error:  # the target raised: the drafter never ran
-            return [step._replace(runner="target")]
-        if k < 2:
+    def forward(label: str, n: int, reqs: int, dec: int) -> list[Batch]:
+        """One warmup step of ``n`` tokens over ``reqs`` requests (``dec`` of the tokens
+        decodes, requests with drafts first), then the drafter's K - 1 draft steps."""
+        routed, path, error = route(n, dec)
+        # when the target raised, the drafter never ran: only the target's layers routed
+        step = new_batch(("jit_warmup", label, n, reqs, dec, "NONE", routed, path, error, 1, None,
+                          "target" if error else runner))
+        if error or k < 2:
             return [step]
-        return [step, make_batch(plan, "jit_warmup", "MTP draft steps", reqs, reqs, reqs, "NONE",
-                                 forwards=k - 1, runner="drafter")]
+        return [step, routed_batch(route, "jit_warmup", "MTP draft steps", reqs, reqs, reqs,
+                                   "NONE", k - 1, None, "drafter")]
 
-    out = forward("warmup prefill", (prompt_len,) * num_reqs)
-    step = q if spec else 1  # tokens per request of a warmup decode
-    steps: list[tuple[int, ...]] = [(step,) * num_reqs]
+    def mixed(qlens: tuple[int, ...]) -> tuple[int, int, int]:
+        """(tokens, requests, decode tokens) of a step of these query lengths."""
+        return sum(qlens), len(qlens), decode_tokens(qlens, q, uniform_split)
+
+    # num_reqs prompts of q + 1 tokens, each one more than a decode: no decode tokens
+    out = forward("warmup prefill", num_reqs * prompt_len, num_reqs, 0)
+    step = q if spec else 1  # tokens per request of a warmup decode (<= q: all decode)
+    steps = [(step * num_reqs, num_reqs, step * num_reqs)]
     if num_reqs >= 2:
-        steps.append((step, 1))
+        steps.append(mixed((step, 1)))
         if spec:
-            steps.append((1, 1))
+            steps.append(mixed((1, 1)))
     if num_reqs > 1:
-        steps.append((step,))
+        steps.append((step, 1, step))
     if spec:
-        steps.append((1,))
-    for qlens in steps:
-        out += forward("warmup decode", qlens)
+        steps.append((1, 1, 1))
+    for n, reqs, dec in steps:
+        out += forward("warmup decode", n, reqs, dec)
         if out[-1].error:
             break
     return out
@@ -140,16 +174,14 @@ def _jit_warmup(plan: Plan) -> list[Batch]:
 @functools.lru_cache(maxsize=4096)
 def startup_batches(plan: Plan) -> tuple[Batch, ...]:
     """All start-up batches, in engine order (see the module docstring)."""
-    runners = ["target"] + (["drafter"] if plan.knobs.num_speculative_tokens else [])
+    route = router(plan)  # every start-up batch is all-resident
     # nothing is captured, the drafter's graphs included, when the target has no graph
     graphs = plan.cudagraph_mode != "NONE" and (plan.piecewise or plan.full)
-    captures = [_captures(plan, r) for r in runners] if graphs else []
-    if captures and len(runners) > 1:
-        captures.append(_draft_step_captures(plan))
+    captures = _captures(plan, route) if graphs else []
     out = _capture_phase(captures, "cudagraph_memory_profile", PROFILE_FULL_SAMPLES)
     if not plan.knobs.enforce_eager:
         # under MTP 0.33.0 warms up twice, the second time with greedy sampling
         passes = plan.rules.spec_warmup_passes if plan.knobs.num_speculative_tokens else 1
-        out += _jit_warmup(plan) * passes
+        out += _jit_warmup(plan, route) * passes
     out += _capture_phase(captures, "capture", None)
     return tuple(out)

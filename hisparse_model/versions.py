@@ -163,6 +163,34 @@ class VersionRules:
             return False
         return n <= limit
 
+    def router(self, backend: str, capacity: int, all_resident: bool = True):
+        """:meth:`handoff` then :meth:`swap_in`, fused for a batch walk: ``(n, decode) -> outcome``.
+
+        The outcome of an ``n``-token batch, ``decode`` of them decodes, is
+        (routed tokens, route, error): (0, None, None) when nothing is handed
+        over; swap_in raises past C rows, so its ``stop`` is the routed count.
+        The rule lookups are done here, once per walk, not once per batch.
+        """
+        limit = capacity + 1 if self.routes_on_workspace else capacity  # W = C + 1 rows, or C
+        whole = self.whole_batch_handoff
+        decode_only = backend == "FLASHMLA_SPARSE"  # hands over its decode part only
+        bypass = self.resident_prefill_bypass and all_resident
+
+        def route(n: int, decode: int) -> tuple[int, str | None, str | None]:
+            if whole:
+                routed = n if all_resident or decode == n else decode
+            elif decode_only:
+                routed = decode
+            else:
+                routed = n if decode == 0 and all_resident else decode
+            if not routed:
+                return 0, None, None
+            if routed > limit or (bypass and decode < n):  # decode < n: the batch has a prefill
+                return routed, ALL_RESIDENT, None
+            return routed, SWAP_IN, (swap_error(routed, capacity) if routed > capacity else None)
+
+        return route
+
     def spec_slot_error(self, b: int, k: int, parallel_drafting: bool) -> str | None:
         """vLLM's refusal when B leaves no room for speculative tokens, else None."""
         if not k:
