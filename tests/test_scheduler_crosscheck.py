@@ -18,13 +18,14 @@ from collections import Counter
 
 import pytest
 
+from hisparse_model import VLLM_VERSIONS
 from hisparse_model.crosscheck.scheduler_driver import run_driver
 from hisparse_model.scheduler import SchedulerConfig, schedule
 from hisparse_model.workload import Workload
 
 pytestmark = pytest.mark.vllm_cpu
 
-VERSIONS = ("0.31.0", "0.32.0", "0.33.0")
+VERSIONS = VLLM_VERSIONS  # every version the model covers
 NUM_CASES = 1000
 JOBS = 2  # forked driver workers (the CI machine has 2 cores)
 NUM_GPU_BLOCKS = 2048  # ample for <= 8 requests; the driver reports any shortage

@@ -32,13 +32,14 @@ import time
 
 import pytest
 
+from hisparse_model import VLLM_VERSIONS
 from hisparse_model.knobs import Knobs
 from hisparse_model.predict import predict
 
 pytestmark = pytest.mark.vllm_cpu
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-VERSIONS = ("0.31.0", "0.32.0", "0.33.0")
+VERSIONS = VLLM_VERSIONS  # every version the model covers
 NUM_CONFIGS = int(os.environ.get("HISPARSE_STARTUP_CONFIGS", "3000"))
 MIN_CONFIGS = 3000
 DRIVER_TIMEOUT_S = 1500  # s: the three drivers share the cores
@@ -49,9 +50,6 @@ BACKENDS = ("FLASH_ATTN_MLA_SPARSE", "FLASHMLA_SPARSE")
 KV_POOL_REFUSAL = "To serve at least one request with the model's max seq len"
 MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
 
-
-def _target_root() -> pathlib.Path:
-    return pathlib.Path(os.environ.get("VLLM_TARGET_ROOT", REPO / ".vllm"))
 
 
 # --------------------------------------------------------------------------
@@ -339,11 +337,11 @@ def test_knob_sets_are_many_and_distinct():
         assert {kn["cudagraph_mode"] for kn in knobs} == {None, *MODES}
 
 
-def test_driver_ran_every_knob_set(startup_run):
+def test_driver_ran_every_knob_set(startup_run, vllm_trees):
     version, knobs, out, seconds = startup_run
     assert out["vllm_version"] == version
     assert pathlib.Path(out["vllm_file"]).resolve().is_relative_to(
-        (_target_root() / version).resolve())
+        (vllm_trees / version).resolve())
     errors = [f"{fmt(r['knobs'])}: {r['driver_error']}\n{r['traceback'][-1500:]}"
               for r in out["results"] if "driver_error" in r]
     assert len(out["results"]) == len(knobs)

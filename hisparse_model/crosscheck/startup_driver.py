@@ -156,12 +156,13 @@ def _kv_pool(knobs: dict, sched):
     n = knobs.get("num_gpu_blocks_override")
     if n is None:
         return None
-    key = (knobs["max_model_len"], knobs.get("num_speculative_tokens", 0), n)
+    cfg = {"max_num_seqs": sched["max_num_seqs"],
+           "max_num_batched_tokens": sched["max_num_batched_tokens"],
+           "max_model_len": knobs["max_model_len"],
+           "num_speculative_tokens": knobs.get("num_speculative_tokens", 0), "num_gpu_blocks": n,
+           "async_scheduling": True, "enable_prefix_caching": False}  # as the engine has them
+    key = tuple(sorted(cfg.items()))
     if key not in _POOLS:
-        cfg = {"max_num_seqs": sched["max_num_seqs"],
-               "max_num_batched_tokens": sched["max_num_batched_tokens"],
-               "max_model_len": key[0], "num_speculative_tokens": key[1], "num_gpu_blocks": n,
-               "async_scheduling": True, "enable_prefix_caching": False}  # the engine's
         try:
             _POOLS[key] = plan_kv_cache(cfg)[1]
         except ValueError as exc:
