@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On a CUDA machine without package access, from the project root, after staging the
 # bundle's chunks and .gpu/nb (to /root/stage/nb; scripts/offline_gpu/README.md):
-#   bash scripts/gpu_notebook.sh VLLM_VERSION
+#   bash scripts/gpu_notebook.sh VLLM_VERSION [PYTEST_ARGS ...]   (e.g. -k notebook_5)
 # Installs the Jupyter kernel stack from .gpu/nb (only what the image and the bundle
 # lack), then runs `pytest -m gpu tests/test_notebook_live_gpu.py`: notebook 4 executed
 # headless with its live cell on.  Packs the pytest log, the live cell's recording and
@@ -21,10 +21,10 @@ if ! python3 -m pip install -q --user --no-index --find-links "$wheels" --break-
   export PYTHONPATH=$PYTHONPATH:/tmp/nb-site
 fi
 mkdir -p /tmp/nb-live
-python3 -m pytest -m gpu tests/test_notebook_live_gpu.py -p no:cacheprovider -q -rs -vv -s \
+python3 -m pytest -m gpu tests/test_notebook_live_gpu.py -p no:cacheprovider -q -rs -vv -s "${@:2}" \
   > /tmp/nb-live/pytest.log 2>&1
 rc=$?
-cp test-artifacts/live-notebook* /tmp/nb-live/ 2>/dev/null  # the live cell's recording and log
+cp test-artifacts/live-* /tmp/nb-live/ 2>/dev/null  # the live cells' recordings and logs
 tar czf "$OUT/notebook-live.tgz" -C /tmp nb-live
 tail -n 40 /tmp/nb-live/pytest.log
 exit $rc
