@@ -26,6 +26,8 @@ import time
 import pytest
 
 from hisparse_model import VLLM_VERSIONS
+from hisparse_model.knobs import ATTENTION_BACKENDS, CUDAGRAPH_MODES
+from knob_sampling import distinct
 from hisparse_model.knobs import Knobs
 from hisparse_model.predict import predict
 
@@ -37,17 +39,16 @@ NUM_CONFIGS = int(os.environ.get("HISPARSE_REJECTION_CONFIGS", "3000"))
 MIN_CONFIGS = 3000
 DRIVER_TIMEOUT_S = 900
 MAX_EXAMPLES = 3
-BACKENDS = ("FLASH_ATTN_MLA_SPARSE", "FLASHMLA_SPARSE")
-MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
+BACKENDS = ATTENTION_BACKENDS
+MODES = CUDAGRAPH_MODES
 MODEL_MAX_LEN = 163_840  # max_position_embeddings of the shipped DeepSeek-V3.2 config
 
 
 def rejection_knobs(version: str, count: int = NUM_CONFIGS, seed: int = 7) -> list[dict]:
     """Distinct random knob sets around every boundary vLLM checks (B vs S, B vs K, L)."""
     rng = random.Random(f"{seed}-{version}")
-    seen: set[tuple] = set()
-    out: list[dict] = []
-    while len(out) < count:
+
+    def draw() -> dict:
         r = rng.random()
         s = (rng.randint(1, 4) if r < 0.2 else rng.randint(1, 16) if r < 0.6
              else rng.randint(17, 512) if r < 0.88 else rng.randint(16_000, 20_000))
@@ -70,12 +71,9 @@ def rejection_knobs(version: str, count: int = NUM_CONFIGS, seed: int = 7) -> li
             "enforce_eager": rng.random() < 0.15,
             "cudagraph_mode": None if rng.random() < 0.6 else rng.choice(MODES),
         }
-        key = tuple(sorted(knobs.items()))
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append(knobs)
-    return out
+        return knobs
+
+    return distinct(draw, count)
 
 
 def fmt(kn: dict) -> str:

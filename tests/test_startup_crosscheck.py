@@ -33,6 +33,8 @@ import time
 import pytest
 
 from hisparse_model import VLLM_VERSIONS
+from hisparse_model.knobs import ATTENTION_BACKENDS, CUDAGRAPH_MODES
+from knob_sampling import distinct
 from hisparse_model.knobs import Knobs
 from hisparse_model.predict import predict
 
@@ -46,9 +48,9 @@ DRIVER_TIMEOUT_S = 1500  # s: the three drivers share the cores
 MAX_EXAMPLES = 3  # examples shown per cause
 COMPARED = ("phase", "runner", "num_tokens", "num_reqs", "num_decode_tokens",
             "cudagraph_mode", "routed", "route", "error", "forwards")
-BACKENDS = ("FLASH_ATTN_MLA_SPARSE", "FLASHMLA_SPARSE")
+BACKENDS = ATTENTION_BACKENDS
 KV_POOL_REFUSAL = "To serve at least one request with the model's max seq len"
-MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
+MODES = CUDAGRAPH_MODES
 
 
 
@@ -68,9 +70,8 @@ def startup_knobs(version: str, count: int = NUM_CONFIGS, seed: int = 20261130) 
     warmup rules switch (S*q, S*(q+1), q+1, K+1, ...).
     """
     rng = random.Random(f"{seed}-{version}")
-    seen: set[tuple] = set()
-    out: list[dict] = []
-    while len(out) < count:
+
+    def draw() -> dict:
         r = rng.random()
         s = (rng.randint(1, 8) if r < 0.5 else rng.randint(9, 64) if r < 0.92
              else rng.randint(65, 512))
@@ -95,12 +96,9 @@ def startup_knobs(version: str, count: int = NUM_CONFIGS, seed: int = 20261130) 
         if rng.random() < 0.1:  # a fixed KV pool: small ones refused, mid ones cap the warmup
             knobs["num_gpu_blocks_override"] = rng.choice(
                 (rng.randint(20, 150), rng.randint(150, 3000), rng.randint(3000, 100_000)))
-        key = tuple(sorted(knobs.items()))
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append(knobs)
-    return out
+        return knobs
+
+    return distinct(draw, count)
 
 
 def model_knobs(version: str, kn: dict) -> Knobs:
