@@ -164,23 +164,30 @@ def latency():
 
 
 # Arms one measurement in the page: the first input event on the dashboard is t0; the first
-# change of its numbers and of its chart after that are the label and plot times.
+# change of its numbers and of its chart after that are the label and plot times.  Each box
+# has its own observer, so a box's HTML is read only when something inside it changed (not on
+# every mutation of the control being moved): the measuring adds little to what it measures.
 ARM_JS = """(sel) => {
   const root = document.querySelector(sel);
-  const numbers = () => (root.querySelector('.hs-numbers-box') || {}).innerHTML;
-  const chart = () => (root.querySelector('.hs-chart-box') || {}).innerHTML;
-  const st = {t0: null, label: null, plot: null, n0: numbers(), c0: chart()};
+  const st = {t0: null, label: null, plot: null};
   const mark = () => { if (st.t0 === null) st.t0 = performance.now(); };
   const events = ['keydown', 'input', 'change', 'pointerdown', 'click'];
   for (const e of events) root.addEventListener(e, mark, {capture: true});
-  const obs = new MutationObserver(() => {
-    const now = performance.now();
-    if (st.t0 === null) return;
-    if (st.label === null && numbers() !== st.n0) st.label = now;
-    if (st.plot === null && chart() !== st.c0) st.plot = now;
-  });
-  obs.observe(root, {subtree: true, childList: true, characterData: true, attributes: true});
-  st.done = () => { obs.disconnect(); for (const e of events) root.removeEventListener(e, mark, {capture: true}); };
+  const watch = (boxSel, key) => {
+    const box = root.querySelector(boxSel);
+    if (!box) return null;
+    const before = box.innerHTML;
+    const obs = new MutationObserver(() => {
+      if (st.t0 !== null && st[key] === null && box.innerHTML !== before) st[key] = performance.now();
+    });
+    obs.observe(box, {subtree: true, childList: true, characterData: true, attributes: true});
+    return obs;
+  };
+  const observers = [watch('.hs-numbers-box', 'label'), watch('.hs-chart-box', 'plot')];
+  st.done = () => {
+    for (const o of observers) if (o) o.disconnect();
+    for (const e of events) root.removeEventListener(e, mark, {capture: true});
+  };
   window.__hsLat = st;
 }"""
 
