@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
-from .routing import router
 
 
 def spread(num_tokens: int, num_reqs: int) -> tuple[int, ...]:
@@ -75,11 +74,3 @@ def routed_batch(route, phase: str, label: str, num_tokens: int, num_reqs: int, 
     routed, path, error = route(num_tokens, decode)
     return new_batch((phase, label, num_tokens, num_reqs, decode, cudagraph_mode, routed, path,
                       error, forwards, prompt_index, runner))
-
-
-def make_batch(plan, phase: str, label: str, num_tokens: int, num_reqs: int, decode: int,
-               cudagraph_mode: str, forwards: int | None = 1, prompt_index: int | None = None,
-               runner: str = "target") -> Batch:
-    """Build a :class:`Batch` of ``num_tokens`` over ``num_reqs`` requests and route it."""
-    return routed_batch(router(plan), phase, label, num_tokens, num_reqs, decode,
-                        cudagraph_mode, forwards, prompt_index, runner)

@@ -8,9 +8,9 @@ Two questions per batch, both answered by the version's :class:`~hisparse_model.
    the leading requests whose query length is <= q
    (vllm/v1/attention/backends/utils.py:799-870 `def split_decodes_and_prefills`).
    The backend then hands the decode part, or the whole batch, to
-   ``convert_logical_to_physical_topk`` (:meth:`VersionRules.handoff`).
+   ``convert_logical_to_physical_topk`` (:meth:`VersionRules.handoff_rule`).
 2. *Route*.  The predicate sends the routed tokens to ``swap_in`` or to the
-   all-resident path (:meth:`VersionRules.swap_in`); ``swap_in`` starts at
+   all-resident path (:meth:`VersionRules.swap_in_rule`); ``swap_in`` starts at
    row 0 every forward and raises past C rows
    (vllm/v1/hisparse/runtime.py:897-907 `HiSparse swap rows exceed the configured speculative decode`),
    so the error's ``stop`` is the routed token count.

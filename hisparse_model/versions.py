@@ -167,10 +167,6 @@ class VersionRules:
             return lambda n, has_prefill: not has_prefill and n <= limit
         return lambda n, has_prefill: n <= limit
 
-    def handoff(self, backend: str, n: int, decode: int, all_resident: bool = True) -> int:
-        """Tokens of one batch handed to the routing (:meth:`handoff_rule`)."""
-        return self.handoff_rule(backend, all_resident)(n, decode)
-
     def swap_in(self, n: int, capacity: int, *, has_prefill: bool, all_resident: bool) -> bool:
         """Whether one batch's ``n`` routed tokens go to swap_in (:meth:`swap_in_rule`)."""
         return self.swap_in_rule(capacity, all_resident)(n, has_prefill)
