@@ -40,10 +40,11 @@ def _configs(n: int, seed: int = 0) -> list[dict]:
 
 
 def _clear_caches() -> None:
-    from . import startup
+    from . import serving, startup
 
     plan.cache_clear()
     startup.startup_batches.cache_clear()
+    serving.served_one_after_another.cache_clear()
 
 
 def time_predict(repeat: int = 2000, cold: bool = False) -> float:

@@ -23,6 +23,8 @@ as ``llm.generate`` does.
 
 from __future__ import annotations
 
+import functools
+
 from .batches import Batch, new_batch
 from .dispatch import graph
 from .plan import Plan
@@ -81,6 +83,17 @@ def cached_prefixes(plan: Plan, lens: list[int]) -> list[int]:
     if not knobs.enable_prefix_caching or not _may_share_a_block(lens):
         return [0] * len(lens)
     from .simulate import scheduler_config
+
+    return list(served_one_after_another(scheduler_config(knobs, plan), tuple(lens)))
+
+
+@functools.lru_cache(maxsize=1024)
+def served_one_after_another(config, lens: tuple[int, ...]) -> tuple[int, ...]:
+    """The scheduler model's hits for ``lens`` served one after another under ``config``.
+
+    Memoised: the hits depend on the scheduler's configuration and the prompts only, and
+    a dashboard asks again for every version and for every move of an unrelated control.
+    """
     from .scheduler import schedule
     from .workload import Workload
 
@@ -89,11 +102,11 @@ def cached_prefixes(plan: Plan, lens: list[int]) -> list[int]:
     arrival = 0
     for i, n in enumerate(lens):
         requests.append({"prompt_len": n, "arrival_step": arrival})
-        steps = schedule(scheduler_config(knobs, plan), Workload.from_json(requests))
+        steps = schedule(config, Workload.from_json(requests))
         hits.append(next(s.num_computed_before[i] for s in steps if i in s.scheduled))
         done = next(s.index for s in steps if i in s.finished)
         arrival = done + 2  # its output lands one step later; generate() then returns
-    return hits
+    return tuple(hits)
 
 
 def _may_share_a_block(lens: list[int]) -> bool:

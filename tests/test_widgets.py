@@ -514,23 +514,25 @@ STRIP_FULL_CHECK = {1, 2, 3, 4, 5, 8, 63, 64, 65, 200}  # S checked on every pro
 
 @pytest.mark.parametrize("moved", ["slider", "box"])
 def test_a_browser_move_sends_the_numbers_first_and_no_echo(monkeypatch, moved):
-    """A browser's value: the numbers go out first, then the chart, then the partner control.
+    """A browser's value: the numbers go out (and are flushed), then the chart, then the partner.
 
     Every widget message the browser handles before the numbers or the chart can delay
-    them, so the control's own echo is off and the number box (or slider) that follows
-    is sent last.
+    them, so the control's own echo is off, the numbers leave the kernel before the chart
+    is computed, and the number box (or slider) that follows is sent last.
     """
     sent = []
     monkeypatch.setattr(widgets.dashboard.W.Widget, "_send",
                         lambda self, msg, buffers=None: sent.append((self, msg["method"])))
+    monkeypatch.setattr(widgets.dashboard.outbox, "send_now",
+                        lambda: sent.append(("send_now", "flush")))
     dash = widgets.off_by_one_dashboard(max_num_seqs=2)
     slider, box = dash.controls["max_num_seqs"], dash.number_boxes["max_num_seqs"]
     source, partner = (slider, box) if moved == "slider" else (box, slider)
     sent.clear()
     source.set_state({"value": 3})  # what the widget's comm does with a browser's message
     assert (slider.value, box.value, dash.labels["C"]) == (3, 3, "3")
-    assert [(w, m) for w, m in sent if m != "update"] == []  # no echo_update
-    assert [w for w, _ in sent] == [dash.numbers, dash.chart, partner]
+    assert [(w, m) for w, m in sent if m not in ("update", "flush")] == []  # no echo_update
+    assert [w for w, _ in sent] == [dash.numbers, "send_now", dash.chart, partner]
 
 
 @pytest.mark.parametrize("base", STRIP_BASES)

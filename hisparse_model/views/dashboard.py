@@ -13,10 +13,12 @@ A dashboard, drivable without a browser (set a control's ``.value``, read the re
 
 Every control change calls :meth:`Dashboard.update`, which sends as few widget
 messages as it can before the numbers and the chart, since each one the browser
-handles first can cost them a frame: the numbers are computed and sent first; then
-the chart's data (:attr:`Screen.plot`), the chart redrawn only when its data
-changed; last the number box that follows its slider (or the slider that follows
-its box).  The controls do not echo their own value back
+handles first can cost them a frame: the numbers are computed and sent first, and
+pushed out of the kernel, with time left to draw them
+(:func:`~hisparse_model.views.outbox.send_now`), before the chart's data
+(:attr:`Screen.plot`) is computed; then the chart, redrawn only when
+its data changed; last the number box that follows its slider (or the slider that
+follows its box).  The controls do not echo their own value back
 (:func:`~hisparse_model.views.controls.no_echo`).
 """
 
@@ -29,6 +31,7 @@ from typing import NamedTuple
 import ipywidgets as W
 
 from ..knobs import Knobs
+from . import outbox
 from .controls import SPECS, PromptLensTypo, control_rows, knob_value, no_echo
 from .tables import CSS, assumptions_html, esc, summary_html
 
@@ -103,7 +106,9 @@ class Dashboard:
 
     def update(self) -> None:
         """Recompute from the controls and redraw (every control change calls this)."""
-        self._show_plot(self._show_numbers())
+        plot = self._show_numbers()
+        outbox.send_now()  # the numbers leave and are drawn before the chart is computed
+        self._show_plot(plot)
         self._sync_boxes()
 
     def _guarded(self, fn: Callable):
