@@ -167,9 +167,11 @@ def latency():
 
 
 # Arms one measurement in the page.  t0 is the timestamp of the first input event that commits
-# a value: a key (an arrow on a slider, Enter in a number box or the prompt box), a pointer press
-# or click, a select's change.  Typing into a box before Enter sends nothing (the boxes update on
-# Enter), so ``input`` events do not start the clock.  The event's own timeStamp is used (when
+# a value: a key (an arrow on a slider, Enter in a number box or the prompt box), a click (a
+# button or checkbox acts when the press is released), a select's change.  Typing into a box
+# before Enter sends nothing (the boxes update on Enter), so ``input`` events do not start the
+# clock, nor does a press before its click (Playwright's press and release are two round trips,
+# 5-15 ms apart, a reader's about 100 ms).  The event's own timeStamp is used (when
 # the browser received the input, before any handler ran).  For the numbers box ("label") and the
 # chart box ("plot") it records the first change of the box's HTML, and the end of the next frame
 # after it ("_frame": a task posted from requestAnimationFrame runs once that frame is painted).
@@ -179,7 +181,7 @@ ARM_JS = """(sel) => {
   const root = document.querySelector(sel);
   const st = {t0: null, label: null, plot: null, label_frame: null, plot_frame: null};
   const mark = (e) => { if (st.t0 === null) st.t0 = e.timeStamp; };
-  const events = ['keydown', 'change', 'pointerdown', 'click'];
+  const events = ['keydown', 'change', 'click'];
   for (const e of events) root.addEventListener(e, mark, {capture: true});
   const painted = (key) => requestAnimationFrame(() => {
     const ch = new MessageChannel();
@@ -209,12 +211,26 @@ ARM_JS = """(sel) => {
 TIMES = ("label", "plot", "label_frame", "plot_frame")
 
 
+# Before each move: the kernel idle (in Lab) and the page drawn, then 100 ms, so that a move is
+# timed from a quiet page and not while the browser still draws the previous move's chart.
+SETTLE_JS = """async () => {
+  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  const ctx = w && w.sessionContext;  // none in the app (Voila)
+  const kernel = () => ctx.session && ctx.session.kernel;
+  for (let i = 0; ctx && i < 500 && !(kernel() && kernel().status === 'idle'); i++)
+    await new Promise((r) => setTimeout(r, 10));
+  await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+  await new Promise((r) => setTimeout(r, 100));
+}"""
+
+
 def _measure(page, dash_sel: str, act) -> dict:
-    """Arm, ``act()`` (one input), wait for the numbers (and the chart), return the times in ms.
+    """Settle, arm, ``act()`` (one input), wait for the numbers (and the chart), return ms.
 
     ``label_ms`` / ``plot_ms``: input -> the numbers / the chart changed in the page;
     ``label_frame_ms`` / ``plot_frame_ms``: input -> the end of the frame that shows them.
     """
+    page.evaluate(SETTLE_JS)
     page.evaluate(ARM_JS, dash_sel)
     act()
     page.wait_for_function("() => window.__hsLat.label_frame !== null",
