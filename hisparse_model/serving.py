@@ -24,12 +24,16 @@ as ``llm.generate`` does.
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 from .batches import Batch, new_batch
 from .dispatch import graph
 from .plan import Plan
 from .reproduction import BLOCK_SIZE, MAX_TOKENS
 from .routing import router
+
+if TYPE_CHECKING:
+    from .scheduler import SchedulerConfig
 
 
 class PromptWalk:
@@ -88,7 +92,7 @@ def cached_prefixes(plan: Plan, lens: list[int]) -> list[int]:
 
 
 @functools.lru_cache(maxsize=1024)
-def served_one_after_another(config, lens: tuple[int, ...]) -> tuple[int, ...]:
+def served_one_after_another(config: SchedulerConfig, lens: tuple[int, ...]) -> tuple[int, ...]:
     """The scheduler model's hits for ``lens`` served one after another under ``config``.
 
     Memoised: the hits depend on the scheduler's configuration and the prompts only, and

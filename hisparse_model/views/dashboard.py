@@ -107,7 +107,8 @@ class Dashboard:
     def update(self) -> None:
         """Recompute from the controls and redraw (every control change calls this)."""
         plot = self._show_numbers()
-        outbox.send_now()  # the numbers leave and are drawn before the chart is computed
+        if plot is not None:  # a chart to compute: the numbers leave and are drawn first
+            outbox.send_now()
         self._show_plot(plot)
         self._sync_boxes()
 

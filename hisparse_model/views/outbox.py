@@ -15,7 +15,7 @@ other: the numbers then reached the screen 20–60 ms late (strace showed the
 server's write to the browser waiting 13–22 ms for a core).  :func:`send_now`
 therefore also leaves the CPU to them for about two frames before the chart is
 computed.  Measured in the browser on two cores (notebook 5, 52 moves each): the
-numbers changed on screen after a median of 38 ms with neither, 29 ms with the
+numbers changed in the page after a median of 38 ms with neither, 29 ms with the
 flush alone, 28 / 23 ms with a 16 / 30 ms pause; the charts, with the 30 ms
 pause, after a median of 85 ms rather than 96 ms, the slowest 140 ms rather than
 249 ms (their computation no longer competes with the browser drawing the numbers).
