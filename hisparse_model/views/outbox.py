@@ -57,7 +57,7 @@ def flush(timeout: float = FLUSH_TIMEOUT_S) -> bool:
 
 
 def send_now() -> bool:
-    """Flush the messages queued so far, then leave the CPU for ``DRAW_S``; False outside a kernel."""
+    """Flush what is queued, then leave the CPU for ``DRAW_S``; False outside a kernel."""
     if not flush():
         return False
     time.sleep(DRAW_S)
