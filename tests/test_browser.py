@@ -211,17 +211,21 @@ ARM_JS = """(sel) => {
 TIMES = ("label", "plot", "label_frame", "plot_frame")
 
 
-# Before each move: the kernel idle (in Lab) and the page drawn, then 100 ms, so that a move is
-# timed from a quiet page and not while the browser still draws the previous move's chart.
-SETTLE_JS = """async () => {
-  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-  const ctx = w && w.sessionContext;  // none in the app (Voila)
-  const kernel = () => ctx.session && ctx.session.kernel;
-  for (let i = 0; ctx && i < 500 && !(kernel() && kernel().status === 'idle'); i++)
-    await new Promise((r) => setTimeout(r, 10));
+# Before each move: the kernel idle (in Lab; the app has no notebook panel) and the page drawn,
+# then 100 ms, so that a move is timed from a quiet page and not while the browser still draws
+# the previous move's chart.
+IN_LAB_JS = """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  return !!(w && w.sessionContext); }"""
+DRAWN_JS = """async () => {
   await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
   await new Promise((r) => setTimeout(r, 100));
 }"""
+
+
+def _settle(page) -> None:
+    if page.evaluate(IN_LAB_JS):
+        page.wait_for_function(KERNEL_IDLE_JS, timeout=UPDATE_S * 1000, polling=10)
+    page.evaluate(DRAWN_JS)
 
 
 def _measure(page, dash_sel: str, act) -> dict:
@@ -230,7 +234,7 @@ def _measure(page, dash_sel: str, act) -> dict:
     ``label_ms`` / ``plot_ms``: input -> the numbers / the chart changed in the page;
     ``label_frame_ms`` / ``plot_frame_ms``: input -> the end of the frame that shows them.
     """
-    page.evaluate(SETTLE_JS)
+    _settle(page)
     page.evaluate(ARM_JS, dash_sel)
     act()
     page.wait_for_function("() => window.__hsLat.label_frame !== null",
