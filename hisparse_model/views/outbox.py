@@ -3,9 +3,9 @@
 ipykernel sends IOPub messages, widget state included, from a background thread
 (``IOPubThread``).  While the dashboard computes its chart in pure Python, that
 thread gets the GIL only in ``sys.getswitchinterval()`` slices (5 ms), and it
-needs several to send one message: the numbers left the kernel 30–50 ms after
-they were set, often only once the chart was done (measured in the browser,
-notebook 5).  :func:`flush` waits, with the GIL released, until that thread has
+needs several to send one message: the numbers reached the browser 30–60 ms
+after the kernel had set them, often just after the chart was done (kernel
+timestamps against the browser's WebSocket receive times, notebook 5).  :func:`flush` waits, with the GIL released, until that thread has
 sent everything queued so far.
 
 Once sent, the numbers still need the Jupyter server to forward them and the
