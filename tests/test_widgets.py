@@ -535,6 +535,24 @@ def test_a_browser_move_sends_the_numbers_first_and_no_echo(monkeypatch, moved):
     assert [w for w, _ in sent] == [dash.numbers, "send_now", dash.chart, partner]
 
 
+# (prompt_lens typed, pauses for the browser): only numbers followed by a chart are pushed out
+PAUSES = [
+    ("2, 3, 67", 1),  # numbers, then the strip: one send_now between them
+    ("2, x", 0),  # a typo: the message is shown, no chart follows, nothing to wait for
+]
+
+
+@pytest.mark.parametrize("typed,pauses", PAUSES)
+def test_the_kernel_pauses_for_the_browser_only_before_a_chart(monkeypatch, typed, pauses):
+    """send_now runs once per update that has a chart to compute, never after an error."""
+    dash = widgets.startup_dashboard(max_num_seqs=2)
+    calls = []
+    monkeypatch.setattr(widgets.dashboard.outbox, "send_now", lambda: calls.append(1))
+    dash.controls["prompt_lens"].value = typed
+    assert len(calls) == pauses
+    assert (dash.error is None) == (pauses == 1)
+
+
 @pytest.mark.parametrize("base", STRIP_BASES)
 def test_seqs_strip_equals_predict_for_every_max_num_seqs(base):
     """The strip's cell for each S is predict()'s: start-up crash, the smallest crashing prompt, or safe."""
