@@ -5,13 +5,14 @@ ipykernel sends IOPub messages, widget state included, from a background thread
 thread gets the GIL only in ``sys.getswitchinterval()`` slices (5 ms), and it
 needs several to send one message: the numbers reached the browser 30–60 ms
 after the kernel had set them, often just after the chart was done (kernel
-timestamps against the browser's WebSocket receive times, notebook 5).  :func:`flush` waits, with the GIL released, until that thread has
-sent everything queued so far.
+timestamps against the browser's WebSocket receive times, notebook 5).
+:func:`flush` waits, with the GIL released, until that thread has sent
+everything queued so far.
 
 Once sent, the numbers still need the Jupyter server to forward them and the
 browser to draw them.  On a machine with two cores, the chart computed right
 away takes one core while the server, the browser and its compositor share the
-other: the numbers then reached the screen 20–60 ms late (strace showed the
+other: the numbers then reached the page 20–60 ms late (strace showed the
 server's write to the browser waiting 13–22 ms for a core).  :func:`send_now`
 therefore also leaves the CPU to them for about two frames before the chart is
 computed.  Measured in the browser on two cores (notebook 5, 52 moves each): the
