@@ -13,7 +13,7 @@ source .gpu/run/device-env.sh "$v" || exit 1
 export PYTHONPATH=$PWD:$PYTHONPATH
 # .gpu/nb when carried with this command, else where the staging copied it
 wheels=.gpu/nb; [ -d "$wheels" ] || wheels=${HISPARSE_GPU_STAGE:-/root/stage}/nb
-need=(nbclient nbformat ipykernel ipywidgets pytest)
+need=(nbclient nbformat ipykernel ipywidgets anywidget pytest)
 export PYTHONUSERBASE=/tmp/nb-user
 if ! python3 -m pip install -q --user --no-index --find-links "$wheels" --break-system-packages "${need[@]}"; then
   # A virtual environment has no user site: install beside it, searched last.

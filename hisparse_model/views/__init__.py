@@ -2,6 +2,7 @@
 
 =====================  ==========================================================
 ``controls``           a control per knob, generated from ``knobs.knob_specs()``
+``prompt_box``         the prompt_lens box: its value in one message (an anywidget)
 ``dashboard``          the shared update loop: controls -> model -> numbers, chart
 ``off_by_one``         notebook 1: C, W and the one crashing batch size
 ``first_request``      notebook 2: start-up batches, prompts, the max_num_seqs strip

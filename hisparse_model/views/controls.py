@@ -18,6 +18,7 @@ from __future__ import annotations
 import ipywidgets as W
 
 from ..knobs import KnobSpec, knob_specs
+from .prompt_box import PromptBox
 
 SPECS = {s.name: s for s in knob_specs()}
 # Slider ranges on screen; the knob's own limits are wider (vLLM accepts more).
@@ -98,10 +99,10 @@ def no_echo(control: W.Widget) -> None:
     setattr(control, f"_{trait}_metadata", {"echo_update": False})
 
 
-def text_control(name: str, value: str, help_text: str) -> W.Text:
+def text_control(name: str, value: str, help_text: str) -> PromptBox:
     """A free-text control (``prompt_lens``); updates on Enter or leaving the box."""
-    return W.Text(value=value, description=name, continuous_update=False, tooltip=help_text,
-                  style=dict(STYLE), layout={"width": WIDTH})
+    return PromptBox(value=value, description=name, tooltip=help_text,
+                     description_width=STYLE["description_width"], layout={"width": WIDTH})
 
 
 def choice_control(name: str, options, value, help_text: str) -> W.Dropdown:

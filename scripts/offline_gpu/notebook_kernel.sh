@@ -9,7 +9,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 OUT=$(cd "$HERE/../.." && pwd)/.gpu/nb
 PY=${PYTHON:-python3}
 # The versions this project's test extra resolves to (pyproject.toml), plus pytest.
-DEPS=(nbclient==0.11.0 nbformat==5.11.1 ipykernel==7.4.0 ipywidgets==8.1.9 pytest==9.2.0)
+DEPS=(nbclient==0.11.0 nbformat==5.11.1 ipykernel==7.4.0 ipywidgets==8.1.9 anywidget==0.9.21 pytest==9.2.0)
 plat=()
 for n in 17 26 28 31 34 35; do plat+=(--platform "manylinux_2_${n}_x86_64"); done
 rm -rf "$OUT"; mkdir -p "$OUT"
