@@ -208,6 +208,7 @@ ARM_JS = """(sel) => {
   window.__hsLat = st;
 }"""
 TIMES = ("label", "plot", "label_frame", "plot_frame")
+POLL_MS = 50  # how often the test reads them; not every frame, which would make the page draw
 
 
 # Before each move: the kernel idle (in Lab; the app has no notebook panel) and the page drawn,
@@ -237,10 +238,10 @@ def _measure(page, dash_sel: str, act) -> dict:
     page.evaluate(ARM_JS, dash_sel)
     act()
     page.wait_for_function("() => window.__hsLat.label_frame !== null",
-                           timeout=UPDATE_S * 1000)
+                           timeout=UPDATE_S * 1000, polling=POLL_MS)
     try:
         page.wait_for_function("() => window.__hsLat.plot_frame !== null",
-                               timeout=PLOT_WAIT_S * 1000)
+                               timeout=PLOT_WAIT_S * 1000, polling=POLL_MS)
     except playwright_sync.TimeoutError:
         pass  # this control does not change the chart
     st = page.evaluate("(keys) => { const s = window.__hsLat; s.done(); const out = {t0: s.t0};"
