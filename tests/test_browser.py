@@ -319,8 +319,8 @@ def _expected_nb1(s: int) -> str:
             f"W={sz.workspace_rows} crash_size={sz.workspace_rows}")  # 0.31.0 crashes at n = W
 
 
-def _expected_nb2(s: int) -> str:
-    pred = predict(Knobs(max_num_seqs=s), [2, 3, 200])
+def _expected_nb2(s: int, lens=(2, 3, 200)) -> str:
+    pred = predict(Knobs(max_num_seqs=s), list(lens))
     crash, caps = pred.startup_crash_batch, ",".join(map(str, pred.capture_sizes))
     words = ",".join(f"{p.n}:{'not_run' if not p.ran else 'ok' if p.ok else 'crash'}"
                      for p in pred.prompts)
@@ -438,6 +438,53 @@ def test_notebook_controls_update_numbers_and_chart(lab, browser, latency, name)
     finally:
         with open(os.path.join(ARTIFACTS, f"{name}_console.log"), "w") as f:
             f.write("\n".join(console))
+        context.close()
+
+
+# Counts the widget messages the page sends to the kernel (Lab's WebSocket frames of type comm_msg).
+COUNT_COMM_JS = """(() => {
+  const send = WebSocket.prototype.send;
+  window.__hsComm = 0;
+  WebSocket.prototype.send = function (data) {
+    const text = typeof data === 'string' ? data : new TextDecoder().decode(data);
+    if (text.includes('"msg_type":"comm_msg"')) window.__hsComm += 1;
+    return send.call(this, data);
+  };
+})()"""
+# What the reader does in notebook 2's prompt box -> the widget messages it sends.  Enter sends
+# the value once; leaving the box right after sends nothing (the value is unchanged); leaving it
+# after an edit sends the edit once.  (ipywidgets' Text sent two on Enter: "submit", the value.)
+PROMPT_BOX_STEPS = [
+    ("type, Enter", "2, 3, 200, 5", 1, (2, 3, 200, 5)),
+    ("leave the box", None, 0, (2, 3, 200, 5)),
+    ("type, leave the box", "2, 3", 1, (2, 3)),
+]
+
+
+def test_prompt_box_sends_its_value_in_one_message(lab, browser):
+    """Each step sends the kernel exactly its messages, and the digest shows the prompts typed."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.add_init_script(COUNT_COMM_JS)
+    page = context.new_page()
+    dash_sel = ".hs-dashboard-startup"
+    try:
+        _open_and_run(page, lab, "02_startup_or_first_request", dash_sel, [])
+        box = _control(page, dash_sel, "prompt_lens").locator("input").last
+        for what, text, messages, lens in PROMPT_BOX_STEPS:
+            _settle(page)
+            before = page.evaluate("() => window.__hsComm")
+            if text is not None:
+                box.fill(text)
+            if what.endswith("Enter"):
+                box.press("Enter")
+            else:
+                page.locator(f"{dash_sel} .hs-summary").first.click()  # focus leaves the box
+            page.wait_for_function("(a) => document.querySelector(a[0]).innerText.includes(a[1])",
+                                   arg=[f"{dash_sel} .hs-summary", _expected_nb2(2, lens)],
+                                   timeout=UPDATE_S * 1000)
+            _settle(page)
+            assert page.evaluate("() => window.__hsComm") - before == messages, what
+    finally:
         context.close()
 
 
