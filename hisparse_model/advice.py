@@ -14,6 +14,14 @@ from collections.abc import Callable
 
 from .knobs import Knobs
 
+class SearchCapped(Exception):
+    """Raised by a ``crashes`` check whose budget for this knob is spent: its search ends there.
+
+    Not a ``ValueError`` (a value vLLM refuses, skipped): once the budget is spent no
+    later value can be checked, so the search stops instead of building the rest.
+    """
+
+
 SEARCH = {  # knob -> how far to look, in each direction
     "max_num_seqs": 512,
     "max_num_batched_tokens": 2048,
@@ -31,6 +39,8 @@ def _nearest(knobs: Knobs, name: str, start: int, crashes: Callable[[Knobs], boo
                     return value
             except ValueError:  # vLLM would refuse this value: not advice
                 continue
+            except SearchCapped:  # no budget left for this knob: no advice for it
+                return None
     return None
 
 

@@ -27,7 +27,7 @@ import functools
 
 import numpy as np
 
-from .advice import advise
+from .advice import SearchCapped, advise
 from .knobs import VLLM_VERSIONS, Knobs
 from .plan import Plan, default_max_num_batched_tokens, plan, refusal
 from .predict import Prediction, predict
@@ -299,14 +299,6 @@ def traffic_seqs_strip(knobs: Knobs, workload: Workload, max_seqs: int = TRAFFIC
         out["outcome"][s - 1], out["crash_step"][s - 1] = kind, step
         out["work"] += work
     return out
-
-
-class SearchCapped(ValueError):
-    """The advice's work cap for one knob is spent.
-
-    A ``ValueError`` on purpose: :func:`~hisparse_model.advice.advise` skips a
-    candidate value whose check raises one, so a spent cap ends that knob's search.
-    """
 
 
 def traffic_advice(knobs: Knobs, workload: Workload, plan_b: int, *,

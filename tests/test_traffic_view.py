@@ -17,7 +17,7 @@ import pytest
 
 from hisparse_model import Knobs
 from hisparse_model import chart_data as cd
-from hisparse_model.advice import advise
+from hisparse_model.advice import SEARCH, SearchCapped, advise
 from hisparse_model.cli import build_parser, knobs_from_args
 from hisparse_model.recordings import load_all, recorded_dir
 from hisparse_model.routing import swap_error
@@ -241,6 +241,32 @@ def test_advice_changes_each_avoid_the_crash_and_match_the_full_search():
     assert {"change": {"max_num_batched_tokens": 4}} == {"change": full[1]["change"]}
     assert found["capped"] == ["max_num_batched_tokens"]
     assert "max_num_batched_tokens" in dash.chart.value.split("not searched beyond")[1]
+
+
+# checks each knob may run -> crashes() calls advise() makes for S = 4, K = 0 on 0.31.0 when
+# every value crashes.  S and B have values on both sides: budget + 1 calls each (the last
+# finds the budget spent); K has 4 legal values (1..4; -1.. are refused before any check):
+# min(budget + 1, 4); the upgrade to 0.32.0 is checked once.  2 (b + 1) + min(b + 1, 4) + 1:
+@pytest.mark.parametrize(("budget", "calls"), [
+    (0, 4),  # 2 * 1 + 1 + 1
+    (1, 7),  # 2 * 2 + 2 + 1
+    (5, 17),  # 2 * 6 + 4 + 1
+])
+def test_a_spent_search_budget_ends_that_knobs_search(budget, calls):
+    """Once a knob's budget is spent, no further value of it is checked."""
+    knobs, checked, used = Knobs(max_num_seqs=4), [], {}
+
+    def crashes(changed: Knobs) -> bool:
+        checked.append(changed)
+        name = next((n for n in SEARCH if getattr(changed, n) != getattr(knobs, n)), None)
+        if name is not None:
+            used[name] = used.get(name, 0) + 1
+            if used[name] > budget:
+                raise SearchCapped(name)
+        return True  # every value crashes: only the budget ends a search
+
+    assert advise(knobs, crashes, 1280) == []
+    assert len(checked) == calls
 
 
 @pytest.mark.parametrize(("text", "title", "message"), [
