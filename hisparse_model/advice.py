@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from .knobs import Knobs
 
+
 class SearchCapped(Exception):
     """Raised by a ``crashes`` check whose budget for this knob is spent: its search ends there.
 
