@@ -194,6 +194,7 @@ ARM_JS = """(sel) => {
     const obs = new MutationObserver(() => {
       if (st.t0 !== null && st[key] === null && box.innerHTML !== before) {
         st[key] = performance.now();
+        st[key + '_source'] = box.dataset.source || null;
         painted(key + '_frame');
       }
     });
@@ -232,7 +233,8 @@ def _measure(page, dash_sel: str, act) -> dict:
     """Settle, arm, ``act()`` (one input), wait for the numbers (and the chart), return ms.
 
     ``label_ms`` / ``plot_ms``: input -> the numbers / the chart changed in the page;
-    ``label_frame_ms`` / ``plot_frame_ms``: input -> the end of the frame that shows them.
+    ``label_frame_ms`` / ``plot_frame_ms``: input -> the end of the frame that shows them;
+    ``label_from``: "ahead" (the page had the numbers before the move) or "kernel".
     """
     _settle(page)
     page.evaluate(ARM_JS, dash_sel)
@@ -244,10 +246,12 @@ def _measure(page, dash_sel: str, act) -> dict:
                                timeout=PLOT_WAIT_S * 1000, polling=POLL_MS)
     except playwright_sync.TimeoutError:
         pass  # this control does not change the chart
-    st = page.evaluate("(keys) => { const s = window.__hsLat; s.done(); const out = {t0: s.t0};"
-                       " for (const k of keys) out[k] = s[k]; return out; }", list(TIMES))
-    return {f"{key}_ms": None if st[key] is None else round(st[key] - st["t0"], 1)
-            for key in TIMES}
+    st = page.evaluate("(keys) => { const s = window.__hsLat; s.done(); const out = {t0: s.t0,"
+                       " source: s.label_source}; for (const k of keys) out[k] = s[k];"
+                       " return out; }", list(TIMES))
+    times = {f"{key}_ms": None if st[key] is None else round(st[key] - st["t0"], 1)
+             for key in TIMES}
+    return {**times, "label_from": st["source"]}
 
 
 KERNEL_IDLE_JS = """() => {

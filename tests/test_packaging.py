@@ -2,7 +2,7 @@
 
 An editable install (as the README's) reads files from the source tree, so a file missing
 from ``[tool.setuptools.package-data]`` only breaks a wheel install (``pip install .``):
-the prompt box's front end (``views/prompt_box.js``) or the model config would be absent.
+the widgets' front ends (``views/*.js``) or the model config would be absent.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ def _data_files() -> list[str]:
 # file the package reads at run time -> shipped by a package-data glob
 EXPECTED_DATA = [
     "data/dsv32-config.json",  # DeepSeek-V3.2's config, which the engine runs load (data/*.json)
-    "views/prompt_box.js",  # the prompt box's front end, read by anywidget (views/*.js)
+    "views/numbers_pane.js",  # the numbers pane's front end, read by anywidget (views/*.js)
+    "views/prompt_box.js",  # the prompt box's front end
 ]
 
 

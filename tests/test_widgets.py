@@ -7,6 +7,7 @@ from the arithmetic in the case tables, never read back from the widget code.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from html import escape
@@ -24,6 +25,7 @@ from hisparse_model.recordings import compare_recording, expected_log, load_all
 from hisparse_model.versions import RULES
 from hisparse_model.views import primer
 from hisparse_model.views import svg as plots
+from hisparse_model.views import traffic
 from hisparse_model.views.page import app_page
 from hisparse_model.views.primer import where_in_vllm
 
@@ -533,6 +535,73 @@ def test_a_browser_move_sends_the_numbers_first_and_no_echo(monkeypatch, moved):
     assert (slider.value, box.value, dash.labels["C"]) == (3, 3, "3")
     assert [(w, m) for w, m in sent if m not in ("update", "flush")] == []  # no echo_update
     assert [w for w, _ in sent] == [dash.numbers, "send_now", dash.chart, partner]
+
+
+# dashboard -> (moves one step away, screens ahead).  B = 1 is refused everywhere (B >= S = 2,
+# traffic: S = 4), so it is the one move left out; a prompt box has no move.
+AHEAD_CASES = [
+    ("off_by_one_dashboard", 4, 3),  # S 1, 3; K 1; B 1 (refused)
+    ("startup_dashboard", 13, 12),  # version 2 + backend 1 + S 2 + K 1 + B 1 + eager 1 + graphs 5
+    ("versions_dashboard", 8, 7),  # version 2 + backend 1 + routing 1 + S 2 + K 1 + B 1
+    ("traffic_dashboard", 20, 19),  # requests 2 + spacing 1 + max_tokens 2 + version 2 + routing 1
+    #                                 + backend 1 + S 2 + B 1 + K 1 + caching 1 + eager 1 + graphs 5
+    ("recordings_dashboard", 0, 0),  # one of 25 recordings (> MAX_CHOICES_AHEAD): none ahead
+]
+
+
+@pytest.mark.parametrize(("factory", "n_moves", "n_ahead"), AHEAD_CASES)
+def test_each_screen_ahead_is_what_that_move_shows(factory, n_moves, n_ahead):
+    """A screen ahead is, byte for byte, the numbers the kernel shows after that one move."""
+    dash = (getattr(widgets, factory, None) or getattr(traffic, factory))()
+    ahead = dash.screens_ahead()
+    tried = []
+    for name, c in dash.controls.items():
+        for synced in widgets.controls.moves(c):
+            key, before = dash.state_key(**{name: synced}), c.value
+            c.value = widgets.controls.value_at(c, synced)
+            assert dash.state_key() == key  # the page keys the state the same way
+            tried.append(key)
+            if key in ahead:
+                assert dash.numbers.value == ahead[key], (name, synced)
+            else:  # only a move the kernel answers with an error is left out
+                assert dash.error is not None, (name, synced)
+            c.value = before
+    assert (len(tried), len(ahead)) == (n_moves, n_ahead)
+    assert set(ahead) <= set(tried)
+
+
+def test_no_screens_ahead_while_an_error_is_shown():
+    """After an error the page waits for the kernel: nothing ahead would clear the message."""
+    dash = widgets.startup_dashboard()
+    dash.controls["prompt_lens"].value = "2, x"
+    assert dash.error is not None and dash.screens_ahead() == {}
+
+
+# a control's synced value -> its part of a state key, as the page's String(value) writes it
+STATE_PARTS = [(3, "3"), (0, "0"), (True, "true"), (False, "false"), (None, "null"),
+               ("FLASHMLA_SPARSE", "FLASHMLA_SPARSE"), ("2, 3, 200", "2, 3, 200")]
+
+
+@pytest.mark.parametrize(("value", "text"), STATE_PARTS)
+def test_state_key_parts_are_javascripts_strings(value, text):
+    """Python writes each value as JavaScript's String() does, so both sides key a state alike."""
+    assert widgets.numbers_pane.state_part(value) == text
+
+
+def test_the_kernel_sends_the_screens_ahead_once_idle():
+    """In a running loop: none right after an update, all of them once idle, anew per update."""
+    async def moves():
+        dash = widgets.off_by_one_dashboard(max_num_seqs=2)
+        assert dash.numbers.ahead == {}
+        await asyncio.sleep(widgets.dashboard.AHEAD_AFTER_S + 0.3)
+        first = dash.numbers.ahead
+        assert first and first == dash.screens_ahead()
+        dash.controls["max_num_seqs"].value = 3
+        assert dash.numbers.ahead == {}  # the old state's are withdrawn with the update
+        await asyncio.sleep(widgets.dashboard.AHEAD_AFTER_S + 0.3)
+        assert dash.numbers.ahead == dash.screens_ahead() != first
+
+    asyncio.run(moves())
 
 
 # (prompt_lens typed, pauses for the browser): only numbers followed by a chart are pushed out

@@ -4,6 +4,8 @@
 ``controls``           a control per knob, generated from ``knobs.knob_specs()``
 ``prompt_box``         the prompt_lens box: its value in one message (an anywidget)
 ``dashboard``          the shared update loop: controls -> model -> numbers, chart
+``numbers_pane``       the numbers, and those one move away, shown before the kernel answers
+``outbox``             numbers out of the kernel before the chart is computed
 ``off_by_one``         notebook 1: C, W and the one crashing batch size
 ``first_request``      notebook 2: start-up batches, prompts, the max_num_seqs strip
 ``fixes``              notebook 3: 0.31.0 / 0.32.0 / 0.33.0 side by side

@@ -26,6 +26,7 @@ UI_RANGE = {"max_num_seqs": (1, 256), "num_speculative_tokens": (0, 4),
             "max_num_batched_tokens": (0, 4096), "max_model_len": (16, 4096)}
 NOT_SET = "default"
 STYLE = {"description_width": "210px"}
+MAX_CHOICES_AHEAD = 8  # a selection with more options (a recording) gets no screens ahead
 WIDTH = "560px"
 
 
@@ -86,6 +87,29 @@ def number_box(slider: W.IntSlider) -> W.BoundedIntText:
     return box
 
 
+def synced_trait(control: W.Widget) -> str:
+    """The trait the page changes when a reader moves ``control``: a selection syncs its index."""
+    return "index" if control.has_trait("index") else "value"
+
+
+def moves(control: W.Widget) -> list:
+    """The values of :func:`synced_trait` one move away: a slider step, another choice, a flip."""
+    if isinstance(control, W.IntSlider):
+        return [v for v in (control.value - 1, control.value + 1)
+                if control.min <= v <= control.max]
+    if control.has_trait("index"):  # a list of recordings is read, not stepped through
+        n = len(control.options)
+        return [i for i in range(n) if i != control.index] if n <= MAX_CHOICES_AHEAD else []
+    if isinstance(control, W.Checkbox):
+        return [not control.value]
+    return []  # free text: nothing to guess
+
+
+def value_at(control: W.Widget, synced) -> object:
+    """The control's value when its synced trait is ``synced`` (options here are plain values)."""
+    return list(control.options)[synced] if control.has_trait("index") else synced
+
+
 def no_echo(control: W.Widget) -> None:
     """The kernel does not echo this control's value back to the browser that sent it.
 
@@ -95,8 +119,7 @@ def no_echo(control: W.Widget) -> None:
     ``_<trait>_metadata`` override is traitlets' per-object trait metadata, and
     ``echo_update=False`` is ipywidgets' switch for it (``FileUpload.value`` has it).
     """
-    trait = "index" if control.has_trait("index") else "value"  # a selection syncs its index
-    setattr(control, f"_{trait}_metadata", {"echo_update": False})
+    setattr(control, f"_{synced_trait(control)}_metadata", {"echo_update": False})
 
 
 def text_control(name: str, value: str, help_text: str) -> PromptBox:

@@ -9,7 +9,8 @@ A dashboard, drivable without a browser (set a control's ``.value``, read the re
 ``labels``           every number shown, as strings; ``labels["summary"]`` is a parseable digest
 ``plot_data``        the data behind the chart (from :mod:`hisparse_model.chart_data`)
 ``error``            the message shown instead of numbers, else None
-``numbers`` / ``chart`` / ``message``   the HTML widgets; ``widget`` the box to display
+``numbers``          the numbers (:class:`~hisparse_model.views.numbers_pane.NumbersPane`)
+``chart`` / ``message``   HTML widgets; ``widget`` the box to display
 
 Every control change calls :meth:`Dashboard.update`, which sends as few widget
 messages as it can before the numbers and the chart, since each one the browser
@@ -19,21 +20,29 @@ pushed out of the kernel, with time left to draw them
 (:attr:`Screen.plot`) is computed; then the chart, redrawn only when
 its data changed; last the number box that follows its slider (or the slider that
 follows its box).  The controls do not echo their own value back
-(:func:`~hisparse_model.views.controls.no_echo`).
+(:func:`~hisparse_model.views.controls.no_echo`).  Once the kernel is idle, the
+numbers of every state one move away follow (:meth:`Dashboard.screens_ahead`), so
+that the page can show a move's numbers before the kernel has heard of it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 import ipywidgets as W
 
 from ..knobs import Knobs
 from . import outbox
-from .controls import SPECS, PromptLensTypo, control_rows, knob_value, no_echo
+from .controls import (SPECS, PromptLensTypo, control_rows, knob_value, moves, no_echo,
+                       synced_trait, value_at)
+from .numbers_pane import NumbersPane, state_part
 from .tables import CSS, assumptions_html, esc, summary_html
+
+AHEAD_AFTER_S = 0.05  # after an update, the kernel idle this long: compute the screens ahead
 
 
 class Screen(NamedTuple):
@@ -58,8 +67,12 @@ class Dashboard:
         self.labels: dict[str, str] = {}
         self.plot_data: dict = {}
         self.error: str | None = None
+        # control -> value while screens_ahead() computes a screen, per thread: in a kernel it
+        # may run on the main thread while a browser's move is handled on another (a subshell)
+        self._trying = threading.local()
+        self._updates = 0  # updates so far: a scheduled screens_ahead() of an older one stops
         self.message = W.HTML()
-        self.numbers = W.HTML()
+        self.numbers = NumbersPane()
         self.numbers.add_class("hs-numbers-box")
         self.chart = W.HTML()
         self.chart.add_class("hs-chart-box")
@@ -75,6 +88,10 @@ class Dashboard:
         for name, box in self.number_boxes.items():
             no_echo(box)
             box.observe(functools.partial(self._on_box, name), names="value")
+        self.numbers.controls = (
+            [[c.model_id, synced_trait(c), ""] for c in controls.values()]
+            + [[box.model_id, "value", controls[name].model_id]
+               for name, box in self.number_boxes.items()])
         self.update()
 
     def _on_change(self, change) -> None:
@@ -93,9 +110,14 @@ class Dashboard:
             if box.value != self.controls[name].value:
                 box.value = self.controls[name].value
 
+    def value(self, name: str):
+        """The value of control ``name`` (or the one :meth:`screens_ahead` is trying)."""
+        trying = getattr(self._trying, "values", {})
+        return trying[name] if name in trying else self.controls[name].value
+
     def knobs(self, **fixed) -> Knobs:
         """The knobs the controls say, plus ``fixed`` ones."""
-        values = {n: knob_value(SPECS[n], c.value) for n, c in self.controls.items() if n in SPECS}
+        values = {n: knob_value(SPECS[n], self.value(n)) for n in self.controls if n in SPECS}
         return Knobs(**{**values, **fixed})
 
     def compute(self) -> Screen:
@@ -111,6 +133,60 @@ class Dashboard:
             outbox.send_now()
         self._show_plot(plot)
         self._sync_boxes()
+        self._updates += 1
+        self._plan_ahead()
+
+    def state_key(self, **synced) -> str:
+        """A state as the page keys it: each control's synced value, ``synced`` overriding."""
+        return "|".join(state_part(synced.get(n, getattr(c, synced_trait(c))))
+                        for n, c in self.controls.items())
+
+    def screens_ahead(self) -> dict[str, str]:
+        """The numbers of every state one move away, keyed by :meth:`state_key`."""
+        steps = self._ahead_steps()
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value
+
+    def _ahead_steps(self) -> Iterator[None]:
+        """:meth:`screens_ahead`, one screen per step (the kernel takes messages in between)."""
+        ahead: dict[str, str] = {}
+        if self.error is not None:  # the error stays until the kernel's next numbers
+            return ahead
+        for name, c in self.controls.items():
+            for synced in moves(c):
+                self._trying.values = {name: value_at(c, synced)}
+                try:
+                    ahead[self.state_key(**{name: synced})] = self._numbers_html(self.compute())
+                except Exception:  # noqa: BLE001  an error is the kernel's to show, never ahead
+                    pass
+                finally:
+                    self._trying.values = {}
+                yield
+        return ahead
+
+    def _plan_ahead(self) -> None:
+        """In a kernel: compute the screens ahead once it is idle, a screen per loop turn."""
+        self.numbers.ahead = {}  # those of the previous state: the page keeps what it needs
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not in a kernel: screens_ahead() on demand
+            return
+        update, steps = self._updates, self._ahead_steps()
+
+        def step() -> None:
+            if update != self._updates:  # a newer update plans its own
+                return
+            try:
+                next(steps)
+            except StopIteration as done:
+                self.numbers.ahead = done.value
+                return
+            loop.call_soon(step)
+
+        loop.call_later(AHEAD_AFTER_S, step)
 
     def _guarded(self, fn: Callable):
         """``(True, fn())``, or ``(False, None)`` with the error shown instead of numbers."""
@@ -133,8 +209,11 @@ class Dashboard:
         self.state, self.labels = screen.state, screen.labels
         self.last_prediction = screen.prediction
         self.message.value = ""
-        self.numbers.value = screen.html + summary_html(self.name, screen.labels["summary"])
+        self.numbers.value = self._numbers_html(screen)
         return screen.plot
+
+    def _numbers_html(self, screen: Screen) -> str:
+        return screen.html + summary_html(self.name, screen.labels["summary"])
 
     def _show_plot(self, plot: Callable[[], dict] | None) -> None:
         """The chart's data, and the chart redrawn when it changed."""

@@ -56,7 +56,7 @@ class RecordingsDashboard(Dashboard):
             return Screen({}, None, labels, "<div class='hs-note'>No recordings found in "
                           "tests/recorded/ (make some with <code>python -m hisparse_model live"
                           "</code> on a GPU).</div>", dict)
-        selected = self.controls["recording"].value
+        selected = self.value("recording")
         i = [r["name"] for r in self.rows].index(selected)
         row = self.rows[i]
         labels["selected"] = selected

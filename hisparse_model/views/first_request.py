@@ -103,7 +103,7 @@ class StartupDashboard(Dashboard):
 
     def compute(self) -> Screen:
         knobs = self.knobs(max_model_len=self.max_model_len)
-        lens = parse_prompt_lens(self.controls["prompt_lens"].value)
+        lens = parse_prompt_lens(self.value("prompt_lens"))
         pred = predict(knobs, lens)
         s, crash_b = pred.sizes, pred.startup_crash_batch
         prompts = ",".join(f"{p.n}:{prompt_word(p)}" for p in pred.prompts)

@@ -36,8 +36,8 @@ class VersionsDashboard(Dashboard):
     def compute(self) -> Screen:
         # the fix's routing is a 0.31.0 patch: the knobs are built as 0.31.0, then per version
         knobs = self.knobs(vllm_version="0.31.0", max_model_len=self.max_model_len)
-        selected = self.controls["vllm_version"].value
-        lens = parse_prompt_lens(self.controls["prompt_lens"].value)
+        selected = self.value("vllm_version")
+        lens = parse_prompt_lens(self.value("prompt_lens"))
         preds = cd.version_predictions(knobs, lens)
         pred = preds[selected]
         if isinstance(pred, str):

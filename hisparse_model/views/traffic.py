@@ -233,15 +233,15 @@ class TrafficDashboard(Dashboard):
 
     def workload(self) -> Workload:
         """The requests the controls describe: ``synthetic``, the prompt lengths cycled."""
-        c, lens = self.controls, parse_prompt_lens(self.controls["prompt_lens"].value)
+        lens = parse_prompt_lens(self.value("prompt_lens"))
         if not lens:
             raise PromptLensTypo("prompt_lens: give at least one prompt length")
-        return synthetic(c["requests"].value, lens, c["arrival_spacing"].value,
-                         c["max_tokens"].value)
+        return synthetic(self.value("requests"), lens, self.value("arrival_spacing"),
+                         self.value("max_tokens"))
 
     def compute(self) -> Screen:
         base = self.knobs(vllm_version="0.31.0", max_model_len=self.max_model_len)
-        knobs = cd.version_knobs(base, self.controls["vllm_version"].value)
+        knobs = cd.version_knobs(base, self.value("vllm_version"))
         work = self.workload()
         sched = simulate(knobs, work)
         p, crash = sched.plan, sched.crash
@@ -321,7 +321,7 @@ class WorkloadRecordingsDashboard(Dashboard):
         if not self.recordings:
             return Screen({}, None, labels, "<div class='hs-note'>No workload recordings.</div>",
                           dict)
-        i = self.names.index(self.controls["recording"].value)
+        i = self.names.index(self.value("recording"))
         rec, diffs = self.recordings[i], self.diffs[i]
         sched = simulate(recording_knobs(rec), Workload.from_json(rec["workload"]),
                          rec.get("accepted"))

@@ -1,0 +1,38 @@
+// The dashboard's numbers (numbers_pane.py).  The kernel sends the numbers it computed
+// (``value``) and, once idle, the numbers of every state one move away (``ahead``, keyed by
+// the state: every control's value as this page holds it).  When a control changes here,
+// the pane shows the state's numbers from ``ahead`` at once, if the kernel computed them,
+// and the kernel's own numbers when they arrive (the same HTML: a screen is a function of
+// the controls).  ``data-source`` says which one is shown: "ahead" or "kernel".
+async function render({ model, el }) {
+  let shown = null;
+  const draw = (html, source) => {
+    if (html === shown) return;
+    shown = html;
+    el.innerHTML = html;
+    el.dataset.source = source;
+  };
+  const spec = model.get("controls");  // [[model id, synced trait, id of the control it follows]]
+  const models = {};
+  await Promise.all(spec.map(async ([id]) => {
+    models[id] = await model.widget_manager.get_model(id);
+  }));
+  const state = (id, trait, follows) => {
+    // A number box's value is its slider's: the slider follows it once the kernel has it.
+    const over = follows ? { [follows]: models[id].get(trait) } : {};
+    return spec.filter(([, , f]) => !f)
+      .map(([cid, t]) => String(cid in over ? over[cid] : models[cid].get(t))).join("|");
+  };
+  const moved = (id, trait, follows) => () => queueMicrotask(() => {  // after the control sent
+    const html = (model.get("ahead") || {})[state(id, trait, follows)];
+    if (html !== undefined) draw(html, "ahead");
+  });
+  for (const [id, trait, follows] of spec) {
+    models[id].on(`change:${trait}`, moved(id, trait, follows), el);
+  }
+  model.on("change:value", () => draw(model.get("value"), "kernel"));
+  draw(model.get("value"), "kernel");
+  return () => { for (const id in models) models[id].off(null, null, el); };
+}
+
+export default { render };
