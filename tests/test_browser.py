@@ -493,6 +493,36 @@ def test_prompt_box_sends_its_value_in_one_message(lab, browser):
         context.close()
 
 
+# Notebook 1, max_num_seqs moved with the keyboard once the page holds the screens ahead:
+# (key, S after) -> the numbers are shown from the page's screens ahead, and are the model's.
+AHEAD_MOVES = [("ArrowLeft", 1), ("ArrowRight", 2), ("ArrowRight", 3)]  # 2 -> 1 -> 2 -> 3
+
+
+def test_numbers_ahead_are_shown_before_the_kernel_answers(lab, browser):
+    """A slider step shows the model's numbers from the page's screens ahead, then stays so."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    dash_sel = ".hs-dashboard-off_by_one"
+    pane = f"{dash_sel} .hs-numbers-box"
+    try:
+        _open_and_run(page, lab, "01_off_by_one", dash_sel, [])
+        handle = _control(page, dash_sel, "max_num_seqs").locator(".noUi-handle").first
+        for key, s in AHEAD_MOVES:
+            page.wait_for_function("(sel) => Number(document.querySelector(sel).dataset.ahead) > 0",
+                                   arg=pane, timeout=UPDATE_S * 1000)
+            _settle(page)
+            handle.press(key)
+            page.wait_for_function("(a) => document.querySelector(a[0]).innerText.includes(a[1])",
+                                   arg=[f"{dash_sel} .hs-summary", _expected_nb1(s)],
+                                   timeout=UPDATE_S * 1000)
+            assert page.locator(pane).get_attribute("data-source") == "ahead"
+            _settle(page)  # the kernel's numbers have come: the same HTML, nothing redrawn
+            assert page.locator(pane).get_attribute("data-source") == "ahead"
+            assert _expected_nb1(s) in _digest(page, dash_sel)
+    finally:
+        context.close()
+
+
 def test_app_serves_the_dashboards_and_stops_on_ctrl_c(browser, latency, tmp_path):
     """``python -m hisparse_model app``: max_num_seqs 2 -> 1 moves C, W and the crash marker; Ctrl-C exits 0."""
     os.makedirs(ARTIFACTS, exist_ok=True)

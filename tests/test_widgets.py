@@ -589,7 +589,7 @@ def test_state_key_parts_are_javascripts_strings(value, text):
 
 
 def test_the_kernel_sends_the_screens_ahead_once_idle():
-    """In a running loop: none right after an update, all of them once idle, anew per update."""
+    """In a running loop: all of them once idle, anew per update, none while an error shows."""
     async def moves():
         dash = widgets.off_by_one_dashboard(max_num_seqs=2)
         assert dash.numbers.ahead == {}
@@ -597,9 +597,11 @@ def test_the_kernel_sends_the_screens_ahead_once_idle():
         first = dash.numbers.ahead
         assert first and first == dash.screens_ahead()
         dash.controls["max_num_seqs"].value = 3
-        assert dash.numbers.ahead == {}  # the old state's are withdrawn with the update
+        assert dash.numbers.ahead == first  # still right (S = 2 is one of them) until replaced
         await asyncio.sleep(widgets.dashboard.AHEAD_AFTER_S + 0.3)
         assert dash.numbers.ahead == dash.screens_ahead() != first
+        dash.controls["max_num_batched_tokens"].value = 1  # refused: B = 1 < S = 3
+        assert dash.error is not None and dash.numbers.ahead == {}  # withdrawn at once
 
     asyncio.run(moves())
 

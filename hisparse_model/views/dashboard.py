@@ -168,8 +168,15 @@ class Dashboard:
         return ahead
 
     def _plan_ahead(self) -> None:
-        """In a kernel: compute the screens ahead once it is idle, a screen per loop turn."""
-        self.numbers.ahead = {}  # those of the previous state: the page keeps what it needs
+        """In a kernel: compute the screens ahead once it is idle, a screen per loop turn.
+
+        The page keeps the previous state's screens until then: a screen is a function of
+        the controls, so each stays right (moving back, say).  An error is the exception:
+        it stays on screen until the kernel's next numbers, so none are kept with it.
+        """
+        if self.error is not None:
+            self.numbers.ahead = {}
+            return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # not in a kernel: screens_ahead() on demand

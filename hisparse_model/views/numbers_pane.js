@@ -3,7 +3,8 @@
 // the state: every control's value as this page holds it).  When a control changes here,
 // the pane shows the state's numbers from ``ahead`` at once, if the kernel computed them,
 // and the kernel's own numbers when they arrive (the same HTML: a screen is a function of
-// the controls).  ``data-source`` says which one is shown: "ahead" or "kernel".
+// the controls).  ``data-source`` says which one is shown: "ahead" or "kernel";
+// ``data-ahead`` how many screens the page holds.
 async function render({ model, el }) {
   let shown = null;
   const draw = (html, source) => {
@@ -30,8 +31,11 @@ async function render({ model, el }) {
   for (const [id, trait, follows] of spec) {
     models[id].on(`change:${trait}`, moved(id, trait, follows), el);
   }
+  const count = () => { el.dataset.ahead = Object.keys(model.get("ahead") || {}).length; };
+  model.on("change:ahead", count);
   model.on("change:value", () => draw(model.get("value"), "kernel"));
   draw(model.get("value"), "kernel");
+  count();
   return () => { for (const id in models) models[id].off(null, null, el); };
 }
 
