@@ -1,6 +1,6 @@
 // The dashboard's numbers (numbers_pane.py).  The kernel sends the numbers it computed
-// (``value``) and, once idle, the numbers of every state one move away (``ahead``, keyed by
-// the state: every control's value as this page holds it).  When a control changes here,
+// (``value``) and, once idle, the numbers of every state one move away (``ahead_blob``, with
+// ``ahead_index`` keyed by the state: every control's value as this page holds it).  When a control changes here,
 // the pane shows the state's numbers from ``ahead`` at once, if the kernel computed them,
 // and the kernel's own numbers when they arrive (the same HTML: a screen is a function of
 // the controls).  ``data-source`` says which one is shown: "ahead" or "kernel";
@@ -24,15 +24,22 @@ async function render({ model, el }) {
     return spec.filter(([, , f]) => !f)
       .map(([cid, t]) => String(cid in over ? over[cid] : models[cid].get(t))).join("|");
   };
+  const utf8 = new TextDecoder();
+  const ahead = (key) => {  // the screen of state ``key`` from the blob, or undefined
+    const at = (model.get("ahead_index") || {})[key];
+    const blob = model.get("ahead_blob");
+    if (!at || !blob) return undefined;
+    return utf8.decode(new Uint8Array(blob.buffer, blob.byteOffset + at[0], at[1] - at[0]));
+  };
   const moved = (id, trait, follows) => () => queueMicrotask(() => {  // after the control sent
-    const html = (model.get("ahead") || {})[state(id, trait, follows)];
+    const html = ahead(state(id, trait, follows));
     if (html !== undefined) draw(html, "ahead");
   });
   for (const [id, trait, follows] of spec) {
     models[id].on(`change:${trait}`, moved(id, trait, follows), el);
   }
-  const count = () => { el.dataset.ahead = Object.keys(model.get("ahead") || {}).length; };
-  model.on("change:ahead", count);
+  const count = () => { el.dataset.ahead = Object.keys(model.get("ahead_index") || {}).length; };
+  model.on("change:ahead_index", count);
   model.on("change:value", () => draw(model.get("value"), "kernel"));
   draw(model.get("value"), "kernel");
   count();

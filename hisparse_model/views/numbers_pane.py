@@ -21,13 +21,36 @@ import traitlets
 
 
 class NumbersPane(anywidget.AnyWidget):
-    """``value``: the HTML shown; ``ahead``: state key -> HTML; ``controls``: what keys a state."""
+    """``value``: the HTML shown; ``ahead``: state key -> HTML; ``controls``: what keys a state.
+
+    The screens ahead travel as one binary buffer (``ahead_blob``, their UTF-8 HTML one
+    after another) and an index (``ahead_index``: state key -> [start, end) in bytes), so
+    the page decodes only the screen a move needs instead of parsing every one as a
+    string on each update (tens of KB of garbage per update in the page).
+    """
 
     _esm = Path(__file__).with_name("numbers_pane.js")
     value = traitlets.Unicode("").tag(sync=True)
-    ahead = traitlets.Dict().tag(sync=True)
+    ahead_index = traitlets.Dict().tag(sync=True)
+    ahead_blob = traitlets.Bytes(b"").tag(sync=True)
     # [[model id, synced trait, model id of the slider a number box follows, or ""]]
     controls = traitlets.List().tag(sync=True)
+
+    @property
+    def ahead(self) -> dict[str, str]:
+        """The screens ahead the page holds: state key -> HTML."""
+        return {k: self.ahead_blob[a:b].decode() for k, (a, b) in self.ahead_index.items()}
+
+    @ahead.setter
+    def ahead(self, screens: dict[str, str]) -> None:
+        index, parts, at = {}, [], 0
+        for key, html in screens.items():
+            data = html.encode()
+            index[key], at = [at, at + len(data)], at + len(data)
+            parts.append(data)
+        with self.hold_sync():  # one message
+            self.ahead_blob = b"".join(parts)
+            self.ahead_index = index
 
 
 def state_part(value) -> str:
