@@ -12,8 +12,9 @@ the dashboard's numbers in the page (``label_ms``) and of its chart
 prompt lengths under the max_num_seqs strip), and to the end of the frame that
 shows each (``label_frame_ms``, ``plot_frame_ms``), and whether the page had the numbers
 ahead of the move or waited for the kernel (``label_from``), into
-``test-artifacts/latency.json`` (``python -m hisparse_model.bench`` reports it).  Times are recorded, never
-asserted: the test fails only when a control does not update the numbers at all.
+``test-artifacts/latency.json`` (``python -m hisparse_model.bench`` reports it).  Times are
+recorded, never asserted: the test fails only when a control does not update the numbers at
+all.
 The app test serves ``python -m hisparse_model app`` and moves max_num_seqs the
 same way, then stops it with Ctrl-C (SIGINT).  Screenshots go to
 ``test-artifacts/browser/``.

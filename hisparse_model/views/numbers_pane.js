@@ -1,7 +1,7 @@
 // The dashboard's numbers (numbers_pane.py).  The kernel sends the numbers it computed
-// (``value``) and, once idle, the numbers of every state one move away (``ahead_blob``, with
-// ``ahead_index`` keyed by the state: every control's value as this page holds it).  When a control changes here,
-// the pane shows the state's numbers from ``ahead`` at once, if the kernel computed them,
+// (``value``) and, once idle, the numbers of every state one move away (``ahead_blob``,
+// with ``ahead_index`` keyed by the state: every control's value as this page holds it).
+// When a control changes here, the pane shows the state's numbers at once, if it holds them,
 // and the kernel's own numbers when they arrive (the same HTML: a screen is a function of
 // the controls).  ``data-source`` says which one is shown: "ahead" or "kernel";
 // ``data-ahead`` how many screens the page holds.
