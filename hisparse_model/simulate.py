@@ -106,7 +106,12 @@ def scheduler_config(knobs: Knobs, p: Plan) -> SchedulerConfig:
 
 
 def simulate(knobs: Knobs, workload: Workload, accepted=None) -> Schedule:
-    """Start-up, then every engine step of ``workload`` until it finishes or crashes."""
+    """Start-up, then every engine step of ``workload`` until it finishes or crashes
+    (``data_parallel_size`` > 1: ``data_parallel.simulate_dp``, one scheduler per rank)."""
+    if knobs.data_parallel_size > 1:
+        from .data_parallel import simulate_dp
+
+        return simulate_dp(knobs, workload, accepted)
     p = plan(knobs)
     workload.validate(knobs.max_model_len)
     short = serving_shortfall(knobs, [(r.prompt_len, r.max_tokens) for r in workload.requests],
