@@ -148,23 +148,36 @@ def assign_ranks(workload: Workload, dp: int) -> list[int]:
     return ranks
 
 
-def _wants(p: Plan, st, q: int) -> tuple:
-    """(tokens, requests, uniform length or None, dispatch) a rank brings to the sync."""
-    if st is None:  # a dummy batch: one request of q tokens, uniform by construction
-        return q, 1, q, graph(p, q, 1, q)
-    qlens = st.runner_query_lens()
-    n, top = sum(qlens), max(qlens)
+class RankBatch(NamedTuple):
+    """What the DP sync needs of a rank's scheduled batch."""
+
+    query_lens: tuple  # in the runner's order
+    decode_graph_eligible: bool  # every request decodes (or extends its prompt by one token)
+    resident: bool  # all_context_pages_resident
+
+
+def rank_batch(st) -> RankBatch:
+    """A scheduler step as the DP sync sees it."""
     eligible = all(kind != "prefill" or (st.scheduled[r] - st.spec.get(r, 0) == 1
                                          and st.num_computed_before[r] > 0)
                    for r, kind in st.kinds.items())
-    uniform = top if eligible and n == len(qlens) * top else None
+    return RankBatch(tuple(st.runner_query_lens()), eligible, st.resident)
+
+
+def _wants(p: Plan, b: RankBatch | None, q: int) -> tuple:
+    """(tokens, requests, uniform length or None, dispatch) a rank brings to the sync."""
+    if b is None:  # a dummy batch: one request of q tokens, uniform by construction
+        return q, 1, q, graph(p, q, 1, q)
+    qlens = b.query_lens
+    n, longest = sum(qlens), max(qlens)
+    uniform = longest if b.decode_graph_eligible and n == len(qlens) * longest else None
     return n, len(qlens), uniform, graph(p, n, len(qlens), uniform)
 
 
 def sync_step(p: Plan, batches: list, resident: list[bool]) -> tuple[str, list[tuple]]:
-    """The DP sync of one engine step: ``batches[r]`` is rank r's scheduler step or None
-    (a dummy); returns (agreed mode, per rank (mode, padded, dummy query lengths or None,
-    routed, route, error))."""
+    """The DP sync of one engine step: ``batches[r]`` is rank r's :class:`RankBatch` or None
+    (a dummy; ``resident[r]`` its residency); returns (agreed mode, per rank (mode, padded,
+    dummy query lengths or None, routed, route, error))."""
     q = p.max_decode_query_len
     wants = [_wants(p, st, q) for st in batches]
     agreed = min((w[3][0] for w in wants), key=MODE_ORDER.__getitem__)
@@ -186,8 +199,7 @@ def sync_step(p: Plan, batches: list, resident: list[bool]) -> tuple[str, list[t
         if mode == "FULL":  # a replay routes nothing anew
             out.append((mode, padded, None, 0, None, None))
             continue
-        qlens = st.runner_query_lens()
-        dec = decode_tokens(qlens, q, uniform_backend)
+        dec = decode_tokens(list(st.query_lens), q, uniform_backend)
         out.append((mode, padded, None, *routed_path(p, n, dec, st.resident)))
     return agreed, out
 
@@ -223,7 +235,7 @@ def simulate_dp(knobs: Knobs, workload: Workload, accepted=None) -> DPSchedule:
     resident = [True] * dp  # all_context_pages_resident before any real step
     for i in sorted(set().union(*per_rank)):
         batches = [steps.get(i) for steps in per_rank]
-        agreed, results = sync_step(p, batches, resident)
+        agreed, results = sync_step(p, [st and rank_batch(st) for st in batches], resident)
         row = []
         for rank, (st, res) in enumerate(zip(batches, results)):
             mode, padded, shape, routed, route, error = res
