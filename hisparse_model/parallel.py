@@ -44,7 +44,8 @@ def parallel_config_refusal(knobs) -> str | None:
 def vllm_config_refusal(knobs) -> str | None:
     """``VllmConfig``'s parallel checks, in its order: heads over TP, then HiSparse's two."""
     tp = knobs.tensor_parallel_size
-    if ATTENTION_HEADS % tp:  # vllm/config/model.py:1504-1509 `must be divisible by tensor parallel size`
+    # vllm/config/model.py:1504-1509 `must be divisible by tensor parallel size`
+    if ATTENTION_HEADS % tp:
         return (f"tensor_parallel_size: Total number of attention heads ({ATTENTION_HEADS}) "
                 f"must be divisible by tensor parallel size ({tp}).")
     if knobs.pipeline_parallel_size > 1:

@@ -83,8 +83,9 @@ def workload(version: str, seed: int = 20261201) -> tuple[list, list]:
 def _payload(plans, pairs) -> dict:
     return {"configs": [{"max_num_seqs": p.knobs.max_num_seqs, "cudagraph_mode": p.cudagraph_mode,
                          "capture_sizes": list(p.capture_sizes)} for p in plans],
-            "pairs": [[i, *[None if b is None else {"query_lens": list(b.query_lens),
-                                                    "decode_graph_eligible": b.decode_graph_eligible}
+            "pairs": [[i, *[None if b is None else
+                            {"query_lens": list(b.query_lens),
+                             "decode_graph_eligible": b.decode_graph_eligible}
                             for b in pair]] for i, pair in pairs]}
 
 
@@ -146,7 +147,7 @@ def test_dp_sync_matches_vllm(driver_runs, version):
 
 
 def test_a_model_padding_to_the_smallest_count_fails(driver_runs, monkeypatch):
-    """Mutation: pad every rank to the smallest rank's count instead of the largest; vLLM disagrees."""
+    """Mutation: pad every rank to the smallest count instead of the largest; vLLM disagrees."""
     plans, pairs, out = driver_runs["0.31.0"]
     monkeypatch.setattr(data_parallel, "max", min, raising=False)
     assert disagreements(plans, pairs, out["results"])
