@@ -32,6 +32,11 @@ so ``all_context_pages_resident`` keeps what the rank's last real step set
 before any.  On 0.31.0 a dummy padded to C + 1 therefore dies on a rank that
 scheduled nothing.
 
+Each rank's scheduler is the single-GPU one: the DP engine core throttles prefills
+only when ``prefill_schedule_interval`` > 1 (vllm/v1/engine/core.py:2244-2248
+`self.step_counter % self.prefill_schedule_interval != 0`), default 1
+(vllm/config/scheduler.py:204 `prefill_schedule_interval: int = Field(default=1, ge=1)`).
+
 Listed: every iteration in which some rank runs a real batch.  Iterations where
 every rank runs a dummy (all wait for outputs) route at most q <= C tokens each
 and are left out.  Start-up is the same on every rank (same knobs, same
@@ -45,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .batches import spread
-from .dispatch import graph
+from .dispatch import decode_graph_eligible, graph
 from .knobs import Knobs
 from .kv_pool import serving_shortfall
 from .parallel import error_surface, split_requests
@@ -158,10 +163,7 @@ class RankBatch(NamedTuple):
 
 def rank_batch(st) -> RankBatch:
     """A scheduler step as the DP sync sees it."""
-    eligible = all(kind != "prefill" or (st.scheduled[r] - st.spec.get(r, 0) == 1
-                                         and st.num_computed_before[r] > 0)
-                   for r, kind in st.kinds.items())
-    return RankBatch(tuple(st.runner_query_lens()), eligible, st.resident)
+    return RankBatch(tuple(st.runner_query_lens()), decode_graph_eligible(st), st.resident)
 
 
 def _wants(p: Plan, b: RankBatch | None, q: int) -> tuple:
