@@ -253,7 +253,7 @@ def simulate_dp(knobs: Knobs, workload: Workload, accepted=None) -> DPSchedule:
             out.finished += [local[r] for r in st.finished]
         out.steps.append(DPStep(i, agreed, tuple(row)))
         if any(r.error for r in row):
-            break  # the engine of that rank is dead; the others hang in the next collective
+            break  # that rank is dead; what the others do next is not modelled
     return out
 
 

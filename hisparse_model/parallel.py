@@ -8,7 +8,10 @@ The tiny model's 8 attention heads must split evenly over the TP ranks
 (vllm/config/model.py:1504-1509 `must be divisible by tensor parallel size`), and
 DCP reuses the TP ranks (vllm/config/parallel.py:567-570 `must be divisible by dcp_size`).
 
-Tensor parallelism sizes nothing HiSparse uses differently: C and W are read
+Tensor parallelism sizes nothing HiSparse uses differently: the capture sizes are
+filtered by TP only under sequence parallelism, off by default
+(vllm/config/vllm.py:307 `"enable_sp": IS_DENSE`, vllm/config/vllm.py:147 `IS_DENSE = False`;
+0.32.0 and 0.33.0 have no such filter); C and W are read
 from the global scheduler config on every rank (vllm/v1/hisparse/runtime.py:51-57
 `def _get_max_swap_rows`, vllm/v1/attention/backends/mla/index_group.py:393-398
 `def get_sparse_mla_index_group_max_rows`), every worker runs the same scheduler
@@ -76,16 +79,18 @@ def error_surface(knobs, error: str | None) -> dict | None:
     dies and the caller gets ``EngineDeadError``
     (vllm/v1/engine/core_client.py:550-552 `raise EngineDeadError()`) whose text
     names no cause (vllm/v1/engine/exceptions.py:16 `ENGINE_DEAD_MESSAGE`).  The
-    HiSparse text is in the log: under TP > 1 each worker process raises it and
-    the executor wraps it (:func:`worker_failed`); under TP = 1 the engine core
-    raises it itself.  With ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` and TP = 1 (how
+    HiSparse text is in the log: under TP > 1 every worker process raises it and
+    logs its traceback (vllm/v1/executor/multiproc_executor.py:1058 `WorkerProc hit an exception.`),
+    and the executor raises the first reply's wrap (:func:`worker_failed`); under
+    TP = 1 the engine core raises it itself.  ``log`` lists each text once;
+    ``workers``: how many worker tracebacks hold the error.  With ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` and TP = 1 (how
     the committed recordings run) the ValueError reaches the caller as is.
     """
     if error is None:
         return None
     tp = knobs.tensor_parallel_size
     log = [error] if tp == 1 else [error, worker_failed(error)]
-    return {"caller": ENGINE_DEAD, "log": log,
+    return {"caller": ENGINE_DEAD, "log": log, "workers": tp,
             "in_process_caller": error if tp == 1 else None}
 
 

@@ -41,9 +41,11 @@ def surface_lines(knobs, error: str | None) -> list[str]:
     surface = error_surface(knobs, error)
     if surface is None or knobs.tensor_parallel_size == 1:
         return []
-    return ([f"TP={knobs.tensor_parallel_size}: the same on every rank; the caller sees "
-             f"{surface['caller']}", "  the log holds (each worker):"]
-            + [f"    {line}" for line in surface["log"]])
+    error_line, wrapped = surface["log"]
+    return [f"TP={knobs.tensor_parallel_size}: the same on every rank; the caller sees "
+            f"{surface['caller']}",
+            f"  the log holds, in each of the {surface['workers']} workers' tracebacks:",
+            f"    {error_line}", "  and from the engine core:", f"    {wrapped}"]
 
 
 def _batch_line(b, count: int = 1) -> str:

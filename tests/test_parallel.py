@@ -89,7 +89,7 @@ def test_tp_error_surface():
     two = error_surface(Knobs(tensor_parallel_size=2), err)
     assert two == {"caller": "EngineDeadError: EngineCore encountered an issue. See stack "
                              "trace (above) for the root cause.",
-                   "log": [err, wrapped], "in_process_caller": None}
+                   "log": [err, wrapped], "workers": 2, "in_process_caller": None}
     one = error_surface(Knobs(), err)
     assert one["log"] == [err] and one["in_process_caller"] == err
     assert error_surface(Knobs(), None) is None
@@ -217,3 +217,48 @@ def test_cli_predict_tp_and_bad_layouts():
                              capture_output=True, text=True, timeout=60)
         assert bad.returncode == 2 and bad.stdout == ""
         assert bad.stderr.count("\n") == 1 and first in bad.stderr
+
+
+def _mixed(s: int, late: dict) -> list[dict]:
+    """Rank 0: 2 tokens at step 0, s tokens at step 2 (step 2 = 1 decode + s prefill)."""
+    return [{"prompt_len": 2, "dp_rank": 0}, {"prompt_len": s, "dp_rank": 0, "arrival_step": 2},
+            {"prompt_len": 2, "dp_rank": 1, **late}]
+
+
+@pytest.mark.parametrize("requests, knobs, crash", [
+    # S = 3: 1 + 3 = 4 = C + 1, a capture size: idle rank 1's dummy routes 4
+    (_mixed(3, {"arrival_step": 30}), {"max_num_seqs": 3}, (2, 1, False, 4)),
+    # S = 7: captures 1, 2, 4, 7, 8; 1 + 7 = 8 = C + 1
+    (_mixed(7, {"arrival_step": 30}), {"max_num_seqs": 7}, (2, 1, False, 8)),
+    # rank 1 idle because its one-token request finished at step 0
+    (_mixed(3, {"max_tokens": 1}), {"max_num_seqs": 3}, (2, 1, False, 4)),
+    # without dp_rank: 3 requests split [0, 0, 1], the same schedule
+    ([{k: v for k, v in r.items() if k != "dp_rank"} for r in _mixed(3, {"arrival_step": 30})],
+     {"max_num_seqs": 3}, (2, 1, False, 4)),
+    # TP = 2 on each DP rank: the same
+    (_mixed(3, {"arrival_step": 30}), {"max_num_seqs": 3, "tensor_parallel_size": 2},
+     (2, 1, False, 4)),
+    # rank 0's own 4-token prefill: it dies as on one GPU (rank 1's dummy of 4 too)
+    ([{"prompt_len": 4, "dp_rank": 0}, {"prompt_len": 2, "dp_rank": 1, "arrival_step": 30}],
+     {"max_num_seqs": 3}, (0, 0, True, 4)),
+    # eager: the dummy runs its own q = 1 token, a decode
+    (_mixed(3, {"arrival_step": 30}), {"max_num_seqs": 3, "enforce_eager": True}, None),
+    # FLASHMLA_SPARSE hands only decode tokens over: a one-request prefill dummy routes none
+    (_mixed(3, {"arrival_step": 30}), {"max_num_seqs": 3, "attention_backend": "FLASHMLA_SPARSE"},
+     None),
+    # no PIECEWISE graphs: rank 0's mixed step is eager, so is the dummy (1 token)
+    (_mixed(3, {"arrival_step": 30}), {"max_num_seqs": 3, "cudagraph_mode": "FULL_DECODE_ONLY"},
+     None),
+    # S = 4: 1 + 4 = 5 pads to 8 > W = 5: all-resident
+    (_mixed(4, {"arrival_step": 30}), {"max_num_seqs": 4}, None),
+])
+def test_dp_scenarios_on_0_31_0(requests, knobs, crash):
+    """The DP = 2 scenarios the next issue records live: (step, rank, scheduled, stop) or None."""
+    sched = simulate(Knobs(data_parallel_size=2, **knobs), Workload.from_json(requests))
+    got = sched.crash
+    if crash is None:
+        assert got is None
+        return
+    step, rank, scheduled, stop = crash
+    assert got == {"step": step, "rank": rank, "scheduled": scheduled,
+                   "error": ERR.format(stop, knobs["max_num_seqs"])}
