@@ -204,6 +204,15 @@ def test_cli_simulate_dp_json(tmp_path):
     assert {"max_num_seqs": 4} in [a["change"] for a in got["advice"]]
 
 
+def test_cli_live_refuses_parallel_layouts(tmp_path):
+    """live records one GPU: -tp 2 is one line, exit 2, before any GPU probe."""
+    out = subprocess.run([*CMD, "live", "-tp", "2", "--max-num-seqs", "2", "--out",
+                          str(tmp_path / "r.json")], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert "tensor_parallel_size, data_parallel_size: the live runner records one GPU" in out.stderr
+    assert not (tmp_path / "r.json").exists()
+
+
 def test_cli_predict_tp_and_bad_layouts():
     """predict -tp 2 shows the TP error surface; -dp and refused layouts exit 2 with one line."""
     out = subprocess.run([*CMD, "predict", "-tp", "2", "--max-num-seqs", "3", "--prompt-lens",
