@@ -132,6 +132,7 @@ def measure() -> dict:
         "sweep_100k_s": round(time_sweep(), 4),
     }
     out.update(_simulate_figures())
+    out["simulate_dp8_10k_s"] = round(time_simulate_dp(), 3)
     out["browser_latency_ms"] = browser_latency()
     return out
 
@@ -160,6 +161,18 @@ def _simulate_figures(n: int = 10_000, version: str = "0.31.0") -> dict:
             "simulate_ratio": None if vllm_s is None else round(vllm_s / sim_s, 1)}
 
 
+def time_simulate_dp(n: int = 10_000, dp: int = 8) -> float:
+    """Seconds to simulate an n-request workload split over ``dp`` data-parallel ranks."""
+    from .simulate import simulate
+    from .workload import synthetic
+
+    knobs = Knobs(max_num_seqs=64, max_num_batched_tokens=2048, data_parallel_size=dp)
+    work = synthetic(n, prompt_lens=(5, 17, 64, 130, 200), spacing=0)
+    t0 = time.perf_counter()
+    simulate(knobs, work)
+    return time.perf_counter() - t0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     res = measure()
@@ -175,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"vLLM's own config path:    {res['vllm_config_path_us']:9.1f} µs per config")
         print(f"ratio vLLM / cold predict: {res['ratio_cold']:9d} x  (target >= 1000x)")
-    for key in ("simulate_10k_s", "vllm_scheduler_10k_s", "simulate_ratio"):
+    for key in ("simulate_10k_s", "vllm_scheduler_10k_s", "simulate_ratio",
+                "simulate_dp8_10k_s"):
         if key in res:
             print(f"{key + ':':<27}{res[key]}")
     lat = res["browser_latency_ms"]

@@ -20,6 +20,8 @@ EXIT_OK, EXIT_CRASH, EXIT_BAD_INPUT, EXIT_UNAVAILABLE = 0, 1, 2, 3
 # Knobs whose flag is not the knob's own name, per command.
 _OWN_FLAGS = {"predict": {"vllm_version": "--vllm"},
               "live": {"vllm_version": None, "routing": "--vllm-mode"}}
+# vLLM's own short flags (vllm serve -tp / -dp), added next to the long ones.
+_SHORT_FLAGS = {"tensor_parallel_size": "-tp", "data_parallel_size": "-dp"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -65,7 +67,8 @@ def add_knob_args(p: argparse.ArgumentParser, command: str) -> None:
         elif spec.kind is bool:
             p.add_argument(flag, dest=spec.name, action="store_true", help=help_text)
         else:
-            p.add_argument(flag, dest=spec.name, type=_typed(spec.name, spec.kind),
+            flags = (flag, _SHORT_FLAGS[spec.name]) if spec.name in _SHORT_FLAGS else (flag,)
+            p.add_argument(*flags, dest=spec.name, type=_typed(spec.name, spec.kind),
                            default=default, metavar=spec.name.upper() if not spec.choices
                            else "{" + ",".join(spec.choices) + "}", help=help_text)
 
@@ -129,6 +132,9 @@ def _predict(args) -> int:
     from .report import format_table, to_cli_json
 
     knobs = knobs_from_args(args)
+    if knobs.data_parallel_size > 1:
+        raise ValueError("data_parallel_size: each DP rank serves its own requests; give "
+                         "them as a workload: simulate -dp N --workload FILE.json")
     pred = predict(knobs, args.prompt_lens)
     return _answer(args, knobs, pred, pred.crashes, prediction_crashes(args.prompt_lens),
                    to_cli_json, format_table)
@@ -158,6 +164,9 @@ def _simulate(args) -> int:
     def crashes(k: Knobs) -> bool:
         return simulate(k, work, args.accepted).crash is not None
 
+    if knobs.data_parallel_size > 1:  # one scheduler per rank (data_parallel.py)
+        from .data_parallel import dp_schedule_json as schedule_json
+        from .data_parallel import format_dp_schedule as format_schedule
     return _answer(args, knobs, sched, sched.crash is not None, crashes, schedule_json,
                    format_schedule)
 
@@ -179,7 +188,10 @@ def _live(args) -> int:
     if entries is None:
         if not args.out:
             raise ValueError("--out FILE.json is required (or --sweep FILE)")
-        knobs_from_args(args)  # bad knobs exit 2 before any GPU probe
+        parallel = knobs_from_args(args)  # bad knobs exit 2 before any GPU probe
+        if parallel.tensor_parallel_size * parallel.data_parallel_size > 1:
+            raise ValueError("tensor_parallel_size, data_parallel_size: the live runner "
+                             "records one GPU (1 and 1)")
         if args.workload:
             from .workload import load_workload
 

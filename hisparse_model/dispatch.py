@@ -30,6 +30,14 @@ class Dispatch(NamedTuple):
     padded: int  # tokens the forward runs, padding included
 
 
+def decode_graph_eligible(step) -> bool:
+    """Whether a scheduler step may replay a FULL decode graph: every request decodes, or
+    extends its prompt by one token over existing context (drafts aside)."""
+    return all(kind != "prefill" or (step.scheduled[r] - step.spec.get(r, 0) == 1
+                                     and step.num_computed_before[r] > 0)
+               for r, kind in step.kinds.items())
+
+
 def dispatch(plan: Plan, num_tokens: int, num_reqs: int, max_query_len: int,
              decode_graph_eligible: bool) -> Dispatch:
     """The descriptor a step of ``num_tokens`` over ``num_reqs`` requests replays."""

@@ -28,6 +28,7 @@ CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PI
 # DeepSeek-V3.2's longest context as vLLM derives it from the model config
 # (max_position_embeddings 163840, no rope-scaling growth).
 MODEL_MAX_LEN = 163_840
+MAX_GPUS = 8  # one H200 host: the largest tensor / data / pipeline parallel size offered
 
 
 class KnobSpec(NamedTuple):
@@ -87,6 +88,18 @@ class Knobs:
     num_gpu_blocks_override: int | None = _knob(
         None, "KV-cache blocks on the GPU; default: what memory profiling leaves",
         kind=int, minimum=1, optional=True)
+    # Parallelism (vLLM's names; parallel.py models what each one changes).
+    # max_num_seqs, B and the KV pool are per data-parallel rank.
+    tensor_parallel_size: int = _knob(
+        1, "GPUs per engine (-tp); C, W and the routing are the same on every rank",
+        minimum=1, maximum=MAX_GPUS)
+    data_parallel_size: int = _knob(
+        1, "engines side by side (-dp), one scheduler each; a workload question (simulate)",
+        minimum=1, maximum=MAX_GPUS)
+    pipeline_parallel_size: int = _knob(1, "pipeline stages (HiSparse refuses > 1)",
+                                        minimum=1, maximum=MAX_GPUS)
+    decode_context_parallel_size: int = _knob(
+        1, "decode context parallel ranks (HiSparse refuses > 1)", minimum=1, maximum=MAX_GPUS)
 
     def __post_init__(self) -> None:
         for spec in knob_specs():

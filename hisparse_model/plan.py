@@ -2,7 +2,8 @@
 
 :func:`plan` models only what a :class:`~hisparse_model.knobs.Knobs` can reach
 for the fix PR's setup (DeepSeek-V3.2 through the offline ``LLM`` class on one
-H200, TP = PP = DP = 1, HiSparse on, so Model Runner V2):
+H200 per rank, HiSparse on, so Model Runner V2; every TP and DP rank resolves the
+same plan, ``parallel.py``):
 
 B, tokens per engine step
     the user's value, else ``min(S * max_model_len, 16384)``: the offline
@@ -41,6 +42,7 @@ from dataclasses import dataclass
 
 from .knobs import MODEL_MAX_LEN, Knobs
 from .kv_pool import admission_refusal
+from .parallel import parallel_config_refusal, vllm_config_refusal
 from .versions import VersionRules, rules_for
 
 LLM_CLASS_MAX_BATCHED_TOKENS = 16_384  # tokens/step: the offline LLM class on a >= 70 GiB GPU
@@ -148,11 +150,17 @@ def refusal(knobs: Knobs, rules: VersionRules, b: int, derived: bool) -> str | N
                 "positions exceeding derived_max_model_len lead to nan. If the model uses "
                 "absolute position encoding, positions exceeding derived_max_model_len will "
                 "cause a CUDA array out-of-bounds error.")
+    parallel = parallel_config_refusal(knobs)  # ParallelConfig is built before SchedulerConfig
+    if parallel:
+        return parallel
     if b < s:  # vllm/config/scheduler.py:329 `self.max_num_batched_tokens < self.max_num_seqs`
         how = (" (max_num_batched_tokens was derived as min(max_num_seqs * max_model_len, "
                f"{LLM_CLASS_MAX_BATCHED_TOKENS}); set it)") if derived else ""
         return (f"max_num_batched_tokens ({b}) must be greater than or equal to "
                 f"max_num_seqs ({s}).{how}")
+    parallel = vllm_config_refusal(knobs)  # VllmConfig: heads over TP, then HiSparse's PP / DCP
+    if parallel:
+        return parallel
     if rules.refuses_full_cudagraph and not knobs.enforce_eager and knobs.cudagraph_mode == "FULL":
         return ("cudagraph_mode: HiSparse does not support cudagraph_mode=FULL; use "
                 "FULL_AND_PIECEWISE (the default), which captures FULL graphs for decode batches.")

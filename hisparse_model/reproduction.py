@@ -38,7 +38,11 @@ def prompt_token_ids(n: int) -> list[int]:
 # What every prediction assumes; printed by the command line and shown in the notebooks.
 ASSUMPTIONS = (
     "DeepSeek-V3.2 (the fix PR's tiny config, dummy weights) through the offline vllm.LLM "
-    "class on one NVIDIA H200: tensor/pipeline/data parallel size 1",
+    "class, one NVIDIA H200 per rank; tensor parallel: C, W, captures and routing are the "
+    "same on every rank (so TP=N predicts what TP=1 does), a crash reaches the caller as "
+    "EngineDeadError with the HiSparse text in the log (vLLM's default multiprocessing); "
+    "data parallel: simulate -dp N; pipeline and decode context parallel are refused, as "
+    "vLLM refuses them with HiSparse",
     "HiSparse on (so Model Runner V2), 64-token KV blocks, the default -O2 compilation "
     "(breakable CUDA graphs, no torch.compile)",
     "predict: the prompts are served one after another, each alone in the engine, 8 output "

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .batches import Batch
-from .dispatch import dispatch
+from .dispatch import decode_graph_eligible, dispatch
 from .knobs import Knobs
 from .kv_pool import serving_shortfall
 from .plan import Plan, plan
@@ -82,11 +82,7 @@ def route_step(p: Plan, st) -> StepResult:
     """Dispatch and route one scheduler step (a :class:`hisparse_model.scheduler.Step`)."""
     qlens = st.runner_query_lens()
     n = sum(qlens)
-    eligible = all(
-        kind != "prefill" or (st.scheduled[r] - st.spec.get(r, 0) == 1
-                              and st.num_computed_before[r] > 0)
-        for r, kind in st.kinds.items())  # every request decodes, or extends by one token
-    d = dispatch(p, n, len(qlens), max(qlens), eligible)
+    d = dispatch(p, n, len(qlens), max(qlens), decode_graph_eligible(st))
     dec = decode_tokens(qlens, p.max_decode_query_len,
                         p.knobs.attention_backend in UNIFORM_DECODE_BACKENDS)
     if d.mode == "FULL":  # a replay: the routing of the capture is reused, nothing new
@@ -106,7 +102,12 @@ def scheduler_config(knobs: Knobs, p: Plan) -> SchedulerConfig:
 
 
 def simulate(knobs: Knobs, workload: Workload, accepted=None) -> Schedule:
-    """Start-up, then every engine step of ``workload`` until it finishes or crashes."""
+    """Start-up, then every engine step of ``workload`` until it finishes or crashes
+    (``data_parallel_size`` > 1: ``data_parallel.simulate_dp``, one scheduler per rank)."""
+    if knobs.data_parallel_size > 1:
+        from .data_parallel import simulate_dp
+
+        return simulate_dp(knobs, workload, accepted)
     p = plan(knobs)
     workload.validate(knobs.max_model_len)
     short = serving_shortfall(knobs, [(r.prompt_len, r.max_tokens) for r in workload.requests],

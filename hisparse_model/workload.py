@@ -3,8 +3,10 @@
 A workload file is ``{"requests": [...]}`` or a bare list; each request is
 ``{"prompt_len": n}`` (token ids ``range(100, 100 + n)``, the fix PR's prompts,
 so any two share a prefix) or ``{"prompt_token_ids": [...]}``, plus optional
-``"max_tokens"`` (default 8) and ``"arrival_step"`` (default 0: the engine step
-before whose ``schedule()`` the request is added).  ``ignore_eos`` is implied.
+``"max_tokens"`` (default 8), ``"arrival_step"`` (default 0: the engine step
+before whose ``schedule()`` the request is added) and ``"dp_rank"`` (with
+``data_parallel_size`` > 1: the rank that serves it; default: vLLM's offline
+example's split, ``parallel.split_requests``).  ``ignore_eos`` is implied.
 Every error is a :class:`WorkloadError` whose message is one line naming the
 request (numbered from 0).
 """
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 
 from .reproduction import MAX_TOKENS, prompt_token_ids
 
-_KEYS = ("prompt_len", "prompt_token_ids", "max_tokens", "arrival_step")
+_KEYS = ("prompt_len", "prompt_token_ids", "max_tokens", "arrival_step", "dp_rank")
 
 
 class WorkloadError(ValueError):
@@ -30,6 +32,7 @@ class Request:
     prompt_token_ids: tuple[int, ...]
     max_tokens: int = MAX_TOKENS
     arrival_step: int = 0
+    dp_rank: int | None = None  # the data-parallel rank that serves it (None: split, parallel.py)
 
     @property
     def prompt_len(self) -> int:
@@ -41,6 +44,8 @@ class Request:
                      else {"prompt_token_ids": list(ids)})
         out["max_tokens"] = self.max_tokens
         out["arrival_step"] = self.arrival_step
+        if self.dp_rank is not None:
+            out["dp_rank"] = self.dp_rank
         return out
 
 
@@ -77,8 +82,10 @@ def _request(i: int, obj) -> Request:
             raise WorkloadError(f"{where}: prompt_token_ids must be a list of "
                                 f"integers >= 0, got {raw!r}"[:300])
         ids = tuple(raw)
+    rank = obj.get("dp_rank")
     return Request(ids, _int(obj.get("max_tokens", MAX_TOKENS), "max_tokens", 1, where),
-                   _int(obj.get("arrival_step", 0), "arrival_step", 0, where))
+                   _int(obj.get("arrival_step", 0), "arrival_step", 0, where),
+                   None if rank is None else _int(rank, "dp_rank", 0, where))
 
 
 @dataclass(frozen=True)

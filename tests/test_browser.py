@@ -367,6 +367,8 @@ PLANS = {
         ("cudagraph_mode", "select", "PIECEWISE"), ("enforce_eager", "check", None),
         ("attention_backend", "select", "FLASHMLA_SPARSE"), ("routing", "select", "fix"),
         ("vllm_version", "select", "0.32.0")]),
+    "06_two_gpus": ("two_gpus", ("max_num_seqs", "slider", "ArrowRight"), [
+        ("max_num_seqs", "box", 7), ("vllm_version", "select", "0.32.0")]),
 }
 
 
@@ -403,6 +405,11 @@ def _check_main(page, name: str, dash_sel: str) -> None:
             timeout=UPDATE_S * 1000)
         assert page.locator(f"{dash_sel} .hs-crash-label").count() == 0
         assert page.locator(f"{dash_sel} .hs-finished").first.inner_text() == "2"
+    elif name == "06_two_gpus":  # max_num_seqs 3 -> 4: the dummy pads to 8 > W = 5
+        page.wait_for_function("(a) => document.querySelector(a[0]).innerText.includes(a[1])",
+                               arg=[f"{dash_sel} .hs-summary", "C=4 W=5 crash=none"],
+                               timeout=UPDATE_S * 1000)
+        assert "No rank crashes." in page.locator(f"{dash_sel} .hs-numbers-box").inner_text()
     else:  # the picked recording is highlighted in the table and in the chart
         assert "v0.31.0-stock-s2-b64" in page.locator(f"{dash_sel} tr.hs-selected").inner_text()
         assert page.locator(f"{dash_sel} .hs-chart-box text[font-weight='bold']",

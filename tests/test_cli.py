@@ -24,7 +24,7 @@ def test_predict_json_exact():
     assert list(got) == ["vllm_version", "max_num_seqs", "max_num_batched_tokens",
                          "max_decode_query_len", "swap_capacity", "workspace_rows",
                          "capture_sizes", "startup", "prompts", "inputs", "cudagraph_mode",
-                         "crash", "advice", "assumptions"]
+                         "crash", "advice", "assumptions", "error_surface"]
     core = {k: got[k] for k in list(got)[:9]}
     assert core == {
         "vllm_version": "0.31.0", "max_num_seqs": 3, "max_num_batched_tokens": 960,
@@ -44,7 +44,9 @@ def test_predict_json_exact():
         "max_num_batched_tokens": None, "num_speculative_tokens": 0, "parallel_drafting": False,
         "enforce_eager": False, "cudagraph_mode": None,
         "attention_backend": "FLASH_ATTN_MLA_SPARSE", "enable_prefix_caching": True,
-        "num_gpu_blocks_override": None, "prompt_lens": [3, 4, 200]}
+        "num_gpu_blocks_override": None, "tensor_parallel_size": 1, "data_parallel_size": 1,
+        "pipeline_parallel_size": 1, "decode_context_parallel_size": 1,
+        "prompt_lens": [3, 4, 200]}
     assert got["crash"] is True and got["cudagraph_mode"] == "FULL_AND_PIECEWISE"
 
 

@@ -24,6 +24,7 @@ EXPECTED = [
     "03_fix_and_next_fix",
     "04_model_vs_engine",
     "05_your_traffic",
+    "06_two_gpus",
 ]
 
 

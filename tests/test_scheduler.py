@@ -215,7 +215,7 @@ WORKLOAD_ERRORS = [
      "request 0: give exactly one of prompt_len and prompt_token_ids"),
     ([{"max_tokens": 3}], "request 0: give exactly one of prompt_len and prompt_token_ids"),
     ([{"prompt_len": 3, "foo": 1}], "request 0: unknown key(s) 'foo'; allowed: prompt_len, "
-                                    "prompt_token_ids, max_tokens, arrival_step"),
+                                    "prompt_token_ids, max_tokens, arrival_step, dp_rank"),
     ([{"prompt_len": 3, "max_tokens": 0}], "request 0: max_tokens must be an integer >= 1, got 0"),
     ([{"prompt_len": 3, "arrival_step": -1}],
      "request 0: arrival_step must be an integer >= 0, got -1"),

@@ -62,13 +62,15 @@ def _scheduler_config(sched: dict, knobs: dict):
 
 
 def _vllm_config(sched: dict, knobs: dict):
-    """A CPU VllmConfig with the scheduler values, HiSparse and speculative stand-in."""
-    from vllm.config import DeviceConfig, VllmConfig
+    """A CPU VllmConfig with the scheduler values, HiSparse and speculative stand-in
+    (and the knob set's ``tensor_parallel_size``, default 1)."""
+    from vllm.config import DeviceConfig, ParallelConfig, VllmConfig
     from vllm.config.attention import HiSparseConfig
 
     cfg = VllmConfig(
         device_config=DeviceConfig(device="cpu"),
         scheduler_config=_scheduler_config(sched, knobs),
+        parallel_config=ParallelConfig(tensor_parallel_size=knobs.get("tensor_parallel_size", 1)),
     )
     cfg.attention_config.hisparse_config = HiSparseConfig()
     k = knobs.get("num_speculative_tokens", 0)

@@ -10,6 +10,7 @@ from .fixes import versions_dashboard
 from .off_by_one import off_by_one_dashboard
 from .primer import buffers_diagram, where_in_vllm
 from .traffic import traffic_dashboard
+from .two_gpus import two_gpus_dashboard
 
 TABS = (
     ("1 · off-by-one", off_by_one_dashboard),
@@ -17,6 +18,7 @@ TABS = (
     ("3 · versions", versions_dashboard),
     ("4 · vs engine", recordings_dashboard),
     ("5 · your traffic", traffic_dashboard),
+    ("6 · two GPUs", two_gpus_dashboard),
 )
 INTRO = (
     "<h2>vLLM HiSparse: the off-by-one in buffer sizing</h2><p style='max-width:900px'>vLLM "

@@ -1,0 +1,107 @@
+"""Tensor, data, pipeline and decode-context parallelism: what vLLM refuses and what TP changes.
+
+HiSparse adds two refusals to vLLM's own parallel checks and nothing else
+(vllm/config/vllm.py:1820-1828 `HiSparse does not support pipeline parallelism.`;
+vllm/config/vllm.py:1807-1815@0.32.0 `HiSparse does not support decode context parallelism.`;
+vllm/config/vllm.py:1883-1891@0.33.0 `HiSparse does not support pipeline parallelism.`).
+The tiny model's 8 attention heads must split evenly over the TP ranks
+(vllm/config/model.py:1504-1509 `must be divisible by tensor parallel size`), and
+DCP reuses the TP ranks (vllm/config/parallel.py:567-570 `must be divisible by dcp_size`).
+
+Tensor parallelism sizes nothing HiSparse uses differently: the capture sizes are
+filtered by TP only under sequence parallelism, off by default
+(vllm/config/vllm.py:307 `"enable_sp": IS_DENSE`, vllm/config/vllm.py:147 `IS_DENSE = False`;
+0.32.0 and 0.33.0 have no such filter); C and W are read
+from the global scheduler config on every rank (vllm/v1/hisparse/runtime.py:51-57
+`def _get_max_swap_rows`, vllm/v1/attention/backends/mla/index_group.py:393-398
+`def get_sparse_mla_index_group_max_rows`), every worker runs the same scheduler
+output, and the sparse indexer is not split over heads, so top-k, capture sizes,
+batches and routing are the same on every rank and the outcome equals TP = 1.  What
+changes is how a crash reaches the caller (:func:`error_surface`).
+
+Data parallelism is a workload question: one scheduler per rank, and every
+engine step the ranks agree on a CUDA-graph mode and a padded token count
+(``data_parallel.py``).  ``max_num_seqs``, B and the KV pool are per rank
+(vllm/config/scheduler.py:100 `which applies per data-parallel rank`).
+"""
+
+from __future__ import annotations
+
+from .reproduction import TINY_OVERRIDES
+
+ATTENTION_HEADS = TINY_OVERRIDES["num_attention_heads"]  # heads of the tiny model, split by TP
+
+# What the offline LLM's caller sees when a forward raises, by engine layout.
+ENGINE_DEAD = ("EngineDeadError: EngineCore encountered an issue. See stack trace (above) "
+               "for the root cause.")
+
+
+def parallel_config_refusal(knobs) -> str | None:
+    """``ParallelConfig``'s own check, made before the scheduler config is built."""
+    tp, dcp = knobs.tensor_parallel_size, knobs.decode_context_parallel_size
+    if tp % dcp:  # vllm/config/parallel.py:567-570 `must be divisible by dcp_size`
+        return f"decode_context_parallel_size: tp_size={tp} must be divisible by dcp_size={dcp}."
+    return None
+
+
+def vllm_config_refusal(knobs) -> str | None:
+    """``VllmConfig``'s parallel checks, in its order: heads over TP, then HiSparse's two."""
+    tp = knobs.tensor_parallel_size
+    # vllm/config/model.py:1504-1509 `must be divisible by tensor parallel size`
+    if ATTENTION_HEADS % tp:
+        return (f"tensor_parallel_size: Total number of attention heads ({ATTENTION_HEADS}) "
+                f"must be divisible by tensor parallel size ({tp}).")
+    if knobs.pipeline_parallel_size > 1:
+        return "pipeline_parallel_size: HiSparse does not support pipeline parallelism."
+    if knobs.decode_context_parallel_size > 1:
+        return ("decode_context_parallel_size: HiSparse does not support decode context "
+                "parallelism.")
+    return None
+
+
+def worker_failed(error: str) -> str:
+    """The executor's line for a worker that raised ``error`` (``ValueError: ...``).
+
+    The worker sends ``str(exception)``, the message without its type
+    (vllm/v1/executor/multiproc_executor.py:998-999 `str(output)`); the executor
+    raises it inside a RuntimeError
+    (vllm/v1/executor/multiproc_executor.py:438-442 `Worker failed with error`).
+    """
+    message = error.split(": ", 1)[1] if error.startswith("ValueError: ") else error
+    return (f"RuntimeError: Worker failed with error '{message}', please check the stack "
+            "trace above for the root cause")
+
+
+def error_surface(knobs, error: str | None) -> dict | None:
+    """What the user of the offline ``vllm.LLM`` sees when a forward raises ``error``.
+
+    With vLLM's default multiprocessing the engine core is its own process: it
+    dies and the caller gets ``EngineDeadError``
+    (vllm/v1/engine/core_client.py:550-552 `raise EngineDeadError()`) whose text
+    names no cause (vllm/v1/engine/exceptions.py:16 `ENGINE_DEAD_MESSAGE`).  The
+    HiSparse text is in the log: under TP > 1 every worker process raises it and
+    logs its traceback (vllm/v1/executor/multiproc_executor.py:1058 `WorkerProc hit an exception.`),
+    and the executor raises the first reply's wrap (:func:`worker_failed`); under
+    TP = 1 the engine core raises it itself.  ``log`` lists each text once;
+    ``workers``: how many worker tracebacks hold the error.  With ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` and TP = 1 (how
+    the committed recordings run) the ValueError reaches the caller as is.
+    """
+    if error is None:
+        return None
+    tp = knobs.tensor_parallel_size
+    log = [error] if tp == 1 else [error, worker_failed(error)]
+    return {"caller": ENGINE_DEAD, "log": log, "workers": tp,
+            "in_process_caller": error if tp == 1 else None}
+
+
+def split_requests(num_requests: int, dp_size: int) -> list[int]:
+    """The DP rank of each request when the workload does not say (``dp_rank``).
+
+    vLLM's offline data-parallel example (examples/offline_inference/data_parallel.py,
+    not shipped in the wheel) gives rank r the contiguous slice
+    ``[start(r), start(r + 1))`` with ``start(r) = r * floor + min(r, remainder)``,
+    ``floor, remainder = divmod(len(prompts), dp_size)``: the first ``remainder``
+    ranks take one request more.
+    """
+    floor, remainder = divmod(num_requests, dp_size)
+    return [r for r in range(dp_size) for _ in range(floor + (r < remainder))]

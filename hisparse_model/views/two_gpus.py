@@ -1,0 +1,116 @@
+"""Notebook 6: two DP ranks, one crashing on a batch it never scheduled.
+
+The scenario (:func:`two_rank_workload`): rank 0 serves a 2-token prompt, then an
+S-token prompt that joins at step 2, so step 2 is one decode plus an S-token prefill,
+S + 1 = C + 1 tokens, of which only the decode is routed; rank 1's one request arrives
+at step ``late``.  Rank 1 is idle at step 2, so it runs vLLM's dummy batch padded to
+the graph of rank 0's count: when S + 1 is a capture size, one request of C + 1
+tokens, a prefill the routing sends to swap_in on 0.31.0.  Everything shown comes
+from :func:`hisparse_model.data_parallel.simulate_dp`.
+"""
+
+from __future__ import annotations
+
+from ..advice import advise
+from ..data_parallel import DPSchedule
+from ..knobs import Knobs
+from ..parallel import error_surface
+from ..simulate import simulate
+from ..workload import Workload
+from .controls import SPECS, knob_control
+from .dashboard import Dashboard, Screen
+from .tables import esc
+
+KNOBS = ("vllm_version", "max_num_seqs")
+ROUTE_FILL = {"swap_in": "#4575b4", "all_resident": "#91bfdb", None: "#f7f7f7"}
+ERROR_FILL = "#d73027"
+
+
+def two_rank_workload(s: int, late: int = 30) -> Workload:
+    """Rank 0: 2 tokens at step 0, S tokens at step 2; rank 1: 2 tokens at step ``late``."""
+    return Workload.from_json([{"prompt_len": 2, "dp_rank": 0},
+                               {"prompt_len": s, "dp_rank": 0, "arrival_step": 2},
+                               {"prompt_len": 2, "dp_rank": 1, "arrival_step": late}])
+
+
+def _cell(r) -> str:
+    what = ("dummy " + "+".join(map(str, r.dummy)) if r.dummy is not None
+            else " + ".join(f"r{i}:{n}" for i, n in r.scheduled.items()))
+    routed = (f"{r.routed_tokens} → {r.route}" if r.routed_tokens
+              else "FULL replay" if r.dispatch == "FULL" else "not routed")
+    style = " style='color:#d73027;font-weight:bold'" if r.error else ""
+    return f"<td{style}>{esc(what)} · pad {r.padded} · {esc(routed)}</td>"
+
+
+def timelines_html(sched: DPSchedule) -> str:
+    """Both ranks' steps side by side: what each scheduled (or its dummy), padded, routed."""
+    rows = "".join(f"<tr><td>{s.step}</td><td>{s.mode}</td>{''.join(map(_cell, s.ranks))}</tr>"
+                   for s in sched.steps)
+    heads = "".join(f"<th>rank {r}</th>" for r in range(sched.knobs.data_parallel_size))
+    return (f"<table class='hs-table'><tr><th>step</th><th>agreed mode</th>{heads}</tr>"
+            f"{rows}</table>")
+
+
+class TwoGpusDashboard(Dashboard):
+    """vLLM version and max_num_seqs; both ranks' timelines, the crash, and what avoids it."""
+
+    name = "two_gpus"
+
+    def __init__(self, **initial):
+        super().__init__({n: knob_control(SPECS[n], initial.get(n)) for n in KNOBS})
+
+    def compute(self) -> Screen:
+        knobs = self.knobs(data_parallel_size=2)
+        work = two_rank_workload(knobs.max_num_seqs)
+        sched = simulate(knobs, work)
+        crash = sched.crash
+        advice = []
+        if crash:
+            advice = advise(knobs, lambda k: simulate(k, work).crash is not None,
+                            sched.plan.max_num_batched_tokens)
+        where = ("none" if crash is None else
+                 f"step {crash['step']} rank {crash['rank']} "
+                 f"{'own batch' if crash['scheduled'] else 'dummy batch'}")
+        p = sched.plan
+        labels = {"C": str(p.swap_capacity), "W": str(p.workspace_rows), "crash": where,
+                  "summary": f"C={p.swap_capacity} W={p.workspace_rows} crash={where}"}
+        if crash is None:
+            verdict = "<div class='hs-big'>No rank crashes.</div>"
+        else:
+            surface = error_surface(knobs, crash["error"])
+            how = ("its own batch" if crash["scheduled"]
+                   else "a dummy batch: it scheduled nothing in that step")
+            verdict = (f"<div class='hs-big' style='color:#d73027'>DP rank {crash['rank']} "
+                       f"dies at step {crash['step']} on {how}.</div>"
+                       f"<div class='hs-note'>The caller sees <code>{esc(surface['caller'])}"
+                       f"</code>; the log holds <code>{esc(crash['error'])}</code></div>")
+        fixes = "".join(f"<li><b>{esc(', '.join(f'{n}={v}' for n, v in a['change'].items()))}"
+                        f"</b>: {esc(a['why'])}</li>" for a in advice)
+        body = (f"{verdict}<div class='hs-note'>C = {p.swap_capacity}, W = "
+                f"{p.workspace_rows}, capture sizes {list(p.capture_sizes)}</div>"
+                f"{timelines_html(sched)}"
+                + (f"<div class='hs-note'>To avoid it:<ul>{fixes}</ul></div>" if fixes else ""))
+        return Screen(knobs.as_dict(), sched, labels, body,
+                      lambda: {"steps": [[(r.routed_tokens, r.route, bool(r.error))
+                                          for r in s.ranks] for s in sched.steps]})
+
+    def draw(self) -> str:
+        steps = self.plot_data["steps"]
+        w, h = 22, 26
+        cells = []
+        for x, ranks in enumerate(steps):
+            for y, (routed, route, error) in enumerate(ranks):
+                fill = ERROR_FILL if error else ROUTE_FILL[route]
+                cells.append(f"<rect x='{60 + x * w}' y='{10 + y * h}' width='{w - 2}' "
+                             f"height='{h - 4}' fill='{fill}'><title>rank {y}: {routed} "
+                             f"routed{' (error)' if error else ''}</title></rect>")
+        names = "".join(f"<text x='4' y='{27 + y * h}' font-size='12'>rank {y}</text>"
+                        for y in range(2))
+        width = 70 + len(steps) * w
+        return (f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='70'>"
+                f"{names}{''.join(cells)}</svg>")
+
+
+def two_gpus_dashboard(**initial) -> TwoGpusDashboard:
+    """Notebook 6: a DP = 2 workload, version and max_num_seqs under your control."""
+    return TwoGpusDashboard(**initial)

@@ -1,0 +1,39 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 6 · Two GPUs: a rank dies on a batch it never scheduled
+#
+# With data parallelism (`-dp 2`) each GPU runs an engine of its own, with its own scheduler
+# and its own `max_num_seqs`. Every step the ranks agree on one CUDA-graph mode (the lowest
+# any rank asks for) and pad to the graph of the largest rank's token count. A rank that
+# scheduled nothing still runs a forward: vLLM's **dummy batch**, one request of that padded
+# size. When the padded size is C + 1, vLLM 0.31.0 sends all of it to `swap_in` and the idle
+# rank raises `stop=C+1, capacity=C`.
+#
+# Below, rank 0 serves a 2-token prompt and then an S-token prompt that joins at step 2:
+# step 2 is one decode plus an S-token prefill, S + 1 = C + 1 tokens, of which rank 0 routes
+# only the decode. Rank 1's only request arrives later, so at step 2 it runs the dummy batch.
+# Both ranks' timelines are side by side; the advice lists single-knob changes that avoid the
+# crash, each checked by running the model again.
+
+# %%
+from hisparse_model.views.two_gpus import two_gpus_dashboard
+
+two_gpus_dashboard(max_num_seqs=3)
+
+# %% [markdown]
+# Try `max_num_seqs` 4 (S + 1 = 5 is no capture size: the dummy pads to 8 and goes
+# all-resident) and 7 (8 is one: rank 1 dies again), or vLLM 0.32.0, which routes on C.

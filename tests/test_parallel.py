@@ -1,0 +1,273 @@
+"""Tensor and data parallelism: vLLM's refusals, TP's error surface, the DP sync, dummy batches."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from hisparse_model.data_parallel import assign_ranks, simulate_dp
+from hisparse_model.diagnose import parse
+from hisparse_model.knobs import Knobs
+from hisparse_model.parallel import error_surface, split_requests, worker_failed
+from hisparse_model.plan import plan
+from hisparse_model.predict import predict
+from hisparse_model.recordings import load_all, recording_knobs
+from hisparse_model.simulate import simulate
+from hisparse_model.workload import Workload, WorkloadError
+
+CMD = [sys.executable, "-m", "hisparse_model"]
+ERR = ("ValueError: HiSparse swap rows exceed the configured speculative decode capacity: "
+       "stop={}, capacity={}.")
+
+# Rank 0 of a DP=2, S=3 engine: request 0 (2 tokens) at step 0, request 1 (3 tokens) at step 2,
+# so step 2 is 1 decode + a 3-token prefill = 4 tokens; rank 1's only request arrives at step 30.
+DP_CRASH = [{"prompt_len": 2, "dp_rank": 0},
+            {"prompt_len": 3, "dp_rank": 0, "arrival_step": 2},
+            {"prompt_len": 2, "dp_rank": 1, "arrival_step": 30}]
+
+
+@pytest.mark.parametrize("changes, error", [
+    # the tiny model has 8 attention heads: 8 % 3 != 0
+    ({"tensor_parallel_size": 3}, "tensor_parallel_size: Total number of attention heads (8) "
+                                  "must be divisible by tensor parallel size (3)."),
+    ({"pipeline_parallel_size": 2},
+     "pipeline_parallel_size: HiSparse does not support pipeline parallelism."),
+    # DCP reuses the TP ranks: 2 % 2 == 0 passes ParallelConfig, then HiSparse refuses DCP
+    ({"tensor_parallel_size": 2, "decode_context_parallel_size": 2},
+     "decode_context_parallel_size: HiSparse does not support decode context parallelism."),
+    # ParallelConfig is built before SchedulerConfig: 2 % 4 != 0 wins over B = 2 < S = 4
+    ({"tensor_parallel_size": 2, "decode_context_parallel_size": 4, "max_num_seqs": 4,
+      "max_num_batched_tokens": 2}, "decode_context_parallel_size: tp_size=2 must be "
+                                    "divisible by dcp_size=4."),
+    # PP = 2 and cudagraph_mode=FULL on 0.32.0: VllmConfig checks PP first
+    ({"pipeline_parallel_size": 2, "vllm_version": "0.32.0", "cudagraph_mode": "FULL"},
+     "pipeline_parallel_size: HiSparse does not support pipeline parallelism."),
+])
+def test_parallel_refusals_are_vllms(changes, error):
+    """Each parallel layout vLLM refuses with HiSparse is refused with vLLM's text, in its order."""
+    with pytest.raises(ValueError) as exc:
+        plan(Knobs(**{"max_num_seqs": 2, **changes}))
+    assert str(exc.value) == error
+
+
+@pytest.mark.parametrize("tp", [2, 4, 8])
+def test_tp_sizes_nothing_differently(tp):
+    """C, W, capture sizes and every batch are those of TP = 1 (nothing HiSparse sizes is split)."""
+    for s in (1, 2, 3, 8):
+        one = predict(Knobs(max_num_seqs=s), [2, 3, 200])
+        many = predict(Knobs(max_num_seqs=s, tensor_parallel_size=tp), [2, 3, 200])
+        assert many.sizes == one.sizes and many.capture_sizes == one.capture_sizes
+        assert many.startup == one.startup
+        assert [p.batches for p in many.prompts] == [p.batches for p in one.prompts]
+
+
+def test_tp2_predicts_every_single_gpu_recording():
+    """On each committed single-GPU recording's knobs, TP = 2 predicts the recorded outcomes."""
+    recs = load_all()
+    assert len(recs) >= 20
+    for rec in recs:
+        knobs = recording_knobs(rec).replace(tensor_parallel_size=2)
+        pred = predict(knobs, rec["prompt_lens"])
+        assert (pred.startup_ok, pred.startup_error) == (rec["startup"]["ok"],
+                                                         rec["startup"]["error"]), rec["_path"]
+        for got, want in zip(rec["prompts"], pred.prompts):
+            if got["ran"]:
+                assert (got["ok"], got["error"]) == (want.ok, want.error), rec["_path"]
+
+
+def test_tp_error_surface():
+    """Under TP > 1 the caller sees EngineDeadError; the log, the error and the executor's wrap."""
+    err = ERR.format(4, 3)
+    # str(ValueError) drops the type; the executor's f-string adds quotes and its advice
+    wrapped = ("RuntimeError: Worker failed with error 'HiSparse swap rows exceed the "
+               "configured speculative decode capacity: stop=4, capacity=3.', please check "
+               "the stack trace above for the root cause")
+    assert worker_failed(err) == wrapped
+    two = error_surface(Knobs(tensor_parallel_size=2), err)
+    assert two == {"caller": "EngineDeadError: EngineCore encountered an issue. See stack "
+                             "trace (above) for the root cause.",
+                   "log": [err, wrapped], "workers": 2, "in_process_caller": None}
+    one = error_surface(Knobs(), err)
+    assert one["log"] == [err] and one["in_process_caller"] == err
+    assert error_surface(Knobs(), None) is None
+
+
+@pytest.mark.parametrize("text", [
+    "RuntimeError: Worker failed with error 'HiSparse swap rows exceed the configured "
+    "speculative decode capacity: stop=4, capacity=3.', please check the stack trace above "
+    "for the root cause",
+    "(EngineCore_DP1 pid=123) ERROR ... ValueError: HiSparse swap rows exceed the configured "
+    "speculative decode capacity: stop=4, capacity=3.",
+])
+def test_explain_reads_the_wrapped_texts(text):
+    """``explain`` finds stop and capacity in the TP executor's wrap and a DP engine's log line."""
+    assert parse(text) == (4, 3)
+
+
+@pytest.mark.parametrize("n, dp, ranks", [
+    (10, 4, [0, 0, 0, 1, 1, 1, 2, 2, 3, 3]),  # floor 2, remainder 2: ranks 0, 1 take 3
+    (4, 2, [0, 0, 1, 1]),  # floor 2, remainder 0
+    (3, 8, [0, 1, 2]),  # floor 0, remainder 3: ranks 3..7 get none
+])
+def test_requests_split_as_the_offline_example(n, dp, ranks):
+    """Without dp_rank, rank r takes the slice start(r)..start(r+1), the first ranks one more."""
+    assert split_requests(n, dp) == ranks
+
+
+def test_assignment_refuses_idle_and_unknown_ranks():
+    """A dp_rank past the ranks, or a rank with no request, is one line naming it."""
+    with pytest.raises(WorkloadError, match="request 0: dp_rank must be < data_parallel_size=2"):
+        assign_ranks(Workload.from_json([{"prompt_len": 2, "dp_rank": 2}]), 2)
+    with pytest.raises(WorkloadError, match="DP rank 1 has no request"):
+        assign_ranks(Workload.from_json([{"prompt_len": 2}, {"prompt_len": 3, "dp_rank": 0}]), 2)
+
+
+@pytest.mark.parametrize("version, busy_routed, route, error", [
+    # 0.31.0 routes on W = C + 1 = 4: 4 tokens go to swap_in, which holds C = 3 rows;
+    # rank 0's mixed batch hands only its 1 decode token over
+    ("0.31.0", 1, "swap_in", ERR.format(4, 3)),
+    ("0.32.0", 1, "all_resident", None),  # routes on C = 3: 4 > 3
+    # 0.33.0 hands a resident mixed batch over whole; an all-resident prefill stays resident
+    ("0.33.0", 4, "all_resident", None),
+])
+def test_idle_rank_dies_on_a_batch_it_never_scheduled(version, busy_routed, route, error):
+    """Step 2: rank 0 runs 1 decode + 3 prefill = 4 = C + 1 tokens safely; idle rank 1 pads its
+    dummy to the PIECEWISE size 4 and routes all 4 as one prefill."""
+    sched = simulate_dp(Knobs(vllm_version=version, max_num_seqs=3, data_parallel_size=2),
+                        Workload.from_json(DP_CRASH))
+    step = next(s for s in sched.steps if s.step == 2)
+    busy, idle = step.ranks
+    assert step.mode == "PIECEWISE"  # rank 0's mixed batch has no FULL graph
+    assert (busy.num_tokens, busy.padded, busy.dummy) == (4, 4, None)
+    assert busy.routed_tokens == busy_routed
+    # capture sizes 1, 2, 3, 4 (S = 3, 2 S = 6): 4 is captured, so the dummy is one request of 4
+    assert (idle.scheduled, idle.padded, idle.dummy, idle.routed_tokens, idle.route,
+            idle.error) == ({}, 4, (4,), 4, route, error)
+    if error:
+        assert sched.crash == {"step": 2, "rank": 1, "error": error, "scheduled": False}
+    else:
+        assert sched.crash is None and sorted(sched.finished) == [0, 1, 2]
+
+
+def test_one_gpu_serves_the_same_requests_safely():
+    """The same two rank-0 requests on one GPU: the 4-token mixed step routes only its decode."""
+    one = simulate(Knobs(max_num_seqs=3), Workload.from_json(DP_CRASH[:2]))
+    assert one.crash is None
+
+
+def test_sync_modes_and_padding():
+    """Min mode across ranks; FULL replays route nothing; eager pads nothing."""
+    work = Workload.from_json([{"prompt_len": 2, "dp_rank": 0},
+                               {"prompt_len": 2, "dp_rank": 1, "arrival_step": 1}])
+    sched = simulate_dp(Knobs(max_num_seqs=3, data_parallel_size=2), work)
+    s0, s1 = sched.steps[0], sched.steps[1]
+    # step 0: rank 0 prefills 2 (PIECEWISE 2), rank 1's dummy wants FULL 1: PIECEWISE, pad to 2
+    assert s0.mode == "PIECEWISE" and [r.padded for r in s0.ranks] == [2, 2]
+    assert s0.ranks[1].dummy == (2,) and s0.ranks[1].routed_tokens == 2  # 2 <= C = 3: safe
+    # step 1: rank 0 decodes 1 (FULL 1), rank 1 prefills 2 (PIECEWISE): PIECEWISE, both pad to 2
+    assert s1.mode == "PIECEWISE" and [r.padded for r in s1.ranks] == [2, 2]
+    assert [r.routed_tokens for r in s1.ranks] == [1, 2]  # real batches route their own count
+    eager = simulate_dp(Knobs(max_num_seqs=3, data_parallel_size=2, enforce_eager=True), work)
+    e0 = eager.steps[0]
+    # eager: rank 0 runs its 2 tokens, rank 1's dummy its own q = 1 token (a decode)
+    assert e0.mode == "NONE" and [r.padded for r in e0.ranks] == [2, 1]
+    assert e0.ranks[1].dummy == (1,) and e0.ranks[1].routed_tokens == 1
+    later = [s for s in sched.steps if s.step >= 3 and s.mode == "FULL"]
+    assert later and all(r.routed_tokens == 0 for s in later for r in s.ranks)
+
+
+def test_dp_declines_mtp():
+    """MTP under DP (the drafter's own sync) is declined with one line naming the knob."""
+    with pytest.raises(ValueError, match="^num_speculative_tokens: MTP under data parallelism"):
+        simulate(Knobs(max_num_seqs=2, data_parallel_size=2, num_speculative_tokens=1),
+                 Workload.from_json([{"prompt_len": 2}, {"prompt_len": 2}]))
+
+
+def test_cli_simulate_dp_json(tmp_path):
+    """simulate -dp 2 --json: steps[].ranks[...] and a crash that names its rank."""
+    f = tmp_path / "w.json"
+    f.write_text(json.dumps({"requests": DP_CRASH}))
+    out = subprocess.run([*CMD, "simulate", "--vllm", "0.31.0", "-dp", "2", "--max-num-seqs",
+                          "3", "--workload", str(f), "--json"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["crash"] == {"step": 2, "rank": 1, "error": ERR.format(4, 3), "scheduled": False}
+    assert got["dp_rank_of_request"] == [0, 0, 1]
+    assert set(got["steps"][-1]["ranks"][1]) == {
+        "rank", "scheduled", "num_tokens", "dispatch", "padded", "dummy", "resident",
+        "routed_tokens", "route", "error"}
+    assert got["error_surface"]["caller"].startswith("EngineDeadError")
+    assert {"max_num_seqs": 4} in [a["change"] for a in got["advice"]]
+
+
+def test_cli_live_refuses_parallel_layouts(tmp_path):
+    """live records one GPU: -tp 2 is one line, exit 2, before any GPU probe."""
+    out = subprocess.run([*CMD, "live", "-tp", "2", "--max-num-seqs", "2", "--out",
+                          str(tmp_path / "r.json")], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert "tensor_parallel_size, data_parallel_size: the live runner records one GPU" in out.stderr
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_cli_predict_tp_and_bad_layouts():
+    """predict -tp 2 shows the TP error surface; -dp and refused layouts exit 2 with one line."""
+    out = subprocess.run([*CMD, "predict", "-tp", "2", "--max-num-seqs", "3", "--prompt-lens",
+                          "4"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "TP=2: the same on every rank" in out.stdout
+    assert "Worker failed with error 'HiSparse swap rows" in out.stdout
+    for args, first in ((["-dp", "2"], "data_parallel_size: "),
+                        (["-tp", "9"], "tensor_parallel_size must be <= 8"),
+                        (["--pipeline-parallel-size", "2"], "pipeline_parallel_size: ")):
+        bad = subprocess.run([*CMD, "predict", "--max-num-seqs", "3", *args],
+                             capture_output=True, text=True, timeout=60)
+        assert bad.returncode == 2 and bad.stdout == ""
+        assert bad.stderr.count("\n") == 1 and first in bad.stderr
+
+
+def _mixed(s: int, late: dict) -> list[dict]:
+    """Rank 0: 2 tokens at step 0, s tokens at step 2 (step 2 = 1 decode + s prefill)."""
+    return [{"prompt_len": 2, "dp_rank": 0}, {"prompt_len": s, "dp_rank": 0, "arrival_step": 2},
+            {"prompt_len": 2, "dp_rank": 1, **late}]
+
+
+@pytest.mark.parametrize("requests, knobs, crash", [
+    # S = 3: 1 + 3 = 4 = C + 1, a capture size: idle rank 1's dummy routes 4
+    (_mixed(3, {"arrival_step": 30}), {"max_num_seqs": 3}, (2, 1, False, 4)),
+    # S = 7: captures 1, 2, 4, 7, 8; 1 + 7 = 8 = C + 1
+    (_mixed(7, {"arrival_step": 30}), {"max_num_seqs": 7}, (2, 1, False, 8)),
+    # rank 1 idle because its one-token request finished at step 0
+    (_mixed(3, {"max_tokens": 1}), {"max_num_seqs": 3}, (2, 1, False, 4)),
+    # without dp_rank: 3 requests split [0, 0, 1], the same schedule
+    ([{k: v for k, v in r.items() if k != "dp_rank"} for r in _mixed(3, {"arrival_step": 30})],
+     {"max_num_seqs": 3}, (2, 1, False, 4)),
+    # TP = 2 on each DP rank: the same
+    (_mixed(3, {"arrival_step": 30}), {"max_num_seqs": 3, "tensor_parallel_size": 2},
+     (2, 1, False, 4)),
+    # rank 0's own 4-token prefill: it dies as on one GPU (rank 1's dummy of 4 too)
+    ([{"prompt_len": 4, "dp_rank": 0}, {"prompt_len": 2, "dp_rank": 1, "arrival_step": 30}],
+     {"max_num_seqs": 3}, (0, 0, True, 4)),
+    # eager: the dummy runs its own q = 1 token, a decode
+    (_mixed(3, {"arrival_step": 30}), {"max_num_seqs": 3, "enforce_eager": True}, None),
+    # FLASHMLA_SPARSE hands only decode tokens over: a one-request prefill dummy routes none
+    (_mixed(3, {"arrival_step": 30}), {"max_num_seqs": 3, "attention_backend": "FLASHMLA_SPARSE"},
+     None),
+    # no PIECEWISE graphs: rank 0's mixed step is eager, so is the dummy (1 token)
+    (_mixed(3, {"arrival_step": 30}), {"max_num_seqs": 3, "cudagraph_mode": "FULL_DECODE_ONLY"},
+     None),
+    # S = 4: 1 + 4 = 5 pads to 8 > W = 5: all-resident
+    (_mixed(4, {"arrival_step": 30}), {"max_num_seqs": 4}, None),
+])
+def test_dp_scenarios_on_0_31_0(requests, knobs, crash):
+    """The DP = 2 scenarios the next issue records live: (step, rank, scheduled, stop) or None."""
+    sched = simulate(Knobs(data_parallel_size=2, **knobs), Workload.from_json(requests))
+    got = sched.crash
+    if crash is None:
+        assert got is None
+        return
+    step, rank, scheduled, stop = crash
+    assert got == {"step": step, "rank": rank, "scheduled": scheduled,
+                   "error": ERR.format(stop, knobs["max_num_seqs"])}

@@ -1,0 +1,50 @@
+"""Notebook 6 and its dashboard: a DP = 2 workload where the idle rank dies on its dummy batch."""
+
+from __future__ import annotations
+
+import os
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from hisparse_model.views.two_gpus import two_gpus_dashboard
+
+NOTEBOOK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "notebooks", "06_two_gpus.ipynb")
+
+
+@pytest.mark.parametrize("version, s, crash", [
+    # S = 3: step 2 is 1 + 3 = 4 = C + 1 tokens; 4 is a capture size: the dummy is 4 tokens
+    ("0.31.0", 3, "step 2 rank 1 dummy batch"),
+    # S = 4: 1 + 4 = 5 pads to the capture size 8 > W = 5: all-resident
+    ("0.31.0", 4, "none"),
+    # S = 7: 1 + 7 = 8 = C + 1 is a capture size again
+    ("0.31.0", 7, "step 2 rank 1 dummy batch"),
+    ("0.32.0", 3, "none"),  # routes on C = 3: 4 tokens go all-resident
+])
+def test_dashboard_moves(version, s, crash):
+    """Moving the version and max_num_seqs controls changes the crash the dashboard reports."""
+    dash = two_gpus_dashboard()
+    dash.controls["max_num_seqs"].value = s
+    dash.controls["vllm_version"].value = version
+    assert dash.error is None
+    assert dash.labels["crash"] == crash and dash.labels["C"] == str(s)
+    sched = dash.last_prediction
+    assert [len(st.ranks) for st in sched.steps] == [2] * len(sched.steps)
+    if crash != "none":
+        assert "To avoid it" in dash.numbers.value  # the advice is shown with the numbers
+        assert sched.crash["scheduled"] is False
+
+
+def test_notebook_runs_headless():
+    """Notebook 6 executes and shows both ranks' timelines, the crash on rank 1 and the advice."""
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    NotebookClient(nb, timeout=60, kernel_name="python3",
+                   resources={"metadata": {"path": os.path.dirname(NOTEBOOK)}}).execute()
+    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    shown = " ".join(m.get("state", {}).get("value", "") for m in state.values()
+                     if isinstance(m.get("state", {}).get("value"), str))
+    assert "DP rank 1 dies at step 2 on a dummy batch" in shown
+    assert "rank 0" in shown and "rank 1" in shown and "To avoid it" in shown
+    assert "max_num_seqs=4" in shown
