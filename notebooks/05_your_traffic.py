@@ -16,6 +16,10 @@
 # %% [markdown]
 # # 5 · Your traffic: will it crash 0.31.0, at which step, and what do I change?
 #
+# > **Run All first** (menu *Run* ▸ *Run All Cells*): the notebook is stored without outputs,
+# > so its dashboards appear once it has run. Open the `.ipynb`; the `.py` beside it is the
+# > same notebook as text, for review.
+#
 # Notebooks 1–4 served one prompt at a time. A real engine serves requests **together**, and
 # that is where most 0.31.0 crashes come from: on the H200, two short prompts that were fine one
 # at a time killed the engine when they were submitted together. This notebook serves a whole

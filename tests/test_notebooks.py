@@ -1,8 +1,8 @@
 """Every notebook runs headless (nbclient, kernel python3) and shows the model's numbers.
 
-The tests read what a reader sees: each dashboard's live digest line
-(``<code class='hs-summary' data-dashboard=NAME>``, e.g. ``B=640 q=1 C=2 W=3
-crash_size=3``) and its numbers, from the widget state nbclient saves, and the
+The tests read each dashboard's state (its hidden digest,
+``<span class='hs-summary' data-dashboard=NAME hidden>``, e.g. ``B=640 q=1 C=2 W=3
+crash_size=3``) and what a reader sees, its numbers, from the widget state nbclient saves, and the
 HTML the notebook displays; they compare them with :func:`hisparse_model.predict`
 computed here, so a notebook that runs but shows the wrong numbers fails.
 
@@ -89,8 +89,8 @@ def _text(nb) -> str:
     return "\n".join(parts)
 
 
-DIGEST = re.compile(r"<code class='hs-summary' data-dashboard='(?P<name>\w+)'>(?P<text>[^<]*)"
-                    r"</code>")
+DIGEST = re.compile(r"<span class='hs-summary' data-dashboard='(?P<name>\w+)' hidden>"
+                    r"(?P<text>[^<]*)</span>")
 
 
 def dashboards(nb) -> dict[str, tuple[str, str]]:

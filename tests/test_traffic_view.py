@@ -270,7 +270,7 @@ def test_a_spent_search_budget_ends_that_knobs_search(budget, calls):
 
 
 @pytest.mark.parametrize(("text", "title", "message"), [
-    ("3, x", "typo in prompt_lens:", "prompt_lens: 'x' is not an integer"),
+    ("3, x", "typo in prompt_lens:", "prompt_lens: prompt 2 ('x') is not an integer"),
     (" , ", "typo in prompt_lens:", "prompt_lens: give at least one prompt length"),
     ("3, 400", "vLLM would reject", None),  # 400 > max_model_len = 320: vLLM's own words
 ])

@@ -11,7 +11,7 @@ from .first_request import DEFAULT_PROMPTS, PROMPTS_HELP, prompt_word
 from .tables import BATCH_HEADERS, batch_rows, cite_html, esc, outcome_html, swatch, table
 
 TOGGLES = ("vllm_version", "attention_backend", "routing")
-SLIDERS = ("max_num_seqs", "num_speculative_tokens", "max_num_batched_tokens")
+SLIDERS = ("max_num_seqs", "num_speculative_tokens", "max_num_batched_tokens", "max_model_len")
 
 
 def _version_word(pred) -> str:
@@ -26,8 +26,7 @@ class VersionsDashboard(Dashboard):
 
     name = "versions"
 
-    def __init__(self, max_model_len: int = 320, prompt_lens: str = DEFAULT_PROMPTS, **initial):
-        self.max_model_len = max_model_len
+    def __init__(self, prompt_lens: str = DEFAULT_PROMPTS, **initial):
         controls = {n: knob_control(SPECS[n], initial.get(n), toggle=True) for n in TOGGLES}
         controls.update({n: knob_control(SPECS[n], initial.get(n)) for n in SLIDERS})
         controls["prompt_lens"] = text_control("prompt_lens", prompt_lens, PROMPTS_HELP)
@@ -35,7 +34,7 @@ class VersionsDashboard(Dashboard):
 
     def compute(self) -> Screen:
         # the fix's routing is a 0.31.0 patch: the knobs are built as 0.31.0, then per version
-        knobs = self.knobs(vllm_version="0.31.0", max_model_len=self.max_model_len)
+        knobs = self.knobs(vllm_version="0.31.0")
         selected = self.value("vllm_version")
         lens = parse_prompt_lens(self.value("prompt_lens"))
         preds = cd.version_predictions(knobs, lens)

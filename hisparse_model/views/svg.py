@@ -19,14 +19,14 @@ PALETTE = {
     cd.CRASH: "#d73027", cd.STARTUP_CRASH: "#d73027",
     cd.RUNTIME_CRASH: "#fc8d59",
     cd.NOT_ROUTED: "#bdbdbd", cd.NOT_RUN: "#e0e0e0", cd.INVALID: "#969696",
-    cd.OTHER_ERROR: "#984ea3",
+    cd.OTHER_ERROR: "#984ea3", cd.OVER_B: "#f0f0f0",
 }
 LABELS = {
     cd.SWAP_IN: "swap_in, fits C rows", "ok": "ok", cd.SAFE: "safe",
     cd.ALL_RESIDENT: "all-resident path", cd.CRASH: "swap_in past C rows: crash",
     cd.STARTUP_CRASH: "start-up crash", cd.RUNTIME_CRASH: "first-request crash",
     cd.NOT_ROUTED: "not routed (staged)", cd.NOT_RUN: "not run", cd.INVALID: "vLLM refuses",
-    cd.OTHER_ERROR: "other failure",
+    cd.OTHER_ERROR: "other failure", cd.OVER_B: "n > B: no step holds it",
 }
 INK, HIGHLIGHT = "#222222", "#fff3b0"
 FONT = 12  # px, tick labels; titles 14 px; nothing under 11 px

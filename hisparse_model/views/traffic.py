@@ -16,17 +16,17 @@ from ..report import _step_key
 from ..simulate import SIMULATE_ASSUMPTIONS, simulate
 from ..workload import Workload, synthetic
 from ..workload_recordings import compare_workload_recording
-from .controls import SPECS, PromptLensTypo, choice_control, knob_control, parse_prompt_lens, \
+from .controls import SPECS, choice_control, knob_control, parse_prompt_lens, \
     text_control
 from .dashboard import Dashboard, Screen
 from .engine_runs import knobs_text, live_output_path
-from .first_request import ranges
+from .first_request import ranges, ranges_text
 from .svg import INK, PALETTE, Svg, ticks
 from .tables import esc, formulas_html, swatch, table
 
 KNOBS = ("vllm_version", "routing", "attention_backend", "max_num_seqs",
-         "max_num_batched_tokens", "num_speculative_tokens", "enable_prefix_caching",
-         "enforce_eager", "cudagraph_mode")
+         "max_num_batched_tokens", "max_model_len", "num_speculative_tokens",
+         "enable_prefix_caching", "enforce_eager", "cudagraph_mode")
 WORKLOAD_HELP = {"requests": "number of requests (prompt lengths are cycled over them)",
                  "prompt_lens": "prompt lengths in tokens, comma-separated, cycled over requests",
                  "arrival_spacing": "engine steps between two arrivals (0 = all arrive together)",
@@ -150,7 +150,7 @@ def seqs_chart(d: dict) -> str:
         svg.rect(LEFT + (cur - 1) * cw - 1, 57, cw + 1, 32, "none", stroke="#000",
                  stroke_width=2, cls="hs-current")
     svg.text(10, 124, f"▢ current max_num_seqs = {cur}", size=12, cls="hs-current-label")
-    svg.text(10, 142, d["summary"], size=12, cls="hs-sweep")
+    svg.text(10, 142, d["caption"], size=12, cls="hs-sweep")
     return svg.render()
 
 
@@ -167,7 +167,7 @@ def steps_table(sched) -> str:
         rows.append([steps, esc(_tokens(s.scheduled)), str(s.num_tokens),
                      str(s.num_decode_tokens), esc(s.dispatch), str(s.routed_tokens or "–"),
                      swatch(cd.step_key(s), s.route or ("–", "replayed")[s.dispatch == "FULL"]),
-                     f"<code>{esc(s.error)}</code>" if s.error else ""])
+                     f"<code class='hs-error-text'>{esc(s.error)}</code>" if s.error else ""])
         classes.append("hs-crash" if s.error else "")
     note = (f"<div class='hs-note'>… {more} more groups not shown (<code>python -m "
             f"hisparse_model simulate</code> lists every step)</div>" if more > 0 else "")
@@ -219,9 +219,8 @@ class TrafficDashboard(Dashboard):
 
     name = "traffic"
 
-    def __init__(self, max_model_len: int = 320, requests: int = 2, prompt_lens: str = "3, 2",
+    def __init__(self, requests: int = 2, prompt_lens: str = "3, 2",
                  arrival_spacing: int = 0, max_tokens: int = 8, **initial):
-        self.max_model_len = max_model_len
         initial.setdefault("max_num_seqs", 4)
         controls = {"requests": workload_slider("requests", requests),
                     "prompt_lens": text_control("prompt_lens", prompt_lens,
@@ -234,13 +233,11 @@ class TrafficDashboard(Dashboard):
     def workload(self) -> Workload:
         """The requests the controls describe: ``synthetic``, the prompt lengths cycled."""
         lens = parse_prompt_lens(self.value("prompt_lens"))
-        if not lens:
-            raise PromptLensTypo("prompt_lens: give at least one prompt length")
         return synthetic(self.value("requests"), lens, self.value("arrival_spacing"),
                          self.value("max_tokens"))
 
     def compute(self) -> Screen:
-        base = self.knobs(vllm_version="0.31.0", max_model_len=self.max_model_len)
+        base = self.knobs(vllm_version="0.31.0")
         knobs = cd.version_knobs(base, self.value("vllm_version"))
         work = self.workload()
         sched = simulate(knobs, work)
@@ -279,8 +276,10 @@ class TrafficDashboard(Dashboard):
                  if sched.crash else None)  # after the strip: it reuses the strip's runs
         self.labels["advice"] = "; ".join(", ".join(f"{k}={v}" for k, v in a["change"].items())
                                           for a in (found or {"advice": []})["advice"]) or "none"
+        caption = "max_num_seqs " + ranges_text(
+            (v, [s for s, o in cells if o == k]) for k, (_, v) in STRIP.items())
         return {"timeline": cd.timeline_data(sched), "advice": found,
-                "strip": {**strip, "summary": self.labels["sweep_summary"]}}
+                "strip": {**strip, "caption": caption}}
 
     def draw(self) -> str:
         d = self.plot_data
