@@ -47,10 +47,11 @@ class Svg:
         self.parts.append(f"<rect x='{x:.1f}' y='{y:.1f}' width='{max(w, 0):.1f}' "
                           f"height='{h:.1f}' fill='{fill}'{_attrs(attrs)}/>")
 
-    def line(self, x1, y1, x2, y2, stroke=INK, width=1.0, dash=None) -> None:
+    def line(self, x1, y1, x2, y2, stroke=INK, width=1.0, dash=None, cls=None) -> None:
         d = f" stroke-dasharray='{dash}'" if dash else ""
+        c = f" class='{cls}'" if cls else ""
         self.parts.append(f"<line x1='{x1:.1f}' y1='{y1:.1f}' x2='{x2:.1f}' y2='{y2:.1f}' "
-                          f"stroke='{stroke}' stroke-width='{width}'{d}/>")
+                          f"stroke='{stroke}' stroke-width='{width}'{d}{c}/>")
 
     def circle(self, x, y, r, fill, **attrs) -> None:
         self.parts.append(f"<circle cx='{x:.1f}' cy='{y:.1f}' r='{r}' fill='{fill}'"

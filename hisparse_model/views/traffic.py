@@ -21,8 +21,10 @@ from .controls import SPECS, choice_control, knob_control, parse_prompt_lens, \
 from .dashboard import Dashboard, Screen
 from .engine_runs import knobs_text, live_output_path
 from .first_request import ranges, ranges_text
-from .svg import INK, PALETTE, Svg, ticks
+from .svg import PALETTE
 from .tables import esc, formulas_html, swatch, table
+from .traffic_charts import (REQUEST_COLOURS, STRIP, request_name,  # noqa: F401  re-exported
+                             seqs_chart, timeline_chart)
 
 KNOBS = ("vllm_version", "routing", "attention_backend", "max_num_seqs",
          "max_num_batched_tokens", "max_model_len", "num_speculative_tokens",
@@ -32,15 +34,8 @@ WORKLOAD_HELP = {"requests": "number of requests (prompt lengths are cycled over
                  "arrival_spacing": "engine steps between two arrivals (0 = all arrive together)",
                  "max_tokens": "output tokens per request (ignore_eos)"}
 WORKLOAD_RANGE = {"requests": (1, 64), "arrival_spacing": (0, 32), "max_tokens": (1, 64)}
-REQUEST_COLOURS = ("#66c2a5", "#8da0cb", "#e78ac3", "#a6d854", "#ffd92f", "#e5c494",
-                   "#bebada", "#80b1d3")  # request i is drawn in colour i mod 8
-STEP_LABELS = {cd.SWAP_IN: "swap_in (n ≤ C)", cd.ALL_RESIDENT: "all-resident",
-               cd.CRASH: "swap_in past C: crash", cd.NOT_ROUTED: "replayed / not routed"}
-STRIP = {cd.STARTUP_CRASH: ("startup_crash", "start-up crash"),  # key: (digest word, legend)
-         cd.RUNTIME_CRASH: ("crash", "crashes on this traffic"), cd.SAFE: ("safe", "serves it all"),
-         cd.INVALID: ("invalid", "vLLM refuses"), cd.NOT_RUN: ("not_computed", "not computed")}
+NUMBERING = "requests r1, r2, … from 1 (r1 is vLLM's request 0); steps from 0, as arrival_step"
 TABLE_ROWS = 300  # folded step groups shown; the command line lists every one
-WIDTH_PX, LEFT, RIGHT = 900, 90, 64
 
 
 def workload_slider(name: str, value: int):
@@ -52,106 +47,13 @@ def workload_slider(name: str, value: int):
 
 
 def _tokens(scheduled: dict | None) -> str:
-    return " ".join(f"r{r}:{n}" for r, n in (scheduled or {}).items())
+    return " ".join(f"{request_name(r)}:{n}" for r, n in (scheduled or {}).items())
 
 
 def crash_word(crash: dict | None) -> str:
     """``none``, ``startup`` or ``step<k>``: where a run died."""
     return ("none" if crash is None else "startup" if crash["step"] is None
             else f"step{crash['step']}")
-
-
-def _legend(svg: Svg, x: float, y: float, items) -> None:
-    for colour, label in items:
-        svg.rect(x, y - 10, 12, 12, colour, cls="hs-legend-swatch")
-        svg.text(x + 16, y, label, cls="hs-legend")
-        x += 26 + 7 * len(label)
-
-
-def _y_axis(svg: Svg, top: float, h: float, hi: int, label: str, marks, sqrt: bool = False):
-    """A vertical axis from 0 to ``hi`` over ``h`` px (square-root scale if ``sqrt``); v -> y."""
-    f = (lambda v: min(v, hi) ** 0.5 / hi ** 0.5) if sqrt else (lambda v: min(v, hi) / hi)
-    y = lambda v: top + h - h * f(v)  # noqa: E731
-    for t in marks:
-        svg.text(LEFT - 6, y(t) + 4, t, anchor="end", size=11)
-    svg.line(LEFT, top, LEFT, top + h)
-    svg.text(10, top - 8, label, size=12, cls="hs-lane-label")
-    return y
-
-
-def timeline_chart(d: dict, engine: dict | None = None) -> str:
-    """Tokens per request per step (stacked), the routed tokens against C and W, the crash."""
-    title = (f"Engine steps {d['first']}…{d['last']} of your traffic (steps with work: "
-             f"{d['total_steps']}; C = {d['C']}, W = {d['W']})")
-    svg = Svg(WIDTH_PX, 420, title)
-    svg.text(10, 20, title, size=14, weight="bold")
-    nc = len(REQUEST_COLOURS)
-    _legend(svg, LEFT, 42, [(REQUEST_COLOURS[i], f"r{i}") for i in range(min(d["requests"], nc))])
-    if d["requests"] > nc:
-        svg.text(LEFT + 40 * nc, 42, "… (request i in colour i mod 8)", size=11)
-    _legend(svg, LEFT, 62, [(PALETTE[k], v) for k, v in STEP_LABELS.items()])
-    bw = (WIDTH_PX - LEFT - RIGHT) / max(d["last"] - d["first"] + 1, 24)
-    x = lambda s: LEFT + (s - d["first"]) * bw  # noqa: E731
-    c, w = d["C"], d["W"]
-    hi = max([s["num_tokens"] for s in d["steps"]] + [1])
-    y1 = _y_axis(svg, 110, 135, hi, "tokens per request (√ scale)",
-                 sorted({0, hi} | {t for t in (8, 64, 512, 4096) if t < hi * 0.6}), True)
-    top2 = w + max(2, w // 2)
-    y2 = _y_axis(svg, 282, 80, top2, "routed tokens vs C and W = C + 1", (0, top2))
-    for s in d["steps"]:
-        sx, sw, base = x(s["step"]), max(bw - 1, 1), 0
-        for i in range(nc):  # one block per colour: requests i, i + 8, ... together
-            n = sum(t for r, t in s["tokens"] if r % nc == i)
-            if n:
-                svg.rect(sx, y1(base + n), sw, y1(base) - y1(base + n), REQUEST_COLOURS[i],
-                         cls="hs-step-tokens")
-                base += n
-        if engine and s["step"] in engine:
-            svg.circle(sx + bw / 2, y1(engine[s["step"]]), 3, INK, cls="hs-engine")
-        h = max(y2(0) - y2(s["routed"]), 3)
-        svg.rect(sx, y2(0) - h, sw, h, PALETTE[s["key"]], cls=f"hs-routed-{s['key']}")
-        if s["routed"] > top2:
-            svg.text(sx + bw / 2, y2(top2) - 2, "▲", anchor="middle", size=11)
-    for v, dy in ((c, 11), (w, -2)):  # labels right of the plot: C under its line, W over
-        svg.line(LEFT, y2(v), WIDTH_PX - RIGHT + 4, y2(v), dash="5,3")
-        svg.text(WIDTH_PX - RIGHT + 6, y2(v) + dy, f"{'C' if v == c else 'W'} = {v}", size=11,
-                 cls="hs-bound")
-    for t in ticks(d["first"], d["last"], 12):
-        svg.text(x(t) + bw / 2, 378, t, anchor="middle", size=11)
-    svg.text(LEFT, 398, "engine step (steps with no work are blank)", size=12)
-    if d["crash_step"] is not None:
-        cx = x(d["crash_step"]) + bw / 2
-        svg.line(cx, 84, cx, 364, stroke=PALETTE[cd.CRASH], width=2, dash="4,2")
-        svg.path(f"M{cx - 6:.1f},76 l12,0 l-6,8 z", PALETTE[cd.CRASH], cls="hs-mark")
-        svg.text(cx + (8 if cx < 700 else -8), 84, f"crash: step {d['crash_step']}", size=12,
-                 anchor="start" if cx < 700 else "end", weight="bold", fill=PALETTE[cd.CRASH],
-                 cls="hs-crash-label")
-    if engine:
-        svg.circle(WIDTH_PX - 260, 394, 3, INK)
-        svg.text(WIDTH_PX - 252, 398, "engine's tokens in the step (recorded)", size=11)
-    return svg.render()
-
-
-def seqs_chart(d: dict) -> str:
-    """One cell per max_num_seqs 1…64: what this traffic does there; the current one boxed."""
-    seqs, title = d["max_num_seqs"], "The same traffic under each max_num_seqs (the rest as set)"
-    svg = Svg(WIDTH_PX, 150, title)
-    svg.text(10, 20, title, size=14, weight="bold")
-    _legend(svg, LEFT, 42, [(PALETTE[k], v) for k, (_, v) in STRIP.items()
-                            if k in d["outcome"]])
-    cw = (WIDTH_PX - LEFT - RIGHT) / len(seqs)
-    svg.text(LEFT - 8, 102, "max_num_seqs", anchor="end", size=11, cls="hs-lane-label")
-    for i, key in enumerate(d["outcome"]):
-        svg.rect(LEFT + i * cw, 60, cw - 1, 26, PALETTE[key], cls=f"hs-cell-{key}")
-    for s in [1] + [s for s in seqs if s % 4 == 0]:
-        svg.text(LEFT + (s - 0.5) * cw, 102, s, anchor="middle", size=11)
-    cur = d["current"]
-    if cur <= len(seqs):
-        svg.rect(LEFT + (cur - 1) * cw - 1, 57, cw + 1, 32, "none", stroke="#000",
-                 stroke_width=2, cls="hs-current")
-    svg.text(10, 124, f"▢ current max_num_seqs = {cur}", size=12, cls="hs-current-label")
-    svg.text(10, 142, d["caption"], size=12, cls="hs-sweep")
-    return svg.render()
 
 
 def steps_table(sched) -> str:
@@ -171,8 +73,8 @@ def steps_table(sched) -> str:
         classes.append("hs-crash" if s.error else "")
     note = (f"<div class='hs-note'>… {more} more groups not shown (<code>python -m "
             f"hisparse_model simulate</code> lists every step)</div>" if more > 0 else "")
-    return ("<details open><summary>every engine step with work, identical neighbours folded"
-            "</summary><div class='hs-scroll'>" + table(
+    return ("<details open><summary>every engine step with work, identical neighbours folded "
+            f"({NUMBERING})</summary><div class='hs-scroll'>" + table(
                 ["steps", "tokens per request", "tokens", "decode", "graph mode", "routed n",
                  "route", "error"], rows, raw=True, row_classes=classes) + f"</div>{note}"
             "</details>")
@@ -182,8 +84,8 @@ def crash_html(sched) -> str:
     """The crash (or none) with vLLM's exact text, and in words why that step crashed."""
     crash, p, n = sched.crash, sched.plan, len(sched.workload)
     done = f"finished: <b class='hs-finished'>{len(sched.finished)}</b> of {n} requests"
-    if sched.finished:
-        done += f" (r{esc(ranges(sorted(sched.finished)))})"
+    if sched.finished:  # numbered from 1, as the reader counts
+        done += f" (r{esc(ranges(sorted(r + 1 for r in sched.finished)))})"
     if crash is None:
         return (f"<div class='hs-big'><b style='color:{PALETTE['ok']}'>no crash</b>: no step "
                 f"hands swap_in more than C = {p.swap_capacity} tokens. {done}</div>")
@@ -191,7 +93,7 @@ def crash_html(sched) -> str:
            "notebook 2), before it serves any request.")
     if crash["step"] is not None:
         s = sched.steps[-1]
-        parts = " + ".join(f"{t} (r{r})" for r, t in s.scheduled.items())
+        parts = " + ".join(f"{t} ({request_name(r)})" for r, t in s.scheduled.items())
         why = (f"In step {s.step} the scheduler packed {parts} = {s.num_tokens} tokens, "
                f"{s.num_decode_tokens} of them decode tokens; the attention backend handed "
                f"<b>{s.routed_tokens}</b> of them to the routing. {s.routed_tokens} = W = C + 1 "
@@ -345,16 +247,18 @@ class WorkloadRecordingsDashboard(Dashboard):
                 f"{esc(k.routing)}, {esc(knobs_text(k))}, prefix caching "
                 f"{'on' if k.enable_prefix_caching else 'off'}; {len(sched.workload)} requests; "
                 f"{esc(rec.get('provenance', {}).get('gpu', ''))}. {verdict}</div>"
+                + f"<div class='hs-note'>{esc(NUMBERING)}</div>"
                 + crash_html(sched) + "<div class='hs-scroll'>" + table(
                     ["step engine / model", "engine: tokens per request", "model: tokens per "
                      "request", "engine routed n → route", "model routed n → route", "same"],
                     rows, row_classes=classes) + "</div>")
-        data = {"timeline": cd.timeline_data(sched), "engine": {
+        data = {"timeline": cd.timeline_data(sched), "name": self.names[i], "engine": {
             e["step"]: e["num_tokens"] for e in rec["steps"]}}
         return Screen({"recording": self.names[i]}, sched, labels, body, lambda: data)
 
     def draw(self) -> str:
-        return timeline_chart(self.plot_data["timeline"], self.plot_data["engine"])
+        return timeline_chart(self.plot_data["timeline"], self.plot_data["engine"],
+                              of=f"recording {self.plot_data['name']}")
 
 
 def live_command(knobs, workload_path: str, out: str) -> list[str]:
