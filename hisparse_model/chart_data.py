@@ -217,6 +217,25 @@ def prompt_lanes(knobs: Knobs) -> dict:
     return out
 
 
+def key_lengths(data: dict, keep=(), margin: int = 1) -> list[int]:
+    """The prompt lengths worth drawing of :func:`prompt_lanes`' ``data``: nothing is lost.
+
+    The first and last length, every length in ``keep`` (notebook 3: C - 5 … W + 5), and
+    each length where some lane changes outcome, with ``margin`` lengths either side.  A
+    length left out has, in every lane, the outcome of the nearest drawn length below it,
+    so the chart can draw it as a gap ("same as left").
+    """
+    ns = data["n"]
+    if not ns:
+        return []
+    rows = [row for row in data["lanes"].values() if row]
+    shown = {ns[0], ns[-1]} | {n for n in keep if ns[0] <= n <= ns[-1]}
+    for i in range(1, len(ns)):
+        if any(row[i] != row[i - 1] for row in rows):
+            shown |= {ns[j] for j in range(max(0, i - margin - 1), min(len(ns), i + margin + 1))}
+    return sorted(shown)
+
+
 @functools.lru_cache(maxsize=128)
 def _prompt_lane(knobs: Knobs) -> tuple[tuple, tuple, bool | None]:
     """(outcome per prompt length, crashing lengths, start-up ok) in one version (None: refused)."""

@@ -55,10 +55,12 @@
 # ## Try the versions, backends and workloads
 #
 # The chart shows prompt lengths n below max_model_len (a control: notebook 1 introduces it),
-# each prompt served alone: where
-# its prefill goes in each version (green `swap_in` that fits, blue all-resident, red the
-# crash, marked ▼ with its n). Prefills longer than B are chunked, so with B = 64 a 67-token
-# prompt is prefilled as 64 + 3 tokens, and its last chunk is the W-token batch.
+# each prompt served alone: where its prefill goes in each version (green `swap_in` that fits,
+# blue all-resident, red the crash, marked ▼ with its n). It draws the lengths that tell the
+# versions apart: C − 5 … W + 5, and every length where some version changes path; a `⋯`
+# column stands for the lengths left out, each going where the length left of it goes.
+# Prefills longer than B are chunked, so with B = 64 a 67-token prompt is prefilled as
+# 64 + 3 tokens, and its last chunk is the W-token batch.
 
 # %%
 from IPython.display import display

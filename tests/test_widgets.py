@@ -87,7 +87,7 @@ def test_off_by_one_numbers_follow_the_sliders(off_by_one, knobs, expected):
 
 @pytest.mark.parametrize(("knobs", "expected"), OFF_BY_ONE_CASES)
 def test_off_by_one_plot_data_is_the_routing(off_by_one, knobs, expected):
-    """Each lane's outcome at n ≤ B equals route_tokens(n), n > B is none; 0.31.0 crashes at W ≤ B."""
+    """Each lane at n ≤ B is route_tokens(n), n > B holds no batch; 0.31.0 crashes at W ≤ B."""
     s, k, b = knobs
     big_b, _, c, w = expected
     dash = off_by_one

@@ -14,7 +14,7 @@ KNOBS = ("max_num_seqs", "num_speculative_tokens", "max_num_batched_tokens", "ma
 
 
 class OffByOneDashboard(Dashboard):
-    """Sliders for S, K, B and max_model_len under 0.31.0; C, W, the crash size, where each n goes."""
+    """S, K, B and max_model_len under 0.31.0: C, W, the crash size, where each n goes."""
 
     name = "off_by_one"
 
