@@ -564,3 +564,88 @@ def test_app_serves_the_dashboards_and_stops_on_ctrl_c(browser, latency, tmp_pat
                 _stop(proc)
     assert rc == 0
     assert "app: stopping" in (tmp_path / "app.log").read_text()
+
+
+# Notebook 5 with 64 requests (the widest dashboard a reader builds): moves timed like the
+# others and written to latency.json under "05_your_traffic, 64 requests/<control>".
+TRAFFIC_64_MOVES = [("max_num_seqs", "slider", "ArrowLeft"), ("max_num_seqs", "slider", "ArrowRight"),
+                    ("arrival_spacing", "slider", "ArrowRight"), ("max_tokens", "box", 9),
+                    ("prompt_lens", "text", "3, 2, 5")]
+
+
+def test_traffic_with_64_requests_is_timed_like_the_others(lab, browser, latency):
+    """Notebook 5 at 64 requests: every move updates the numbers; its times join latency.json."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    dash_sel = ".hs-dashboard-traffic"
+    key = "05_your_traffic, 64 requests"
+    try:
+        _open_and_run(page, lab, "05_your_traffic", dash_sel, [])
+        box = _control(page, dash_sel, "requests").locator("input").last
+        box.fill("64")
+        box.press("Enter")
+        page.wait_for_function("(sel) => document.querySelector(sel).textContent"
+                               ".includes(' requests=64 ')", arg=f"{dash_sel} .hs-summary",
+                               timeout=UPDATE_S * 1000)
+        _settle(page)
+        for move in TRAFFIC_64_MOVES:
+            _move(page, dash_sel, key, *move, latency)
+        assert " requests=64 " in _digest(page, dash_sel)
+    except Exception:
+        page.screenshot(path=os.path.join(ARTIFACTS, "traffic64_failure.png"), full_page=True)
+        raise
+    finally:
+        context.close()
+
+
+def _inside(page, inner: str, outer: str) -> dict:
+    """Rectangles of the first ``inner`` and of its closest ``outer`` ancestor, in px."""
+    return page.evaluate(
+        "([inner, outer]) => { const el = document.querySelector(inner);"
+        " const box = el.closest(outer); const a = el.getBoundingClientRect(),"
+        " b = box.getBoundingClientRect(); return {top: a.top, bottom: a.bottom, left: a.left,"
+        " right: a.right, box_top: b.top, box_bottom: b.bottom, box_left: b.left,"
+        " box_right: b.right}; }", [inner, outer])
+
+
+def test_a_picked_recording_is_in_view_and_its_verdict_unclipped(lab, browser):
+    """Notebook 4 at 1400 px, file browser open: the picked row scrolls into its box, the verdict shows."""
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    dash_sel = ".hs-dashboard-recordings"
+    try:
+        _open_and_run(page, lab, "04_model_vs_engine", dash_sel, [])
+        page.evaluate("() => window.jupyterapp.shell.activateById('filebrowser')")
+        assert page.locator(".jp-FileBrowser").first.is_visible()
+        select = _control(page, dash_sel, "recording").locator("select").first
+        last = select.locator("option").last.get_attribute("value")
+        select.select_option(last)
+        page.wait_for_function("(a) => (document.querySelector(a[0]) || {}).textContent"
+                               "?.includes(a[1])", arg=[f"{dash_sel} tr.hs-selected", last],
+                               timeout=UPDATE_S * 1000)
+        page.locator(f"{dash_sel} .hs-scroll").first.scroll_into_view_if_needed()
+        page.screenshot(path=os.path.join(ARTIFACTS, "04_picked_last_recording.png"))
+        row = _inside(page, f"{dash_sel} tr.hs-selected", ".hs-scroll")
+        assert row["box_top"] <= row["top"] and row["bottom"] <= row["box_bottom"], row
+        verdict = _inside(page, f"{dash_sel} .hs-scroll th:nth-child(2)", ".jp-Notebook")
+        assert verdict["right"] <= verdict["box_right"], verdict  # not cut by the notebook
+        head = page.locator(f"{dash_sel} .hs-scroll th:nth-child(2)").first.inner_text()
+        assert head.startswith("verdict")
+    finally:
+        context.close()
+
+
+def test_notebook_2_tables_read_left_to_right(lab, browser):
+    """Notebook 2's static reports: cells left-aligned (not Lab's right), the error not squeezed."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    try:
+        _open_and_run(page, lab, "02_startup_or_first_request", ".hs-dashboard-startup", [])
+        cells = page.locator(".hs-static .hs-table td")
+        aligns = set(cells.evaluate_all("els => els.map(e => getComputedStyle(e).textAlign)"))
+        assert aligns == {"left"}, aligns
+        error = page.locator(".hs-static tr.hs-crash code.hs-error-text").first
+        assert error.bounding_box()["width"] >= 300  # ~30em: the message reads in two lines
+    finally:
+        context.close()

@@ -17,7 +17,7 @@ WIDTH_PX, LEFT, RIGHT = 900, 90, 64
 # Request i (from 1) is drawn in colour (i - 1) mod 8: pinks, yellows, browns, purples, kept
 # away from the route colours the same chart uses (green, blue, red, grey).
 REQUEST_COLOURS = ("#e78ac3", "#ffd92f", "#a6761d", "#9e86c8", "#fdb462", "#bcbd22",
-                   "#e5c494", "#542788")
+                   "#e7298a", "#542788")
 STEP_LABELS = {cd.SWAP_IN: "swap_in (n ≤ C)", cd.ALL_RESIDENT: "all-resident",
                cd.CRASH: "swap_in past C: crash", cd.NOT_ROUTED: "replayed / not routed"}
 STRIP = {cd.STARTUP_CRASH: ("startup_crash", "start-up crash"),  # key: (digest word, legend)
@@ -37,14 +37,18 @@ def _legend(svg: Svg, x: float, y: float, items) -> None:
         x += 26 + 7 * len(label)
 
 
-def _y_axis(svg: Svg, top: float, h: float, hi: int, label: str, marks, sqrt: bool = False):
-    """A vertical axis from 0 to ``hi`` over ``h`` px (square-root scale if ``sqrt``); v -> y."""
+def _y_axis(svg: Svg, top: float, h: float, hi: int, label: str, marks, sqrt: bool = False,
+            label_dy: int = 8):
+    """A vertical axis from 0 to ``hi`` over ``h`` px (square-root scale if ``sqrt``); v -> y.
+
+    Its title sits ``label_dy`` px above the plot.
+    """
     f = (lambda v: min(v, hi) ** 0.5 / hi ** 0.5) if sqrt else (lambda v: min(v, hi) / hi)
     y = lambda v: top + h - h * f(v)  # noqa: E731
     for t in marks:
         svg.text(LEFT - 6, y(t) + 4, t, anchor="end", size=11)
     svg.line(LEFT, top, LEFT, top + h)
-    svg.text(10, top - 8, label, size=12, cls="hs-lane-label")
+    svg.text(10, top - label_dy, label, size=12, cls="hs-lane-label")
     return y
 
 
@@ -69,21 +73,32 @@ def timeline_chart(d: dict, engine: dict | None = None, of: str = "your traffic"
     y1 = _y_axis(svg, 110, 135, hi, "tokens per request (√ scale)",
                  sorted({0, hi} | {t for t in (8, 64, 512, 4096) if t < hi * 0.6}), True)
     top2 = w + max(2, w // 2)
-    y2 = _y_axis(svg, 282, 80, top2, "routed tokens vs C and W = C + 1", (0, top2))
+    y2 = _y_axis(svg, 282, 80, top2, "routed tokens vs C and W = C + 1", (0, top2),
+                 label_dy=18)  # above the ▲ of steps past the axis
+    # Every block of one colour is one <path> of rectangles: a few elements for the page to
+    # lay out however many steps and requests (64 requests: ~1,000 rects before).
+    blocks: dict[tuple[str, str], list[str]] = {}
+
+    def block(colour: str, cls: str, bx: float, by: float, bwidth: float, bh: float) -> None:
+        blocks.setdefault((colour, cls), []).append(
+            f"M{bx:.1f},{by:.1f}h{bwidth:.1f}v{bh:.1f}h{-bwidth:.1f}z")
+
     for s in d["steps"]:
         sx, sw, base = x(s["step"]), max(bw - 1, 1), 0
         for i in range(nc):  # one block per colour: requests i, i + 8, ... together
             n = sum(t for r, t in s["tokens"] if r % nc == i)
             if n:
-                svg.rect(sx, y1(base + n), sw, y1(base) - y1(base + n), REQUEST_COLOURS[i],
-                         cls="hs-step-tokens")
+                block(REQUEST_COLOURS[i], "hs-step-tokens", sx, y1(base + n), sw,
+                      y1(base) - y1(base + n))
                 base += n
         if engine and s["step"] in engine:
             svg.circle(sx + bw / 2, y1(engine[s["step"]]), 3, INK, cls="hs-engine")
         h = max(y2(0) - y2(s["routed"]), 3)
-        svg.rect(sx, y2(0) - h, sw, h, PALETTE[s["key"]], cls=f"hs-routed-{s['key']}")
+        block(PALETTE[s["key"]], f"hs-routed-{s['key']}", sx, y2(0) - h, sw, h)
         if s["routed"] > top2:
             svg.text(sx + bw / 2, y2(top2) - 2, "▲", anchor="middle", size=11)
+    for (colour, cls), parts in blocks.items():
+        svg.path("".join(parts), colour, cls=cls)
     for v, dy in ((c, 11), (w, -2)):  # labels right of the plot: C under its line, W over
         svg.line(LEFT, y2(v), WIDTH_PX - RIGHT + 4, y2(v), dash="5,3")
         svg.text(WIDTH_PX - RIGHT + 6, y2(v) + dy, f"{'C' if v == c else 'W'} = {v}", size=11,
