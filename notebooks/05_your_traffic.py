@@ -101,7 +101,8 @@ show(knobs.replace(enable_prefix_caching=False), synthetic(2, [64, 69], spacing=
 # * C and W with their formulas, the crash (or none) with vLLM's exact error text and, in
 #   words, which requests made the crashing step; the requests that finished;
 # * every engine step in a table (identical neighbours folded, the crash row pinned);
-# * the **timeline**: tokens per request in each step (stacked, one colour per request), and
+# * the **timeline**: tokens per request in each step (stacked, one colour per request;
+#   requests are numbered r1, r2, … in arrival order, r1 being vLLM's request 0), and
 #   below it the tokens the step handed to the routing against the C and W lines (green: fits
 #   `swap_in`, blue: all-resident, grey: a FULL-graph replay that routes nothing, red: the
 #   crash, also marked with a dashed line);
@@ -109,8 +110,13 @@ show(knobs.replace(enable_prefix_caching=False), synthetic(2, [64, 69], spacing=
 #   your other knobs (red: start-up crash, orange: crashes on this traffic, green: serves it
 #   all, grey: vLLM refuses the knobs). Values nearest yours are simulated first; on very large
 #   workloads the farthest ones may be left "not computed" to keep the dashboard responsive;
+#   a max_num_seqs above 64 is pointed at past the map's right end;
 # * under the map, when it crashes, the smallest single-knob changes that avoid it (each one
-#   re-simulated). The map and the changes are searches: they follow the numbers on screen.
+#   re-simulated). The map and the changes are searches: they are drawn after the numbers
+#   and the timeline, so they may arrive a moment later.
+#
+# Engine steps are counted from 0, as `arrival_step` counts them (a request with arrival step
+# 0 joins before the first step).
 
 # %%
 from IPython.display import display

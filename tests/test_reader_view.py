@@ -299,7 +299,7 @@ def test_request_colours_stay_away_from_the_route_colours():
 def test_a_max_num_seqs_beyond_the_map_is_pointed_at():
     """The slider reaches 256, the map 64: at 100 the map points past its end and says so."""
     dash = TrafficDashboard(max_num_seqs=100)
-    strip = _charts(dash.chart.value)[1]
+    strip = _charts(dash.search.value)[0]
     assert "hs-current-beyond" in strip and "class='hs-current'" not in strip
     label = [t.text for t in _svg_texts(strip, "hs-current-label")]
     assert label[0].startswith("▶ current max_num_seqs = 100, beyond the map (1…64)")
@@ -381,3 +381,20 @@ def test_the_app_refuses_a_port_in_use_before_saying_it_serves():
     assert "serving" not in done.stdout
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "--port" in lines[0] and str(port) in lines[0]
+
+
+def test_notebook_5_sends_its_timeline_before_the_searches(monkeypatch):
+    """A move in notebook 5: numbers, flush, timeline, flush, then the map and advice, last the box."""
+    from hisparse_model.views import dashboard, traffic
+
+    sent = []
+    monkeypatch.setattr(dashboard.W.Widget, "_send",
+                        lambda self, msg, buffers=None: sent.append(self))
+    monkeypatch.setattr(traffic.outbox, "send_now", lambda: sent.append("send_now"))
+    dash = TrafficDashboard(max_num_seqs=4)
+    slider = dash.controls["max_num_seqs"]
+    sent.clear()
+    slider.set_state({"value": 5})  # C = 5: 3 + 2 = 5 tokens fit swap_in
+    assert dash.labels["crash"] == "none"
+    assert sent == [dash.numbers, "send_now", dash.chart, "send_now", dash.search,
+                    dash.number_boxes["max_num_seqs"]]

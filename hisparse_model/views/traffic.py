@@ -8,6 +8,8 @@ import subprocess
 import sys
 from itertools import groupby
 
+import ipywidgets as W
+
 from .. import chart_data as cd
 from ..knobs import KnobSpec, knob_specs
 from ..predict import Prediction
@@ -16,6 +18,7 @@ from ..report import _step_key
 from ..simulate import SIMULATE_ASSUMPTIONS, simulate
 from ..workload import Workload, synthetic
 from ..workload_recordings import compare_workload_recording
+from . import outbox
 from .controls import SPECS, choice_control, knob_control, parse_prompt_lens, \
     text_control
 from .dashboard import Dashboard, Screen
@@ -130,7 +133,15 @@ class TrafficDashboard(Dashboard):
                     "arrival_spacing": workload_slider("arrival_spacing", arrival_spacing),
                     "max_tokens": workload_slider("max_tokens", max_tokens)}
         controls.update({n: knob_control(SPECS[n], initial.get(n)) for n in KNOBS})
+        # the max_num_seqs map and the advice: searches, drawn under the timeline once it is out
+        self.search = W.HTML()
+        self.search.add_class("hs-search-box")
+        self.search_data: dict = {}
+        self._search_args: tuple | None = None
         super().__init__(controls)
+        parts = list(self.widget.children)
+        parts.insert(parts.index(self.chart) + 1, self.search)
+        self.widget.children = parts
 
     def workload(self) -> Workload:
         """The requests the controls describe: ``synthetic``, the prompt lengths cycled."""
@@ -166,10 +177,40 @@ class TrafficDashboard(Dashboard):
                 + esc(" · ".join(a.removeprefix("simulate: ") for a in SIMULATE_ASSUMPTIONS[2:]))
                 + "</div>")
         state = {**knobs.as_dict(), "requests": n, "workload": work.as_json()["requests"]}
-        return Screen(state, sched, labels, body, lambda: self._plot(knobs, work, sched))
+        return Screen(state, sched, labels, body, lambda: self._timeline(knobs, work, sched))
 
-    def _plot(self, knobs, work, sched) -> dict:
-        """The charts' data, and the advice: searches, so they come after the numbers."""
+    def _timeline(self, knobs, work, sched) -> dict:
+        """The timeline's data (the chart); the searches under it wait for it to be sent."""
+        self._search_args = (knobs, work, sched)
+        return {"timeline": cd.timeline_data(sched)}
+
+    def _show_plot(self, plot) -> None:
+        """The timeline as the chart, sent; then the map and the advice (searches) under it.
+
+        With 64 requests the map's 64 simulations took 60-130 ms: computed before the
+        timeline, they held the chart back that long (170-250 ms in the browser).
+        """
+        self._search_args = None
+        super()._show_plot(plot)
+        args, self._search_args = self._search_args, None
+        if args is None or self.error is not None:
+            return
+        outbox.send_now()
+        ok, data = self._guarded(lambda: self._search(*args))
+        if ok:
+            html = seqs_chart(data["strip"]) + (advice_html(data["advice"]) if data["advice"]
+                                                else "")
+            self.search_data = data
+            if self.search.value != html:
+                self.search.value = html
+            self.search.layout.display = None
+
+    def _show_error(self, msg: str, title: str) -> None:
+        super()._show_error(msg, title)
+        self.search.layout.display = "none"
+
+    def _search(self, knobs, work, sched) -> dict:
+        """The map's and the advice's data: searches, so they come after the timeline."""
         strip = cd.traffic_seqs_strip(knobs, work)
         cells = list(zip(strip["max_num_seqs"], strip["outcome"]))
         self.labels["sweep_summary"] = " ".join(
@@ -180,13 +221,10 @@ class TrafficDashboard(Dashboard):
                                           for a in (found or {"advice": []})["advice"]) or "none"
         caption = "max_num_seqs " + ranges_text(
             (v, [s for s, o in cells if o == k]) for k, (_, v) in STRIP.items())
-        return {"timeline": cd.timeline_data(sched), "advice": found,
-                "strip": {**strip, "caption": caption}}
+        return {"advice": found, "strip": {**strip, "caption": caption}}
 
     def draw(self) -> str:
-        d = self.plot_data
-        return (timeline_chart(d["timeline"]) + seqs_chart(d["strip"])
-                + (advice_html(d["advice"]) if d["advice"] else ""))
+        return timeline_chart(self.plot_data["timeline"])
 
 
 def traffic_dashboard(**initial) -> TrafficDashboard:
