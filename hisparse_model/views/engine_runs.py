@@ -73,8 +73,8 @@ class RecordingsDashboard(Dashboard):
         for r in self.rows:
             k = r["knobs"]
             c_model, c_engine = r["sizes"].get("C", (None, None))
-            events = "<br>".join(
-                f"{esc(ev)}: model {outcome_html(m, m is not None)} · engine "
+            events = "<br>".join(  # the header says which is which: model · engine
+                f"{esc(ev)}: {outcome_html(m, m is not None)} · "
                 f"{outcome_html(e, e is not None)}"
                 for ev, m, e in zip(r["events"], r["model"], r["engine"]))
             verdict = "✓ agrees" if r["agrees"] else f"✗ {esc(r['diffs'][0][:160])}"
