@@ -54,15 +54,17 @@
 #   in the tables.
 
 # %%
+from IPython.display import HTML, display
+
 from hisparse_model import Knobs
-from hisparse_model.report import format_schedule
 from hisparse_model.simulate import simulate
+from hisparse_model.views.traffic import schedule_report
 from hisparse_model.workload import synthetic
 
 
 def show(knobs, workload):
-    """The command line's folded schedule (its assumptions are listed at the end)."""
-    print(format_schedule(simulate(knobs, workload)).split("\n\nAssumptions:")[0])
+    """The crash (or none) and every engine step, as the dashboard below shows them."""
+    display(HTML(schedule_report(simulate(knobs, workload))))
 
 
 knobs = Knobs(max_num_seqs=4)  # B = 4 * 320 = 1280, q = 1, C = min(1280, 4) = 4, W = 5

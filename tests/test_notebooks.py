@@ -229,10 +229,12 @@ def _traffic_digest(s: int, lens: list[int], spacing: int = 0) -> str:
 def test_05_serves_the_traffic_and_compares_the_recorded_workloads(executed):
     """Notebook 5: [3, 2] together under max_num_seqs=4 crash at step 0 (5 = C+1); recordings agree."""
     nb, text = executed["05_your_traffic"]
-    # the worked examples, as the command line prints them
-    assert text.count(f"crash at step 0: {routing.swap_error(5, 4)}") == 1  # 3 + 2 = 5 = W
-    assert f"crash at step 12: {routing.swap_error(5, 4)}" in text  # 69 - 64 cached = 5
-    assert "step 1               5 tok [PIECEWISE] 1 routed -> swap_in" in text  # mixed step
+    # the worked examples, shown as the dashboard shows a schedule (requests from 1)
+    assert text.count(f"crash at step 0 {routing.swap_error(5, 4)}") == 1  # 3 + 2 = 5 = W
+    assert "packed 3 (r1) + 2 (r2) = 5 tokens" in text
+    assert f"crash at step 12 {routing.swap_error(5, 4)}" in text  # 69 - 64 cached = 5
+    # the mixed step: step 1 holds r1's decode (1) and r2's prefill (4), 1 token routed
+    assert "1 r1:1 r2:4 5 1 PIECEWISE 1 swap_in" in text
     for line in SIMULATE_ASSUMPTIONS:
         assert f"- {line}" in text
     boards = dashboards(nb)

@@ -25,7 +25,7 @@ from .dashboard import Dashboard, Screen
 from .engine_runs import knobs_text, live_output_path
 from .first_request import ranges, ranges_text
 from .svg import PALETTE
-from .tables import esc, formulas_html, swatch, table
+from .tables import esc, formulas_html, static_html, swatch, table
 from .traffic_charts import (REQUEST_COLOURS, STRIP, request_name,  # noqa: F401  re-exported
                              seqs_chart, timeline_chart)
 
@@ -106,6 +106,15 @@ def crash_html(sched) -> str:
             f"{'start-up' if crash['step'] is None else 'step ' + str(crash['step'])}</b>"
             f"<br><code class='hs-error-text'>{esc(crash['error'])}</code></div>"
             f"<div class='hs-note'>{why} {done}</div>")
+
+
+def schedule_report(sched) -> str:
+    """A served workload shown once (notebook 5's worked examples): the crash, then every step.
+
+    The same pieces as the dashboard's numbers, so the examples and the dashboard number
+    requests and steps alike.
+    """
+    return static_html(crash_html(sched) + steps_table(sched))
 
 
 def advice_html(found: dict) -> str:
