@@ -161,6 +161,7 @@ def seqs_chart(d: dict) -> str:
         svg.path(f"M{edge + 4:.1f},62 l10,11 l-10,11 z", "#000", cls="hs-current-beyond")
         svg.text(edge + 18, 78, f"{cur}", size=11, weight="bold")
         svg.text(10, 124, f"▶ current max_num_seqs = {cur}, beyond the map (1…{len(seqs)}): "
-                 "simulated above, not in the map", size=12, cls="hs-current-label")
+                 "the numbers and the timeline above are for it", size=12,
+                 cls="hs-current-label")
     svg.text(10, 142, d["caption"], size=12, cls="hs-sweep")
     return svg.render()
