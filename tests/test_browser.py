@@ -15,6 +15,10 @@ ahead of the move or waited for the kernel (``label_from``), into
 ``test-artifacts/latency.json`` (``python -m hisparse_model.bench`` reports it).  Times are
 recorded, never asserted: the test fails only when a control does not update the numbers at
 all.
+Notebook 5 is also timed with 64 requests.  What only a browser shows is checked too:
+notebook 4's picked recording scrolled into its box with its verdict unclipped at 1400 px
+with the file browser open, notebook 2's tables left-aligned with room for the error.
+The dashboards' state is read from their hidden digest (``.hs-summary``).
 The app test serves ``python -m hisparse_model app`` and moves max_num_seqs the
 same way, then stops it with Ctrl-C (SIGINT).  Screenshots go to
 ``test-artifacts/browser/``.
