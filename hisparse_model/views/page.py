@@ -30,7 +30,7 @@ INTRO = (
 def header_diagram(dash) -> str:
     """The buffers diagram for the C that tab 1's dashboard shows (called only without an error)."""
     c = int(dash.labels["C"])
-    caption = "C as tab 1's knobs make it"
+    caption = "drawn for tab 1's knobs below: it follows them"
     if dash.labels["crash_size"] == "none":
         caption += f"; with them no step holds W = {c + 1} tokens, so this batch never happens"
     return buffers_diagram(c, caption)
