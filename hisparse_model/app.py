@@ -5,7 +5,9 @@ on one page (:func:`hisparse_model.views.page.app_page`), with no code shown.
 The command writes a one-cell notebook into a temporary folder and runs Voilà
 on it in a child process, bound to 127.0.0.1 unless ``--ip`` says otherwise
 (anyone who can reach the address can use the page and its kernel).  Ctrl-C
-(or SIGTERM) stops the server and its kernels and exits with status 0.
+(or SIGTERM) stops the server and its kernels and exits with status 0.  A port
+already in use is bad input: one line naming ``--port`` and exit status 2, before
+anything starts; "serving at ..." is printed only once Voilà accepts connections.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from __future__ import annotations
 import importlib.util
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 
 APP_CELL = ("from hisparse_model.views.page import app_page\n"
@@ -23,7 +27,9 @@ APP_CELL = ("from hisparse_model.views.page import app_page\n"
             "page")
 DEFAULT_PORT = 8866  # Voilà's own default
 EXIT_UNAVAILABLE = 3  # as the command line's other "cannot run here" errors
+EXIT_BAD_INPUT = 2  # as the command line's other bad input: here a port already in use
 STOP_WAIT_S = 15  # seconds for Voilà to stop its kernels before it is killed
+LISTEN_POLL_S = 0.2  # how often to look whether Voilà has opened its port
 
 
 def add_parser(subparsers) -> None:
@@ -72,6 +78,29 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
+def port_in_use(ip: str, port: int) -> bool:
+    """Whether ``ip:port`` cannot be bound here (another server holds it)."""
+    with socket.socket(socket.AF_INET6 if ":" in ip else socket.AF_INET) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Voilà's server binds
+        try:
+            sock.bind((ip, port))
+        except OSError:
+            return True
+    return False
+
+
+def _wait_listening(proc: subprocess.Popen, ip: str, port: int) -> bool:
+    """Until Voilà accepts connections on ``ip:port`` (True) or exits first (False)."""
+    host = "127.0.0.1" if ip in ("0.0.0.0", "") else "::1" if ip == "::" else ip
+    while proc.poll() is None:
+        try:
+            with socket.create_connection((host, port), timeout=1):
+                return True
+        except OSError:
+            time.sleep(LISTEN_POLL_S)
+    return False
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
@@ -82,14 +111,19 @@ def run(args) -> int:
         print('app: Voila is not installed here (pip install -e ".[notebooks]")',
               file=sys.stderr)
         return EXIT_UNAVAILABLE
+    if port_in_use(args.ip, args.port):
+        print(f"app: --port {args.port}: {args.ip}:{args.port} is already in use "
+              "(another server holds it); choose another port", file=sys.stderr)
+        return EXIT_BAD_INPUT
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         with tempfile.TemporaryDirectory(prefix="hisparse-app-") as tmp:
             cmd = voila_command(write_notebook(tmp), args.port, args.ip, not args.no_browser)
             proc = subprocess.Popen(cmd, cwd=tmp, start_new_session=True)
-            print(f"serving the HiSparse dashboards at http://{args.ip}:{args.port}/ "
-                  "(Ctrl-C stops)", flush=True)
             try:
+                if _wait_listening(proc, args.ip, args.port):  # said only once it is true
+                    print(f"serving the HiSparse dashboards at http://{args.ip}:{args.port}/ "
+                          "(Ctrl-C stops)", flush=True)
                 return proc.wait()
             except KeyboardInterrupt:
                 print("app: stopping", flush=True)

@@ -41,6 +41,7 @@ from .workload import Workload
 
 SWAP_IN, ALL_RESIDENT, CRASH, NOT_ROUTED, NOT_RUN, OTHER_ERROR = (
     "swap_in", "all_resident", "crash", "not_routed", "not_run", "other_error")
+OVER_B = "over_b"  # more routed tokens than one step holds (n > B): no batch has them
 STARTUP_CRASH, RUNTIME_CRASH, SAFE, INVALID = "startup_crash", "runtime_crash", "safe", "invalid"
 
 # Notebook 1's two lanes: label -> VersionRules key
@@ -54,8 +55,9 @@ def formulas(pred: Prediction) -> list[tuple[str, str, object]]:
     if k.max_num_batched_tokens is None:
         b = (f"B = min(max_num_seqs * max_model_len, 16384) = min({k.max_num_seqs} * "
              f"{k.max_model_len}, 16384) = {s.max_num_batched_tokens} (default)")
-    else:
-        b = f"B = max_num_batched_tokens = {s.max_num_batched_tokens} (set)"
+    else:  # set: the line cited is vLLM's check of the set value, not the default's formula
+        b = (f"B = max_num_batched_tokens = {s.max_num_batched_tokens} (set; vLLM checks "
+             f"B ≥ max_num_seqs = {k.max_num_seqs})")
     if k.num_speculative_tokens:
         q = (f"q = 1 + num_speculative_tokens = 1 + {k.num_speculative_tokens} = "
              f"{s.max_decode_query_len}")
@@ -64,7 +66,8 @@ def formulas(pred: Prediction) -> list[tuple[str, str, object]]:
     c = (f"C = min(B, max_num_seqs * q) = min({s.max_num_batched_tokens}, "
          f"{k.max_num_seqs} * {s.max_decode_query_len}) = {s.swap_capacity}")
     w = f"W = C + 1 = {s.swap_capacity} + 1 = {s.workspace_rows}"
-    return [("B", b, cites["B"]), ("q", q, cites["q"]), ("C", c, cites["C"]),
+    b_cite = cites["B"] if k.max_num_batched_tokens is None else cites["B>=S"]
+    return [("B", b, b_cite), ("q", q, cites["q"]), ("C", c, cites["C"]),
             ("W", w, cites["W"])]
 
 
@@ -73,23 +76,29 @@ def zoom_window(capacity: int, margin: int = ZOOM_MARGIN) -> list[int]:
     return list(range(max(1, capacity - margin), capacity + 2 + margin))
 
 
-def route_lanes(capacity: int, n_values=None, lanes=None, *, has_prefill: bool = True) -> dict:
+def route_lanes(capacity: int, n_values=None, lanes=None, *, has_prefill: bool = True,
+                max_tokens: int | None = None) -> dict:
     """Where a batch of n routed tokens goes, per lane's routing rule.
 
     ``{"n", "lanes": {label: [outcome]}, "crash_sizes": {label: [n]},
-    "errors": {label: text of the first crash or None}, "C", "W"}``; n defaults
+    "errors": {label: text of the first crash or None}, "C", "W", "B"}``; n defaults
     to :func:`zoom_window` (below it every n fits swap_in, above it every n goes
-    all-resident, under every rule).
+    all-resident, under every rule).  With ``max_tokens`` (B, the most tokens one
+    step holds) an n above it is :data:`OVER_B`: no batch routes that many, so it
+    is neither routed nor a crash (with C = B, 0.31.0's W = B + 1 never happens).
     """
     lanes = OFF_BY_ONE_LANES if lanes is None else lanes
     ns = zoom_window(capacity) if n_values is None else list(n_values)
     out = {"n": ns, "lanes": {}, "crash_sizes": {}, "errors": {}, "C": capacity,
-           "W": capacity + 1}
+           "W": capacity + 1, "B": max_tokens}
+    possible = [max_tokens is None or n <= max_tokens for n in ns]
     for label, key in lanes.items():
-        routes = [route_tokens(RULES[key], n, capacity, has_prefill=has_prefill) for n in ns]
-        out["lanes"][label] = [CRASH if r.error else r.path for r in routes]
-        out["crash_sizes"][label] = [n for n, r in zip(ns, routes) if r.error]
-        out["errors"][label] = next((r.error for r in routes if r.error), None)
+        routes = [route_tokens(RULES[key], n, capacity, has_prefill=has_prefill) if ok else None
+                  for n, ok in zip(ns, possible)]
+        out["lanes"][label] = [OVER_B if r is None else CRASH if r.error else r.path
+                               for r in routes]
+        out["crash_sizes"][label] = [n for n, r in zip(ns, routes) if r and r.error]
+        out["errors"][label] = next((r.error for r in routes if r and r.error), None)
     return out
 
 
@@ -206,6 +215,25 @@ def prompt_lanes(knobs: Knobs) -> dict:
         out["lanes"][v], out["crash_sizes"][v] = list(lane), list(crashes)
         out["startup_ok"][v] = alive
     return out
+
+
+def key_lengths(data: dict, keep=(), margin: int = 1) -> list[int]:
+    """The prompt lengths worth drawing of :func:`prompt_lanes`' ``data``: nothing is lost.
+
+    The first and last length, every length in ``keep`` (notebook 3: C - 5 … W + 5), and
+    each length where some lane changes outcome, with ``margin`` lengths either side.  A
+    length left out has, in every lane, the outcome of the nearest drawn length below it,
+    so the chart can draw it as a gap ("same as left").
+    """
+    ns = data["n"]
+    if not ns:
+        return []
+    rows = [row for row in data["lanes"].values() if row]
+    shown = {ns[0], ns[-1]} | {n for n in keep if ns[0] <= n <= ns[-1]}
+    for i in range(1, len(ns)):
+        if any(row[i] != row[i - 1] for row in rows):
+            shown |= {ns[j] for j in range(max(0, i - margin - 1), min(len(ns), i + margin + 1))}
+    return sorted(shown)
 
 
 @functools.lru_cache(maxsize=128)

@@ -49,7 +49,7 @@ ASSUMPTIONS = (
     "tokens each (ignore_eos); with prefix caching on, an earlier prompt's full 64-token "
     "blocks shorten a later prefill; several requests at once: use simulate",
     "MTP verify steps: how many drafts the dummy-weight target accepts is not modelled; "
-    "their count is left open (forwards=None)",
+    "predict leaves the number of verify steps open",
     "KV pool: what memory profiling leaves unless num_gpu_blocks_override sets it (then the "
     "JIT warmup's request cap and vLLM's one-request admission check are modelled); the "
     "pool never runs short while serving (a set pool that could is declined)",

@@ -16,6 +16,10 @@
 # %% [markdown]
 # # 1 · The off-by-one: W = C + 1 workspace rows, C swap rows
 #
+# > **Run All first** (menu *Run* ▸ *Run All Cells*): the notebook is stored without outputs,
+# > so its dashboards appear once it has run. Open the `.ipynb`; the `.py` beside it is the
+# > same notebook as text, for review.
+#
 # vLLM 0.31.0 with HiSparse crashes on a batch of exactly `C + 1` routed tokens:
 #
 # ```
@@ -64,9 +68,17 @@ display(HTML(where_in_vllm("0.31.0")))
 # %% [markdown]
 # ## Try the knobs
 #
+# One more knob sizes these buffers: **`max_model_len`**, the longest sequence (prompt plus
+# output, in tokens) the engine accepts. The fix PR's reproduction sets it to 320. When
+# `max_num_batched_tokens` is not set, vLLM derives **B = min(max_num_seqs · max_model_len,
+# 16384)** from it; it also bounds the prompts you can give (each must leave room for its
+# output) and the prompt lengths notebook 3 draws. Every dashboard has it as a control.
+#
 # The dashboard starts at the fix PR's reproduction (`max_num_seqs=2`, no speculative
-# decoding, `max_num_batched_tokens` not set). Drag a slider or type into its number box;
-# `max_num_batched_tokens = 0` means "not set" (vLLM's default). The chart's x axis is n,
+# decoding, `max_num_batched_tokens` not set, `max_model_len=320`). Drag a slider or type into
+# its number box; `max_num_batched_tokens = 0` means "not set" (vLLM's default). When B is set
+# as low as C, a batch of W = C + 1 tokens would not fit in one step: the chart greys those
+# sizes out ("n > B") and the crash cannot happen. The chart's x axis is n,
 # the number of tokens one forward hands to the routing, zoomed around C … W; each lane is
 # one routing rule: green fits `swap_in`, blue is the all-resident path, red is `swap_in`
 # past C rows (the crash, marked ▼). An invalid combination (for example
@@ -90,5 +102,7 @@ display(dash.widget)
 #
 # * Set `num_speculative_tokens = 2` with `max_num_seqs = 2`. Predict C and the crashing
 #   size before looking (q = 3, so C = min(B, 6) = 6 and W = 7).
-# * Set `max_num_batched_tokens = 4` with `max_num_seqs = 4`: now C = B. Which size crashes?
-#   Could a real batch of that size ever be scheduled when B = 4? (Notebook 2 answers it.)
+# * Set `max_num_batched_tokens = 4` with `max_num_seqs = 4`: now C = B. Why does the
+#   dashboard say no batch crashes? (Notebook 2's strip shows the same from start-up on.)
+# * Leave B unset and drag `max_model_len`: B follows it, and C = min(B, max_num_seqs · q) does
+#   not move until B falls below max_num_seqs · q.

@@ -16,6 +16,10 @@
 # %% [markdown]
 # # 2 · Start-up or first request: when does the W-token batch arrive?
 #
+# > **Run All first** (menu *Run* ▸ *Run All Cells*): the notebook is stored without outputs,
+# > so its dashboards appear once it has run. Open the `.ipynb`; the `.py` beside it is the
+# > same notebook as text, for review.
+#
 # Notebook 1 showed that vLLM 0.31.0 crashes on a batch of exactly W = C + 1 routed tokens.
 # *When* that batch first appears depends on the batches the engine runs by itself while it
 # starts: CUDA-graph captures and warmups. This notebook lists every start-up batch for the
@@ -25,6 +29,24 @@
 # * `max_num_seqs=2` starts fine but dies on the **first 3-token prompt**.
 #
 # ## How the engine starts
+#
+# A few words first:
+#
+# * **CUDA graph**: a recording of one forward pass for a fixed batch size (a *capture
+#   size*), replayed later without Python. vLLM records each size once at start-up, on a
+#   made-up (*dummy*) batch of that many tokens.
+# * **FULL graph**: the whole forward, attention and HiSparse's routing included, is one
+#   recording; replaying it routes nothing anew. **PIECEWISE graph**: only the parts
+#   between attention layers are recorded; attention and the routing run as ordinary code
+#   on each forward, so a PIECEWISE forward reaches the routing like an uncaptured one.
+# * **JIT warmup**: before capturing, vLLM runs a few real-shaped batches once so that
+#   kernels compiled just in time are built before serving (`_warmup_kernels`).
+# * **Dummy-batch spreading**: a capture of T tokens is not one request of T tokens: vLLM
+#   spreads the T tokens over R = min(T, max_num_seqs) requests, T // R tokens each and the
+#   last T mod R requests one more. A request of at most q tokens counts as a decode, a longer
+#   one as a prefill.
+# * **`B // (q+1)`**: B divided by q + 1, rounded down (Python's `//`): how many requests of
+#   q + 1 tokens fit in one step of B tokens.
 #
 # HiSparse forces vLLM's V2 model runner. Its start-up runs, in order: a memory-profiling
 # pass that captures CUDA graphs, a JIT warmup (one prefill of min(max_num_seqs, B // (q+1))

@@ -16,6 +16,10 @@
 # %% [markdown]
 # # 3 · The fix (0.32.0) and the next fix (0.33.0)
 #
+# > **Run All first** (menu *Run* ▸ *Run All Cells*): the notebook is stored without outputs,
+# > so its dashboards appear once it has run. Open the `.ipynb`; the `.py` beside it is the
+# > same notebook as text, for review.
+#
 # The same knobs and the same prompts run through vLLM 0.31.0, 0.32.0 and 0.33.0 side by
 # side: the routing rule each version applies, B, q, C, W, the capture sizes, whether
 # start-up survives and how each prompt ends. The `vllm_version` buttons pick the version
@@ -50,10 +54,13 @@
 #
 # ## Try the versions, backends and workloads
 #
-# The chart shows every prompt length n below max_model_len, each prompt served alone: where
-# its prefill goes in each version (green `swap_in` that fits, blue all-resident, red the
-# crash, marked ▼ with its n). Prefills longer than B are chunked, so with B = 64 a 67-token
-# prompt is prefilled as 64 + 3 tokens, and its last chunk is the W-token batch.
+# The chart shows prompt lengths n below max_model_len (a control: notebook 1 introduces it),
+# each prompt served alone: where its prefill goes in each version (green `swap_in` that fits,
+# blue all-resident, red the crash, marked ▼ with its n). It draws the lengths that tell the
+# versions apart: C − 5 … W + 5, and every length where some version changes path; a `⋯`
+# column stands for the lengths left out, each going where the length left of it goes.
+# Prefills longer than B are chunked, so with B = 64 a 67-token prompt is prefilled as
+# 64 + 3 tokens, and its last chunk is the W-token batch.
 
 # %%
 from IPython.display import display

@@ -16,6 +16,10 @@
 # %% [markdown]
 # # 4 · The model against the real engine
 #
+# > **Run All first** (menu *Run* ▸ *Run All Cells*): the notebook is stored without outputs,
+# > so its dashboards appear once it has run. Open the `.ipynb`; the `.py` beside it is the
+# > same notebook as text, for review.
+#
 # Every number in notebooks 1–3 comes from `hisparse_model`, a pure-Python reading of vLLM's
 # source. Here the model meets the engine: each file in `tests/recorded/` is one real run of
 # vLLM (tiny DeepSeek-V3.2 with dummy weights, the fix PR's setup) on an H200, with its

@@ -16,6 +16,10 @@
 # %% [markdown]
 # # 5 · Your traffic: will it crash 0.31.0, at which step, and what do I change?
 #
+# > **Run All first** (menu *Run* ▸ *Run All Cells*): the notebook is stored without outputs,
+# > so its dashboards appear once it has run. Open the `.ipynb`; the `.py` beside it is the
+# > same notebook as text, for review.
+#
 # Notebooks 1–4 served one prompt at a time. A real engine serves requests **together**, and
 # that is where most 0.31.0 crashes come from: on the H200, two short prompts that were fine one
 # at a time killed the engine when they were submitted together. This notebook serves a whole
@@ -50,15 +54,17 @@
 #   in the tables.
 
 # %%
+from IPython.display import HTML, display
+
 from hisparse_model import Knobs
-from hisparse_model.report import format_schedule
 from hisparse_model.simulate import simulate
+from hisparse_model.views.traffic import schedule_report
 from hisparse_model.workload import synthetic
 
 
 def show(knobs, workload):
-    """The command line's folded schedule (its assumptions are listed at the end)."""
-    print(format_schedule(simulate(knobs, workload)).split("\n\nAssumptions:")[0])
+    """The crash (or none) and every engine step, as the dashboard below shows them."""
+    display(HTML(schedule_report(simulate(knobs, workload))))
 
 
 knobs = Knobs(max_num_seqs=4)  # B = 4 * 320 = 1280, q = 1, C = min(1280, 4) = 4, W = 5
@@ -97,7 +103,8 @@ show(knobs.replace(enable_prefix_caching=False), synthetic(2, [64, 69], spacing=
 # * C and W with their formulas, the crash (or none) with vLLM's exact error text and, in
 #   words, which requests made the crashing step; the requests that finished;
 # * every engine step in a table (identical neighbours folded, the crash row pinned);
-# * the **timeline**: tokens per request in each step (stacked, one colour per request), and
+# * the **timeline**: tokens per request in each step (stacked, one colour per request;
+#   requests are numbered r1, r2, … in arrival order, r1 being vLLM's request 0), and
 #   below it the tokens the step handed to the routing against the C and W lines (green: fits
 #   `swap_in`, blue: all-resident, grey: a FULL-graph replay that routes nothing, red: the
 #   crash, also marked with a dashed line);
@@ -105,8 +112,13 @@ show(knobs.replace(enable_prefix_caching=False), synthetic(2, [64, 69], spacing=
 #   your other knobs (red: start-up crash, orange: crashes on this traffic, green: serves it
 #   all, grey: vLLM refuses the knobs). Values nearest yours are simulated first; on very large
 #   workloads the farthest ones may be left "not computed" to keep the dashboard responsive;
+#   a max_num_seqs above 64 is pointed at past the map's right end;
 # * under the map, when it crashes, the smallest single-knob changes that avoid it (each one
-#   re-simulated). The map and the changes are searches: they follow the numbers on screen.
+#   re-simulated). The map and the changes are searches: they are drawn after the numbers
+#   and the timeline, so they may arrive a moment later.
+#
+# Engine steps are counted from 0, as `arrival_step` counts them (a request with arrival step
+# 0 joins before the first step).
 
 # %%
 from IPython.display import display

@@ -1,8 +1,8 @@
 """Every notebook runs headless (nbclient, kernel python3) and shows the model's numbers.
 
-The tests read what a reader sees: each dashboard's live digest line
-(``<code class='hs-summary' data-dashboard=NAME>``, e.g. ``B=640 q=1 C=2 W=3
-crash_size=3``) and its numbers, from the widget state nbclient saves, and the
+The tests read each dashboard's state (its hidden digest,
+``<span class='hs-summary' data-dashboard=NAME hidden>``, e.g. ``B=640 q=1 C=2 W=3
+crash_size=3``) and what a reader sees, its numbers, from the widget state nbclient saves, and the
 HTML the notebook displays; they compare them with :func:`hisparse_model.predict`
 computed here, so a notebook that runs but shows the wrong numbers fails.
 
@@ -89,8 +89,8 @@ def _text(nb) -> str:
     return "\n".join(parts)
 
 
-DIGEST = re.compile(r"<code class='hs-summary' data-dashboard='(?P<name>\w+)'>(?P<text>[^<]*)"
-                    r"</code>")
+DIGEST = re.compile(r"<span class='hs-summary' data-dashboard='(?P<name>\w+)' hidden>"
+                    r"(?P<text>[^<]*)</span>")
 
 
 def dashboards(nb) -> dict[str, tuple[str, str]]:
@@ -162,14 +162,13 @@ def test_02_shows_startup_and_runtime_crashes(executed):
     assert startup == ("ok" if two.startup_ok else "crash")
     assert prompts == ",".join(f"{p.n}:{'ok' if p.ok else 'crash'}" for p in two.prompts)
     assert prompts == "2:ok,3:crash,200:ok"
-    # the max_num_seqs strip's caption: 1 dies at start-up, 2..256 on a W-token prompt
+    # the max_num_seqs strip's caption, in words: 1 dies at start-up, 2..256 on a W-token
+    # prompt (W = S + 1 <= 257 < 320: every such prompt fits), none safe or refused (left out)
     chart = _widget_text(nb)
-    m = re.search(r"sweep startup_crash=(\S+) runtime_crash=(\S+) safe=(\S+) invalid=(\S+)",
-                  chart)
-    assert m, chart
     startup_crash = [s for s in range(1, 257) if not predict(Knobs(max_num_seqs=s)).startup_ok]
     assert startup_crash == [1]
-    assert m.groups() == ("1", "2-256", "none", "none")
+    assert "max_num_seqs start-up crash: 1 · first-request crash: 2-256" in chart
+    assert "safe:" not in chart and "sweep" not in chart
     assert _widget_views(nb) == 1
 
 
@@ -230,10 +229,12 @@ def _traffic_digest(s: int, lens: list[int], spacing: int = 0) -> str:
 def test_05_serves_the_traffic_and_compares_the_recorded_workloads(executed):
     """Notebook 5: [3, 2] together under max_num_seqs=4 crash at step 0 (5 = C+1); recordings agree."""
     nb, text = executed["05_your_traffic"]
-    # the worked examples, as the command line prints them
-    assert text.count(f"crash at step 0: {routing.swap_error(5, 4)}") == 1  # 3 + 2 = 5 = W
-    assert f"crash at step 12: {routing.swap_error(5, 4)}" in text  # 69 - 64 cached = 5
-    assert "step 1               5 tok [PIECEWISE] 1 routed -> swap_in" in text  # mixed step
+    # the worked examples, shown as the dashboard shows a schedule (requests from 1)
+    assert text.count(f"crash at step 0 {routing.swap_error(5, 4)}") == 1  # 3 + 2 = 5 = W
+    assert "packed 3 (r1) + 2 (r2) = 5 tokens" in text
+    assert f"crash at step 12 {routing.swap_error(5, 4)}" in text  # 69 - 64 cached = 5
+    # the mixed step: step 1 holds r1's decode (1) and r2's prefill (4), 1 token routed
+    assert "1 r1:1 r2:4 5 1 PIECEWISE 1 swap_in" in text
     for line in SIMULATE_ASSUMPTIONS:
         assert f"- {line}" in text
     boards = dashboards(nb)
@@ -245,7 +246,8 @@ def test_05_serves_the_traffic_and_compares_the_recorded_workloads(executed):
     chart = _widget_text(nb)
     assert "max_num_seqs = 5" in chart.split("the smallest single-knob changes")[1]
     # the max_num_seqs map: S = 1 dies at start-up, S = 4 on this traffic, the rest serve it
-    assert "startup_crash=1 crash=4 safe=2-3,5-64 invalid=none not_computed=none" in chart
+    assert ("max_num_seqs start-up crash: 1 · crashes on this traffic: 4 · serves it all: "
+            "2-3,5-64") in chart
     recs = load_all(os.path.join(recorded_dir(), "workloads"))
     agree = sum(not compare_workload_recording(r) for r in recs)
     digest, _ = boards["workload_recordings"]

@@ -196,7 +196,7 @@ def test_max_num_seqs_map_equals_simulate_for_every_value(knobs, work):
     """Each strip cell (max_num_seqs 1...64) is simulate()'s outcome for that max_num_seqs."""
     lens, spacing = work
     dash = _dash(", ".join(map(str, lens)), spacing=spacing, **knobs)
-    strip = dash.plot_data["strip"]
+    strip = dash.search_data["strip"]
     workload = _workload(lens, spacing=spacing)
     assert strip["max_num_seqs"] == list(range(1, 65))
     want = [_strip_outcome(Knobs(**{**knobs, "max_num_seqs": s}), workload) for s in range(1, 65)]
@@ -240,7 +240,7 @@ def test_advice_changes_each_avoid_the_crash_and_match_the_full_search():
     # B: only B = 4 = S (C = B, W = 5 > every step) avoids it, 1276 values away: past the cap
     assert {"change": {"max_num_batched_tokens": 4}} == {"change": full[1]["change"]}
     assert found["capped"] == ["max_num_batched_tokens"]
-    assert "max_num_batched_tokens" in dash.chart.value.split("not searched beyond")[1]
+    assert "max_num_batched_tokens" in dash.search.value.split("not searched beyond")[1]
 
 
 # checks each knob may run -> crashes() calls advise() makes for S = 4, K = 0 on 0.31.0 when
@@ -270,7 +270,7 @@ def test_a_spent_search_budget_ends_that_knobs_search(budget, calls):
 
 
 @pytest.mark.parametrize(("text", "title", "message"), [
-    ("3, x", "typo in prompt_lens:", "prompt_lens: 'x' is not an integer"),
+    ("3, x", "typo in prompt_lens:", "prompt_lens: prompt 2 ('x') is not an integer"),
     (" , ", "typo in prompt_lens:", "prompt_lens: give at least one prompt length"),
     ("3, 400", "vLLM would reject", None),  # 400 > max_model_len = 320: vLLM's own words
 ])
@@ -328,8 +328,8 @@ def test_charts_are_labelled_and_use_the_palette():
     for kw, crash in (({"requests": 12, "prompt_lens": "3, 2, 9"}, []),
                       ({"prompt_lens": "64, 69", "spacing": 12}, ["crash: step 12"])):
         dash = _dash(**kw)
-        timeline, strip = dash.chart.value.split("</svg>")[:2]
-        root = _svg_ok(timeline + "</svg>")
+        timeline, strip = dash.chart.value, dash.search.value.split("</svg>")[0]
+        root = _svg_ok(timeline)
         _svg_ok(strip + "</svg>")
         ns = "{http://www.w3.org/2000/svg}"
         labels = [t.text for t in root.iter(ns + "text") if t.get("class") == "hs-crash-label"]

@@ -72,11 +72,14 @@ def test_off_by_one_numbers_follow_the_sliders(off_by_one, knobs, expected):
     assert dash.labels["q"] == str(expected[1])
     assert dash.labels["C"] == str(expected[2])
     assert dash.labels["W"] == str(expected[3])
-    assert dash.labels["crash_size"] == str(expected[3])  # the crash is at n = W
+    # the crash is at n = W, unless C = B: then no step holds W = B + 1 tokens
+    crash = "none" if expected[2] == expected[0] else str(expected[3])
+    assert dash.labels["crash_size"] == crash
     assert dash.labels["summary"] == (
-        f"B={expected[0]} q={expected[1]} C={expected[2]} W={expected[3]} crash_size={expected[3]}"
+        f"B={expected[0]} q={expected[1]} C={expected[2]} W={expected[3]} crash_size={crash}"
     )
-    assert dash.labels["crash_error"] == routing.swap_error(expected[3], expected[2])
+    assert dash.labels["crash_error"] == (
+        "" if crash == "none" else routing.swap_error(expected[3], expected[2]))
     assert dash.last_prediction.sizes == sz
     assert f"<span class='hs-C'>{expected[2]}</span>" in dash.numbers.value
     assert f"<span class='hs-W'>{expected[3]}</span>" in dash.numbers.value
@@ -84,9 +87,9 @@ def test_off_by_one_numbers_follow_the_sliders(off_by_one, knobs, expected):
 
 @pytest.mark.parametrize(("knobs", "expected"), OFF_BY_ONE_CASES)
 def test_off_by_one_plot_data_is_the_routing(off_by_one, knobs, expected):
-    """Each lane's outcome at n equals route_tokens(n); only 0.31.0 has a crash, at n = W."""
+    """Each lane at n ≤ B is route_tokens(n), n > B holds no batch; 0.31.0 crashes at W ≤ B."""
     s, k, b = knobs
-    _, _, c, w = expected
+    big_b, _, c, w = expected
     dash = off_by_one
     _set(dash, max_num_seqs=s, num_speculative_tokens=k, max_num_batched_tokens=_slider_b(b))
     data = dash.plot_data
@@ -96,10 +99,10 @@ def test_off_by_one_plot_data_is_the_routing(off_by_one, knobs, expected):
         want = []
         for n in data["n"]:
             r = routing.route_tokens(RULES[key], n, c, has_prefill=True)
-            want.append("crash" if r.error else r.path)
+            want.append(cd.OVER_B if n > big_b else "crash" if r.error else r.path)
         assert data["lanes"][label] == want
     stock, fixed = cd.OFF_BY_ONE_LANES
-    assert data["crash_sizes"][stock] == [w]  # 0.31.0: exactly one crashing size
+    assert data["crash_sizes"][stock] == ([] if w > big_b else [w])  # 0.31.0: one size, if any
     assert data["crash_sizes"][fixed] == []  # 0.32.0: none
     assert dash.chart.value.startswith(SVG)
 
@@ -354,7 +357,7 @@ def test_prompt_lanes_follow_predict(s, b, crashes):
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("2, abc", "prompt_lens: 'abc' is not an integer"),
+        ("2, abc", "prompt_lens: prompt 2 ('abc') is not an integer"),  # counted from 1
         ("2, 400", None),  # 400 >= max_model_len = 320: the model's own message
     ],
 )
@@ -540,11 +543,14 @@ def test_a_browser_move_sends_the_numbers_first_and_no_echo(monkeypatch, moved):
 # dashboard -> (moves one step away, screens ahead).  B = 1 is refused everywhere (B >= S = 2,
 # traffic: S = 4), so it is the one move left out; a prompt box has no move.
 AHEAD_CASES = [
-    ("off_by_one_dashboard", 4, 3),  # S 1, 3; K 1; B 1 (refused)
-    ("startup_dashboard", 13, 12),  # version 2 + backend 1 + S 2 + K 1 + B 1 + eager 1 + graphs 5
-    ("versions_dashboard", 8, 7),  # version 2 + backend 1 + routing 1 + S 2 + K 1 + B 1
-    ("traffic_dashboard", 20, 19),  # requests 2 + spacing 1 + max_tokens 2 + version 2 + routing 1
-    #                                 + backend 1 + S 2 + B 1 + K 1 + caching 1 + eager 1 + graphs 5
+    # max_model_len 319 and 321 are two more moves on every knob dashboard
+    ("off_by_one_dashboard", 6, 5),  # S 1, 3; K 1; B 1 (refused); max_model_len 2
+    ("startup_dashboard", 15, 14),  # version 2 + backend 1 + S 2 + K 1 + B 1 + len 2 + eager 1
+    #                                 + graphs 5
+    ("versions_dashboard", 10, 9),  # version 2 + backend 1 + routing 1 + S 2 + K 1 + B 1 + len 2
+    ("traffic_dashboard", 22, 21),  # requests 2 + spacing 1 + max_tokens 2 + version 2 + routing 1
+    #                                 + backend 1 + S 2 + B 1 + len 2 + K 1 + caching 1 + eager 1
+    #                                 + graphs 5
     ("recordings_dashboard", 0, 0),  # one of 25 recordings (> MAX_CHOICES_AHEAD): none ahead
 ]
 

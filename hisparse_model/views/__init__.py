@@ -11,6 +11,7 @@
 ``fixes``              notebook 3: 0.31.0 / 0.32.0 / 0.33.0 side by side
 ``engine_runs``        notebook 4: recorded engine runs against the model
 ``traffic``            notebook 5: a workload step by step, its crash, the max_num_seqs map
+``traffic_charts``     notebook 5's timeline and max_num_seqs map (SVG)
 ``two_gpus``           notebook 6: two DP ranks side by side, the idle rank's dummy batch
 ``charts`` / ``svg``   the SVG charts and the one palette
 ``tables``             HTML tables, formulas with their vLLM lines, assumptions

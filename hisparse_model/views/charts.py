@@ -23,37 +23,72 @@ def _plot_x(ns: list[int]):
     return (lambda n: LEFT + (n - ns[0]) * cw), cw
 
 
+def _slots(ns: list[int]) -> list[int | None]:
+    """Columns of a lane chart: each n, and a gap (None) where n skips values."""
+    out: list[int | None] = []
+    for i, n in enumerate(ns):
+        if i and n != ns[i - 1] + 1:
+            out.append(None)
+        out.append(n)
+    return out
+
+
 def lane_chart(ns: list[int], lanes: dict[str, list[str]], *, title: str, x_label: str,
                marks: dict[str, list[int]] | None = None, bounds=(), highlight=None,
                edge_notes=("", ""), legend_keys=None) -> str:
-    """Lanes of coloured cells; ``bounds``: ``(n, text)`` lines drawn after cell n."""
+    """Lanes of coloured cells; ``bounds``: ``(n, text)`` lines drawn after cell n.
+
+    ``ns`` may skip values: each skip is one narrow "⋯" column, drawn pale in the colour of
+    the cell left of it (the caller leaves out only n whose outcome is its left neighbour's:
+    :func:`~hisparse_model.chart_data.key_lengths`).  The legend lists the keys drawn, in
+    ``legend_keys`` order when given.
+    """
     lane_h, gap, top = 28, 24, 72
     bottom = top + len(lanes) * (lane_h + gap) - gap  # y of the last lane's lower edge
     svg = Svg(WIDTH, bottom + 66, title)
     svg.text(10, 20, title, size=14, weight="bold")
-    seen = [k for row in lanes.values() for k in row]
-    keys = legend_keys or [k for k in PALETTE if k in seen]
-    svg.legend(LEFT, 42, [k for k in dict.fromkeys(keys) if k in PALETTE])
-    x, cw = _plot_x(ns)
+    seen = {k for row in lanes.values() for k in row} | ({cd.CRASH} if any(
+        (marks or {}).values()) else set())
+    keys = [k for k in dict.fromkeys(legend_keys or PALETTE) if k in seen and k in PALETTE]
+    svg.legend(LEFT, 42, keys)
+    slots = _slots(ns)
+    cw = (WIDTH - LEFT - RIGHT) / max(len(slots), 1)
+    at = {n: i for i, n in enumerate(slots) if n is not None}
+    x = lambda n: LEFT + at[n] * cw  # noqa: E731
     for i, (label, row) in enumerate(lanes.items()):
         y = top + i * (lane_h + gap)
         if label == highlight:
             svg.rect(4, y - 4, WIDTH - 8, lane_h + 8, HIGHLIGHT, cls="hs-highlight")
         svg.text(LEFT - 8, y + lane_h / 2 + 4, label, anchor="end",
                  weight="bold" if label == highlight else "normal", cls="hs-lane-label")
-        for start, length, key in runs(row):
-            svg.rect(x(ns[start]), y, length * cw, lane_h, PALETTE[key], cls=f"hs-cell-{key}")
+        for start, length, key in runs(row):  # a run is cut where a gap column falls
+            cut = [start] + [k for k in range(start + 1, start + length)
+                             if ns[k] != ns[k - 1] + 1] + [start + length]
+            for a, b in zip(cut, cut[1:]):
+                svg.rect(x(ns[a]), y, (b - a) * cw, lane_h, PALETTE[key], cls=f"hs-cell-{key}")
+        for k in range(1, len(ns)):
+            if ns[k] != ns[k - 1] + 1:  # the gap: the left cell's outcome, pale
+                svg.rect(x(ns[k - 1]) + cw, y, cw, lane_h, PALETTE[row[k - 1]], opacity="0.35",
+                         cls="hs-gap")
         for n in (marks or {}).get(label, []):
             cx = x(n) + cw / 2
             svg.rect(cx - max(cw, 3) / 2, y, max(cw, 3), lane_h, PALETTE[cd.CRASH])
             svg.path(f"M{cx - 5:.1f},{y - 10:.1f} l10,0 l-5,7 z", PALETTE[cd.CRASH], cls="hs-mark")
             svg.text(cx + 7, y - 4, f"crash: n={n}", size=11, cls="hs-crash-label")
-    for n in (ns if len(ns) <= 24 else ticks(ns[0], ns[-1])):
-        svg.text(x(n) + cw / 2, bottom + 18, n, anchor="middle")
-    for n, text in bounds:
-        bx = x(n) + cw
-        svg.line(bx, top, bx, bottom + 26, dash="4,3")
-        svg.text(bx + 3, bottom + 38, text, weight="bold", cls="hs-bound")
+    last = -1e9
+    for i, n in enumerate(slots):
+        cx = LEFT + i * cw + cw / 2
+        if n is None:
+            svg.text(cx, bottom + 18, "⋯", anchor="middle", cls="hs-gap-label")
+        elif len(slots) <= 24 or cx - last >= 30:
+            svg.text(cx, bottom + 18, n, anchor="middle")
+            last = cx
+    for j, (n, text) in enumerate(bounds):  # the first label left of its line, the next right
+        if n in at:
+            bx = x(n) + cw
+            svg.line(bx, top, bx, bottom + 26, dash="4,3")
+            svg.text(bx + (-3 if j % 2 == 0 else 3), bottom + 38, text, weight="bold",
+                     anchor="end" if j % 2 == 0 else "start", cls="hs-bound")
     left, right = edge_notes
     svg.text(LEFT - 8, bottom + 18, left, anchor="end", size=11)
     svg.text(LEFT, bottom + 58, x_label)

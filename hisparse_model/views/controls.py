@@ -35,16 +35,21 @@ class PromptLensTypo(ValueError):
 
 
 def parse_prompt_lens(text: str) -> list[int]:
-    """``"2, 3, 200"`` -> ``[2, 3, 200]``; a non-integer is a :class:`PromptLensTypo`."""
+    """``"2, 3, 200"`` -> ``[2, 3, 200]``; a non-integer or no length is a :class:`PromptLensTypo`.
+
+    One rule for every dashboard with a prompt_lens box: at least one length (notebook 2's
+    start-up table needs no prompt, but an empty box is read as a slip, as notebook 5 must).
+    Prompts are counted from 1 in messages, as a reader counts them.
+    """
     out = []
-    for part in str(text).replace(";", ",").split(","):
-        part = part.strip()
-        if not part:
-            continue
+    parts = [part.strip() for part in str(text).replace(";", ",").split(",")]
+    for i, part in enumerate((p for p in parts if p), start=1):
         try:
             out.append(int(part))
         except ValueError:
-            raise PromptLensTypo(f"prompt_lens: {part!r} is not an integer") from None
+            raise PromptLensTypo(f"prompt_lens: prompt {i} ({part!r}) is not an integer") from None
+    if not out:
+        raise PromptLensTypo("prompt_lens: give at least one prompt length")
     return out
 
 

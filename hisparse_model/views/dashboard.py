@@ -6,7 +6,8 @@ A dashboard, drivable without a browser (set a control's ``.value``, read the re
 ``number_boxes``     the number box paired with each slider
 ``state``            the knobs (and prompt lengths) behind the screen
 ``last_prediction``  the :class:`~hisparse_model.predict.Prediction` shown
-``labels``           every number shown, as strings; ``labels["summary"]`` is a parseable digest
+``labels``           every number shown, as strings; ``labels["summary"]`` is a parseable digest,
+                     also in the page hidden (tests read it; a reader never sees it)
 ``plot_data``        the data behind the chart (from :mod:`hisparse_model.chart_data`)
 ``error``            the message shown instead of numbers, else None
 ``numbers``          the numbers (:class:`~hisparse_model.views.numbers_pane.NumbersPane`)

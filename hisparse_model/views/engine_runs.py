@@ -73,18 +73,20 @@ class RecordingsDashboard(Dashboard):
         for r in self.rows:
             k = r["knobs"]
             c_model, c_engine = r["sizes"].get("C", (None, None))
-            events = "<br>".join(
-                f"{esc(ev)}: model {outcome_html(m, m is not None)} · engine "
+            events = "<br>".join(  # the header says which is which: model · engine
+                f"{esc(ev)}: {outcome_html(m, m is not None)} · "
                 f"{outcome_html(e, e is not None)}"
                 for ev, m, e in zip(r["events"], r["model"], r["engine"]))
             verdict = "✓ agrees" if r["agrees"] else f"✗ {esc(r['diffs'][0][:160])}"
-            rows.append([f"<b>{esc(r['name'])}</b>", esc(f"{k.vllm_version} {k.routing}"),
-                         esc(knobs_text(k)), f"{c_model} / {c_engine}", events, verdict])
+            rows.append([f"<b>{esc(r['name'])}</b>", verdict,
+                         esc(f"{k.vllm_version} {k.routing}: {knobs_text(k)}"),
+                         f"{c_model} / {c_engine}", events])
             classes.append("hs-selected" if r["name"] == selected else
                            "" if r["agrees"] else "hs-crash")
+        # the verdict next to the name: it stays in view however narrow the notebook is
         return ("<div class='hs-scroll' style='max-height:460px'>"
-                + table(["recording", "vLLM, routing", "knobs", "C: model / engine",
-                         "each event: model · engine", "compare_recording"], rows, raw=True,
+                + table(["recording", "verdict (compare_recording)", "vLLM, routing: knobs",
+                         "C: model / engine", "each event: model · engine"], rows, raw=True,
                         row_classes=classes) + "</div>")
 
     @staticmethod
@@ -102,7 +104,8 @@ class RecordingsDashboard(Dashboard):
                 + (f"<ul class='hs-diffs'>{diffs}</ul>" if diffs else "")
                 + "<div class='hs-note'>its routing log (layer 0 of each index group, identical "
                   "consecutive calls folded):</div>"
-                + table(["phase", "tokens", "routed n", "route", "calls", "error"], rows) + more)
+                + table(["phase, as recorded (prompt:0 is prompt 1)", "tokens", "routed n", "route",
+                         "calls", "error"], rows) + more)
 
     def draw(self) -> str:
         return recordings_chart(self.plot_data["rows"], self.plot_data["selected"])

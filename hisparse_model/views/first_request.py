@@ -7,12 +7,12 @@ from ..predict import predict
 from .charts import strip_chart
 from .controls import SPECS, knob_control, parse_prompt_lens, text_control
 from .dashboard import Dashboard, Screen
-from .svg import PALETTE
+from .svg import LABELS, PALETTE
 from .tables import (BATCH_HEADERS, batch_rows, cite_html, esc, formulas_html, outcome_html,
                      static_html, table)
 
 KNOBS = ("vllm_version", "attention_backend", "max_num_seqs", "num_speculative_tokens",
-         "max_num_batched_tokens", "enforce_eager", "cudagraph_mode")
+         "max_num_batched_tokens", "max_model_len", "enforce_eager", "cudagraph_mode")
 DEFAULT_PROMPTS = "2, 3, 200"  # the fix PR's reproduction loop
 PROMPTS_HELP = "prompt lengths in tokens, comma-separated; each is served alone"
 
@@ -26,6 +26,11 @@ def ranges(values: list[int]) -> str:
         else:
             parts.append(str(v))
     return ",".join(parts) or "none"
+
+
+def ranges_text(parts) -> str:
+    """``[("safe", [4, 5, 6]), ("refused", [])]`` -> ``"safe: 4-6"``: the caption under a strip."""
+    return " · ".join(f"{label}: {ranges(values)}" for label, values in parts if values)
 
 
 def prompt_word(p) -> str:
@@ -95,14 +100,13 @@ class StartupDashboard(Dashboard):
 
     name = "startup"
 
-    def __init__(self, max_model_len: int = 320, prompt_lens: str = DEFAULT_PROMPTS, **initial):
-        self.max_model_len = max_model_len
+    def __init__(self, prompt_lens: str = DEFAULT_PROMPTS, **initial):
         controls = {n: knob_control(SPECS[n], initial.get(n)) for n in KNOBS}
         controls["prompt_lens"] = text_control("prompt_lens", prompt_lens, PROMPTS_HELP)
         super().__init__(controls)
 
     def compute(self) -> Screen:
-        knobs = self.knobs(max_model_len=self.max_model_len)
+        knobs = self.knobs()
         lens = parse_prompt_lens(self.value("prompt_lens"))
         pred = predict(knobs, lens)
         s, crash_b = pred.sizes, pred.startup_crash_batch
@@ -133,13 +137,14 @@ class StartupDashboard(Dashboard):
             f"sweep startup_crash={ranges(by_kind[cd.STARTUP_CRASH])} "
             f"runtime_crash={ranges(by_kind[cd.RUNTIME_CRASH])} safe={ranges(by_kind[cd.SAFE])} "
             f"invalid={ranges(by_kind[cd.INVALID])}")
-        return {**strip, "current": knobs.max_num_seqs, "summary": self.labels["sweep_summary"]}
+        caption = "max_num_seqs " + ranges_text((LABELS[k], v) for k, v in by_kind.items())
+        return {**strip, "current": knobs.max_num_seqs, "caption": caption}
 
     def draw(self) -> str:
         v = self.state["vllm_version"]
         return strip_chart(self.plot_data, self.plot_data["current"],
                            title=f"vLLM {v}, the other knobs as set: what each max_num_seqs does",
-                           caption=self.plot_data["summary"])
+                           caption=self.plot_data["caption"])
 
 
 def startup_dashboard(**initial) -> StartupDashboard:

@@ -11,7 +11,7 @@ from .first_request import DEFAULT_PROMPTS, PROMPTS_HELP, prompt_word
 from .tables import BATCH_HEADERS, batch_rows, cite_html, esc, outcome_html, swatch, table
 
 TOGGLES = ("vllm_version", "attention_backend", "routing")
-SLIDERS = ("max_num_seqs", "num_speculative_tokens", "max_num_batched_tokens")
+SLIDERS = ("max_num_seqs", "num_speculative_tokens", "max_num_batched_tokens", "max_model_len")
 
 
 def _version_word(pred) -> str:
@@ -26,8 +26,7 @@ class VersionsDashboard(Dashboard):
 
     name = "versions"
 
-    def __init__(self, max_model_len: int = 320, prompt_lens: str = DEFAULT_PROMPTS, **initial):
-        self.max_model_len = max_model_len
+    def __init__(self, prompt_lens: str = DEFAULT_PROMPTS, **initial):
         controls = {n: knob_control(SPECS[n], initial.get(n), toggle=True) for n in TOGGLES}
         controls.update({n: knob_control(SPECS[n], initial.get(n)) for n in SLIDERS})
         controls["prompt_lens"] = text_control("prompt_lens", prompt_lens, PROMPTS_HELP)
@@ -35,7 +34,7 @@ class VersionsDashboard(Dashboard):
 
     def compute(self) -> Screen:
         # the fix's routing is a 0.31.0 patch: the knobs are built as 0.31.0, then per version
-        knobs = self.knobs(vllm_version="0.31.0", max_model_len=self.max_model_len)
+        knobs = self.knobs(vllm_version="0.31.0")
         selected = self.value("vllm_version")
         lens = parse_prompt_lens(self.value("prompt_lens"))
         preds = cd.version_predictions(knobs, lens)
@@ -54,7 +53,8 @@ class VersionsDashboard(Dashboard):
                   f"(pick another with vllm_version)</div>" + self._detail(pred))
         state = {**cd.version_knobs(knobs, selected).as_dict(), "prompt_lens": lens}
         return Screen(state, pred, labels, body, lambda: {
-            **cd.prompt_lanes(knobs), "selected": selected, "backend": backend})
+            **cd.prompt_lanes(knobs), "selected": selected, "backend": backend,
+            "C": pred.sizes.swap_capacity})
 
     def _backend_note(self, pred) -> str:
         cites = pred.plan.rules.cites
@@ -112,18 +112,24 @@ class VersionsDashboard(Dashboard):
 
     def draw(self) -> str:
         d = self.plot_data
+        c, every = d["C"], d["n"]
         lanes = {}
         for v, row in d["lanes"].items():
             ok = d["startup_ok"][v]
             label = v + ("" if ok else " (refused)" if ok is None else " (start-up crashes)")
-            lanes[label] = row or [cd.INVALID] * len(d["n"])
+            lanes[label] = row or [cd.INVALID] * len(every)
+        shown = cd.key_lengths({"n": every, "lanes": lanes}, keep=cd.zoom_window(c))
+        index = [n - every[0] for n in shown]
         marks = {label: d["crash_sizes"][v] for label, v in zip(lanes, d["lanes"])}
         selected = next(lb for lb, v in zip(lanes, d["lanes"]) if v == d["selected"])
         return lane_chart(
-            d["n"], lanes, marks=marks, highlight=selected,
+            shown, {label: [row[i] for i in index] for label, row in lanes.items()},
+            marks=marks, highlight=selected, bounds=[(c, f"C = {c}"), (c + 1, f"W = {c + 1}")],
             title=f"A prompt of n tokens served alone: where its prefill goes ({d['backend']})",
-            x_label="prompt length n, tokens (every length below max_model_len)",
-            legend_keys=[cd.SWAP_IN, cd.ALL_RESIDENT, cd.CRASH, cd.NOT_ROUTED, cd.NOT_RUN])
+            x_label=(f"prompt length n < max_model_len: C − 5 … W + 5 and where a lane changes "
+                     f"(⋯ = left out, each like its left neighbour)"),
+            legend_keys=[cd.SWAP_IN, cd.ALL_RESIDENT, cd.CRASH, cd.NOT_ROUTED, cd.NOT_RUN,
+                         cd.INVALID])
 
 
 def versions_dashboard(**initial) -> VersionsDashboard:

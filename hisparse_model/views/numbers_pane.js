@@ -12,6 +12,16 @@ async function render({ model, el }) {
     shown = html;
     el.innerHTML = html;
     el.dataset.source = source;
+    reveal();
+  };
+  // A selected row (notebook 4's recording) is scrolled into view inside its scroll box, a
+  // third of the way down, where the sticky header cannot hide it; the page does not move.
+  const reveal = () => {
+    for (const row of el.querySelectorAll(".hs-scroll tr.hs-selected")) {
+      const box = row.closest(".hs-scroll");
+      const delta = row.getBoundingClientRect().top - box.getBoundingClientRect().top;
+      box.scrollTop += delta - box.clientHeight / 3;
+    }
   };
   const spec = model.get("controls");  // [[model id, synced trait, id of the control it follows]]
   const models = {};

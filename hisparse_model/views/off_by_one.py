@@ -10,45 +10,52 @@ from .controls import SPECS, knob_control
 from .dashboard import Dashboard, Screen
 from .tables import cite_html, esc, formulas_html
 
-KNOBS = ("max_num_seqs", "num_speculative_tokens", "max_num_batched_tokens")
+KNOBS = ("max_num_seqs", "num_speculative_tokens", "max_num_batched_tokens", "max_model_len")
 
 
 class OffByOneDashboard(Dashboard):
-    """Sliders for S, K and B under 0.31.0; C, W, the crash size, and where each n goes."""
+    """S, K, B and max_model_len under 0.31.0: C, W, the crash size, where each n goes."""
 
     name = "off_by_one"
 
-    def __init__(self, max_model_len: int = 320, **initial):
-        self.max_model_len = max_model_len
+    def __init__(self, **initial):
         super().__init__({n: knob_control(SPECS[n], initial.get(n)) for n in KNOBS})
 
     def compute(self) -> Screen:
-        knobs = self.knobs(vllm_version="0.31.0", max_model_len=self.max_model_len)
+        knobs = self.knobs(vllm_version="0.31.0")
         pred = predict(knobs)
         s = pred.sizes
-        lanes = cd.route_lanes(s.swap_capacity)
+        b = s.max_num_batched_tokens
+        lanes = cd.route_lanes(s.swap_capacity, max_tokens=b)
         stock = next(iter(cd.OFF_BY_ONE_LANES))
         crash = lanes["crash_sizes"][stock]
         crash_size = str(crash[0]) if crash else "none"
         error = lanes["errors"][stock] or ""
-        labels = {"B": str(s.max_num_batched_tokens), "q": str(s.max_decode_query_len),
+        labels = {"B": str(b), "q": str(s.max_decode_query_len),
                   "C": str(s.swap_capacity), "W": str(s.workspace_rows),
                   "crash_size": crash_size, "crash_error": error,
-                  "summary": (f"B={s.max_num_batched_tokens} q={s.max_decode_query_len} "
+                  "summary": (f"B={b} q={s.max_decode_query_len} "
                               f"C={s.swap_capacity} W={s.workspace_rows} crash_size={crash_size}")}
         cites = pred.plan.rules.cites
         fixed = RULES["0.32.0"].cites["predicate"]
+        if crash:
+            verdict = (f"A batch of exactly n = W = {s.workspace_rows} tokens passes that check, "
+                       f"but swap_in has only C = {s.swap_capacity} rows, and it raises "
+                       f"({cite_html(cites['error'])}):<br><code>{esc(error)}</code>")
+            crash_text = (f"<b style='color:#d73027'>n = <span class='hs-crash'>{crash_size}"
+                          f"</span></b> routed tokens")
+        else:  # C = B: the W-token batch would need more tokens than one step holds
+            verdict = (f"Here C = B = {b}: a batch of W = {s.workspace_rows} tokens would need "
+                       f"more than the B = {b} tokens one step holds, so no batch ever has it "
+                       f"and 0.31.0 cannot crash with these knobs.")
+            crash_text = "<b><span class='hs-crash'>none</span></b> (no step holds W tokens)"
         body = (
             f"<div class='hs-big'>swap rows <b>C = <span class='hs-C'>{s.swap_capacity}</span>"
             f"</b> &nbsp;·&nbsp; index-group workspace <b>W = <span class='hs-W'>"
             f"{s.workspace_rows}</span></b> &nbsp;·&nbsp; the batch that crashes 0.31.0: "
-            f"<b style='color:#d73027'>n = <span class='hs-crash'>{crash_size}</span></b> "
-            f"routed tokens</div>{formulas_html(pred)}"
+            f"{crash_text}</div>{formulas_html(pred)}"
             f"<div class='hs-note'>0.31.0 routes ({cite_html(cites['predicate'])}): "
-            f"{esc(pred.plan.rules.predicate_text)}. A batch of exactly n = W = "
-            f"{s.workspace_rows} tokens passes that check, but swap_in has only C = "
-            f"{s.swap_capacity} rows, and it raises ({cite_html(cites['error'])}):<br>"
-            f"<code>{esc(error)}</code></div>"
+            f"{esc(pred.plan.rules.predicate_text)}. {verdict}</div>"
             f"<div class='hs-note'>0.32.0 routes on C instead ({cite_html(fixed)}): the same "
             f"batch takes the all-resident path.</div>")
         state = {**knobs.as_dict()}
@@ -56,16 +63,17 @@ class OffByOneDashboard(Dashboard):
 
     def draw(self) -> str:
         d = self.plot_data
-        c, w, ns = d["C"], d["W"], d["n"]
+        c, w, ns, b = d["C"], d["W"], d["n"], d["B"]
         left = f"← n = 1…{ns[0] - 1}: fit swap_in" if ns[0] > 1 else ""
         return lane_chart(
             ns, d["lanes"], title=f"Where a batch of n routed tokens goes (C = {c}, W = {w})",
             x_label="n, tokens one forward hands to the routing (zoomed around C … W)",
             marks={k: v for k, v in d["crash_sizes"].items()},
             bounds=[(c, f"C = {c}"), (w, f"W = {w}")],
-            edge_notes=(left, f"→ n > {ns[-1]}: all-resident under every rule"))
+            edge_notes=(left, f"→ n > {ns[-1]}: " + ("no step holds it" if ns[-1] >= b
+                                                      else "all-resident under every rule")))
 
 
 def off_by_one_dashboard(**initial) -> OffByOneDashboard:
-    """Notebook 1: max_num_seqs, num_speculative_tokens and max_num_batched_tokens under 0.31.0."""
+    """Notebook 1: max_num_seqs, num_speculative_tokens, max_num_batched_tokens, max_model_len."""
     return OffByOneDashboard(**initial)

@@ -29,11 +29,29 @@ INTRO = (
     "one notebook's dashboard, computed by an exact model of vLLM's code.</p>")
 
 
+def header_diagram(dash) -> str:
+    """The buffers diagram for the C that tab 1's dashboard shows (called only without an error)."""
+    c = int(dash.labels["C"])
+    caption = "drawn for tab 1's knobs below: it follows them"
+    if dash.labels["crash_size"] == "none":
+        caption += f"; with them no step holds W = {c + 1} tokens, so this batch never happens"
+    return buffers_diagram(c, caption)
+
+
 def app_page() -> tuple[W.VBox, dict]:
-    """The page widget and its dashboards by tab title."""
+    """The page widget and its dashboards by tab title; the diagram follows tab 1's C."""
     dashboards = {title: make() for title, make in TABS}
     tabs = W.Tab(children=[d.widget for d in dashboards.values()], titles=list(dashboards))
-    header = W.HTML(INTRO + buffers_diagram(2) + where_in_vllm("0.31.0"))
-    page = W.VBox([header, tabs], layout={"width": "100%"})
+    first = next(iter(dashboards.values()))
+    diagram = W.HTML(header_diagram(first))
+    diagram.add_class("hs-app-diagram")
+
+    def follow(change) -> None:
+        if first.error is None:
+            diagram.value = header_diagram(first)
+
+    first.numbers.observe(follow, names="value")
+    page = W.VBox([W.HTML(INTRO), diagram, W.HTML(where_in_vllm("0.31.0")), tabs],
+                  layout={"width": "100%"})
     page.add_class("hs-app")
     return page, dashboards

@@ -19,14 +19,14 @@ PALETTE = {
     cd.CRASH: "#d73027", cd.STARTUP_CRASH: "#d73027",
     cd.RUNTIME_CRASH: "#fc8d59",
     cd.NOT_ROUTED: "#bdbdbd", cd.NOT_RUN: "#e0e0e0", cd.INVALID: "#969696",
-    cd.OTHER_ERROR: "#984ea3",
+    cd.OTHER_ERROR: "#984ea3", cd.OVER_B: "#f0f0f0",
 }
 LABELS = {
     cd.SWAP_IN: "swap_in, fits C rows", "ok": "ok", cd.SAFE: "safe",
     cd.ALL_RESIDENT: "all-resident path", cd.CRASH: "swap_in past C rows: crash",
     cd.STARTUP_CRASH: "start-up crash", cd.RUNTIME_CRASH: "first-request crash",
     cd.NOT_ROUTED: "not routed (staged)", cd.NOT_RUN: "not run", cd.INVALID: "vLLM refuses",
-    cd.OTHER_ERROR: "other failure",
+    cd.OTHER_ERROR: "other failure", cd.OVER_B: "n > B: no step holds it",
 }
 INK, HIGHLIGHT = "#222222", "#fff3b0"
 FONT = 12  # px, tick labels; titles 14 px; nothing under 11 px
@@ -47,10 +47,11 @@ class Svg:
         self.parts.append(f"<rect x='{x:.1f}' y='{y:.1f}' width='{max(w, 0):.1f}' "
                           f"height='{h:.1f}' fill='{fill}'{_attrs(attrs)}/>")
 
-    def line(self, x1, y1, x2, y2, stroke=INK, width=1.0, dash=None) -> None:
+    def line(self, x1, y1, x2, y2, stroke=INK, width=1.0, dash=None, cls=None) -> None:
         d = f" stroke-dasharray='{dash}'" if dash else ""
+        c = f" class='{cls}'" if cls else ""
         self.parts.append(f"<line x1='{x1:.1f}' y1='{y1:.1f}' x2='{x2:.1f}' y2='{y2:.1f}' "
-                          f"stroke='{stroke}' stroke-width='{width}'{d}/>")
+                          f"stroke='{stroke}' stroke-width='{width}'{d}{c}/>")
 
     def circle(self, x, y, r, fill, **attrs) -> None:
         self.parts.append(f"<circle cx='{x:.1f}' cy='{y:.1f}' r='{r}' fill='{fill}'"

@@ -15,7 +15,8 @@ CSS = """<style>
 .hisparse-dashboard .hs-table th{text-align:left;padding:3px 8px;border-bottom:1px solid #888;
  white-space:nowrap;background:#fafafa;position:sticky;top:0;z-index:1}
 .hisparse-dashboard .hs-table td{padding:3px 8px;vertical-align:top;word-break:normal;
- overflow-wrap:normal;border-bottom:1px solid #eee}
+ overflow-wrap:normal;border-bottom:1px solid #eee;text-align:left}
+.hisparse-dashboard .hs-table code.hs-error-text{display:inline-block;min-width:30em}
 .hisparse-dashboard .hs-table td:first-child{white-space:nowrap}
 .hisparse-dashboard .hs-table tr.hs-crash td{background:#fde0dd;position:sticky;bottom:0}
 .hisparse-dashboard .hs-table tr.hs-selected td{background:#fff3b0}
@@ -86,7 +87,7 @@ def batch_rows(batches) -> tuple[list[list[str]], list[str]]:
                      str(b.num_decode_tokens), esc(b.cudagraph_mode),
                      str(b.routed) if b.routed else "–",
                      swatch(key, b.route or "not routed"),
-                     f"<code>{esc(b.error)}</code>" if b.error else ""])
+                     f"<code class='hs-error-text'>{esc(b.error)}</code>" if b.error else ""])
         classes.append("hs-crash" if b.error else "")
     return rows, classes
 
@@ -99,9 +100,13 @@ def assumptions_html() -> str:
 
 
 def summary_html(name: str, summary: str) -> str:
-    """The dashboard's one-line digest (tests and the browser read it; it follows every move)."""
-    return (f"<div class='hs-note'>digest: <code class='hs-summary' data-dashboard='{name}'>"
-            f"{esc(summary)}</code></div>")
+    """The dashboard's state as one line, hidden: tests read it, a reader never sees it.
+
+    It travels inside the numbers' HTML (so the page's screens ahead carry it too) as an
+    element with the ``hidden`` attribute: nothing of it is drawn or read aloud.
+    """
+    return (f"<span class='hs-summary' data-dashboard='{name}' hidden>"
+            f"{esc(summary)}</span>")
 
 
 def static_html(body: str) -> str:

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from itertools import groupby
 
+import ipywidgets as W
+
 from .. import chart_data as cd
 from ..knobs import KnobSpec, knob_specs
 from ..predict import Prediction
@@ -16,31 +18,27 @@ from ..report import _step_key
 from ..simulate import SIMULATE_ASSUMPTIONS, simulate
 from ..workload import Workload, synthetic
 from ..workload_recordings import compare_workload_recording
-from .controls import SPECS, PromptLensTypo, choice_control, knob_control, parse_prompt_lens, \
+from . import outbox
+from .controls import SPECS, choice_control, knob_control, parse_prompt_lens, \
     text_control
 from .dashboard import Dashboard, Screen
 from .engine_runs import knobs_text, live_output_path
-from .first_request import ranges
-from .svg import INK, PALETTE, Svg, ticks
-from .tables import esc, formulas_html, swatch, table
+from .first_request import ranges, ranges_text
+from .svg import PALETTE
+from .tables import esc, formulas_html, static_html, swatch, table
+from .traffic_charts import (REQUEST_COLOURS, STRIP, request_name,  # noqa: F401  re-exported
+                             seqs_chart, timeline_chart)
 
 KNOBS = ("vllm_version", "routing", "attention_backend", "max_num_seqs",
-         "max_num_batched_tokens", "num_speculative_tokens", "enable_prefix_caching",
-         "enforce_eager", "cudagraph_mode")
+         "max_num_batched_tokens", "max_model_len", "num_speculative_tokens",
+         "enable_prefix_caching", "enforce_eager", "cudagraph_mode")
 WORKLOAD_HELP = {"requests": "number of requests (prompt lengths are cycled over them)",
                  "prompt_lens": "prompt lengths in tokens, comma-separated, cycled over requests",
                  "arrival_spacing": "engine steps between two arrivals (0 = all arrive together)",
                  "max_tokens": "output tokens per request (ignore_eos)"}
 WORKLOAD_RANGE = {"requests": (1, 64), "arrival_spacing": (0, 32), "max_tokens": (1, 64)}
-REQUEST_COLOURS = ("#66c2a5", "#8da0cb", "#e78ac3", "#a6d854", "#ffd92f", "#e5c494",
-                   "#bebada", "#80b1d3")  # request i is drawn in colour i mod 8
-STEP_LABELS = {cd.SWAP_IN: "swap_in (n ≤ C)", cd.ALL_RESIDENT: "all-resident",
-               cd.CRASH: "swap_in past C: crash", cd.NOT_ROUTED: "replayed / not routed"}
-STRIP = {cd.STARTUP_CRASH: ("startup_crash", "start-up crash"),  # key: (digest word, legend)
-         cd.RUNTIME_CRASH: ("crash", "crashes on this traffic"), cd.SAFE: ("safe", "serves it all"),
-         cd.INVALID: ("invalid", "vLLM refuses"), cd.NOT_RUN: ("not_computed", "not computed")}
+NUMBERING = "requests r1, r2, … from 1 (r1 is vLLM's request 0); steps from 0, as arrival_step"
 TABLE_ROWS = 300  # folded step groups shown; the command line lists every one
-WIDTH_PX, LEFT, RIGHT = 900, 90, 64
 
 
 def workload_slider(name: str, value: int):
@@ -52,106 +50,13 @@ def workload_slider(name: str, value: int):
 
 
 def _tokens(scheduled: dict | None) -> str:
-    return " ".join(f"r{r}:{n}" for r, n in (scheduled or {}).items())
+    return " ".join(f"{request_name(r)}:{n}" for r, n in (scheduled or {}).items())
 
 
 def crash_word(crash: dict | None) -> str:
     """``none``, ``startup`` or ``step<k>``: where a run died."""
     return ("none" if crash is None else "startup" if crash["step"] is None
             else f"step{crash['step']}")
-
-
-def _legend(svg: Svg, x: float, y: float, items) -> None:
-    for colour, label in items:
-        svg.rect(x, y - 10, 12, 12, colour, cls="hs-legend-swatch")
-        svg.text(x + 16, y, label, cls="hs-legend")
-        x += 26 + 7 * len(label)
-
-
-def _y_axis(svg: Svg, top: float, h: float, hi: int, label: str, marks, sqrt: bool = False):
-    """A vertical axis from 0 to ``hi`` over ``h`` px (square-root scale if ``sqrt``); v -> y."""
-    f = (lambda v: min(v, hi) ** 0.5 / hi ** 0.5) if sqrt else (lambda v: min(v, hi) / hi)
-    y = lambda v: top + h - h * f(v)  # noqa: E731
-    for t in marks:
-        svg.text(LEFT - 6, y(t) + 4, t, anchor="end", size=11)
-    svg.line(LEFT, top, LEFT, top + h)
-    svg.text(10, top - 8, label, size=12, cls="hs-lane-label")
-    return y
-
-
-def timeline_chart(d: dict, engine: dict | None = None) -> str:
-    """Tokens per request per step (stacked), the routed tokens against C and W, the crash."""
-    title = (f"Engine steps {d['first']}…{d['last']} of your traffic (steps with work: "
-             f"{d['total_steps']}; C = {d['C']}, W = {d['W']})")
-    svg = Svg(WIDTH_PX, 420, title)
-    svg.text(10, 20, title, size=14, weight="bold")
-    nc = len(REQUEST_COLOURS)
-    _legend(svg, LEFT, 42, [(REQUEST_COLOURS[i], f"r{i}") for i in range(min(d["requests"], nc))])
-    if d["requests"] > nc:
-        svg.text(LEFT + 40 * nc, 42, "… (request i in colour i mod 8)", size=11)
-    _legend(svg, LEFT, 62, [(PALETTE[k], v) for k, v in STEP_LABELS.items()])
-    bw = (WIDTH_PX - LEFT - RIGHT) / max(d["last"] - d["first"] + 1, 24)
-    x = lambda s: LEFT + (s - d["first"]) * bw  # noqa: E731
-    c, w = d["C"], d["W"]
-    hi = max([s["num_tokens"] for s in d["steps"]] + [1])
-    y1 = _y_axis(svg, 110, 135, hi, "tokens per request (√ scale)",
-                 sorted({0, hi} | {t for t in (8, 64, 512, 4096) if t < hi * 0.6}), True)
-    top2 = w + max(2, w // 2)
-    y2 = _y_axis(svg, 282, 80, top2, "routed tokens vs C and W = C + 1", (0, top2))
-    for s in d["steps"]:
-        sx, sw, base = x(s["step"]), max(bw - 1, 1), 0
-        for i in range(nc):  # one block per colour: requests i, i + 8, ... together
-            n = sum(t for r, t in s["tokens"] if r % nc == i)
-            if n:
-                svg.rect(sx, y1(base + n), sw, y1(base) - y1(base + n), REQUEST_COLOURS[i],
-                         cls="hs-step-tokens")
-                base += n
-        if engine and s["step"] in engine:
-            svg.circle(sx + bw / 2, y1(engine[s["step"]]), 3, INK, cls="hs-engine")
-        h = max(y2(0) - y2(s["routed"]), 3)
-        svg.rect(sx, y2(0) - h, sw, h, PALETTE[s["key"]], cls=f"hs-routed-{s['key']}")
-        if s["routed"] > top2:
-            svg.text(sx + bw / 2, y2(top2) - 2, "▲", anchor="middle", size=11)
-    for v, dy in ((c, 11), (w, -2)):  # labels right of the plot: C under its line, W over
-        svg.line(LEFT, y2(v), WIDTH_PX - RIGHT + 4, y2(v), dash="5,3")
-        svg.text(WIDTH_PX - RIGHT + 6, y2(v) + dy, f"{'C' if v == c else 'W'} = {v}", size=11,
-                 cls="hs-bound")
-    for t in ticks(d["first"], d["last"], 12):
-        svg.text(x(t) + bw / 2, 378, t, anchor="middle", size=11)
-    svg.text(LEFT, 398, "engine step (steps with no work are blank)", size=12)
-    if d["crash_step"] is not None:
-        cx = x(d["crash_step"]) + bw / 2
-        svg.line(cx, 84, cx, 364, stroke=PALETTE[cd.CRASH], width=2, dash="4,2")
-        svg.path(f"M{cx - 6:.1f},76 l12,0 l-6,8 z", PALETTE[cd.CRASH], cls="hs-mark")
-        svg.text(cx + (8 if cx < 700 else -8), 84, f"crash: step {d['crash_step']}", size=12,
-                 anchor="start" if cx < 700 else "end", weight="bold", fill=PALETTE[cd.CRASH],
-                 cls="hs-crash-label")
-    if engine:
-        svg.circle(WIDTH_PX - 260, 394, 3, INK)
-        svg.text(WIDTH_PX - 252, 398, "engine's tokens in the step (recorded)", size=11)
-    return svg.render()
-
-
-def seqs_chart(d: dict) -> str:
-    """One cell per max_num_seqs 1…64: what this traffic does there; the current one boxed."""
-    seqs, title = d["max_num_seqs"], "The same traffic under each max_num_seqs (the rest as set)"
-    svg = Svg(WIDTH_PX, 150, title)
-    svg.text(10, 20, title, size=14, weight="bold")
-    _legend(svg, LEFT, 42, [(PALETTE[k], v) for k, (_, v) in STRIP.items()
-                            if k in d["outcome"]])
-    cw = (WIDTH_PX - LEFT - RIGHT) / len(seqs)
-    svg.text(LEFT - 8, 102, "max_num_seqs", anchor="end", size=11, cls="hs-lane-label")
-    for i, key in enumerate(d["outcome"]):
-        svg.rect(LEFT + i * cw, 60, cw - 1, 26, PALETTE[key], cls=f"hs-cell-{key}")
-    for s in [1] + [s for s in seqs if s % 4 == 0]:
-        svg.text(LEFT + (s - 0.5) * cw, 102, s, anchor="middle", size=11)
-    cur = d["current"]
-    if cur <= len(seqs):
-        svg.rect(LEFT + (cur - 1) * cw - 1, 57, cw + 1, 32, "none", stroke="#000",
-                 stroke_width=2, cls="hs-current")
-    svg.text(10, 124, f"▢ current max_num_seqs = {cur}", size=12, cls="hs-current-label")
-    svg.text(10, 142, d["summary"], size=12, cls="hs-sweep")
-    return svg.render()
 
 
 def steps_table(sched) -> str:
@@ -167,12 +72,12 @@ def steps_table(sched) -> str:
         rows.append([steps, esc(_tokens(s.scheduled)), str(s.num_tokens),
                      str(s.num_decode_tokens), esc(s.dispatch), str(s.routed_tokens or "–"),
                      swatch(cd.step_key(s), s.route or ("–", "replayed")[s.dispatch == "FULL"]),
-                     f"<code>{esc(s.error)}</code>" if s.error else ""])
+                     f"<code class='hs-error-text'>{esc(s.error)}</code>" if s.error else ""])
         classes.append("hs-crash" if s.error else "")
     note = (f"<div class='hs-note'>… {more} more groups not shown (<code>python -m "
             f"hisparse_model simulate</code> lists every step)</div>" if more > 0 else "")
-    return ("<details open><summary>every engine step with work, identical neighbours folded"
-            "</summary><div class='hs-scroll'>" + table(
+    return ("<details open><summary>every engine step with work, identical neighbours folded "
+            f"({NUMBERING})</summary><div class='hs-scroll'>" + table(
                 ["steps", "tokens per request", "tokens", "decode", "graph mode", "routed n",
                  "route", "error"], rows, raw=True, row_classes=classes) + f"</div>{note}"
             "</details>")
@@ -182,8 +87,8 @@ def crash_html(sched) -> str:
     """The crash (or none) with vLLM's exact text, and in words why that step crashed."""
     crash, p, n = sched.crash, sched.plan, len(sched.workload)
     done = f"finished: <b class='hs-finished'>{len(sched.finished)}</b> of {n} requests"
-    if sched.finished:
-        done += f" (r{esc(ranges(sorted(sched.finished)))})"
+    if sched.finished:  # numbered from 1, as the reader counts
+        done += f" (r{esc(ranges(sorted(r + 1 for r in sched.finished)))})"
     if crash is None:
         return (f"<div class='hs-big'><b style='color:{PALETTE['ok']}'>no crash</b>: no step "
                 f"hands swap_in more than C = {p.swap_capacity} tokens. {done}</div>")
@@ -191,7 +96,7 @@ def crash_html(sched) -> str:
            "notebook 2), before it serves any request.")
     if crash["step"] is not None:
         s = sched.steps[-1]
-        parts = " + ".join(f"{t} (r{r})" for r, t in s.scheduled.items())
+        parts = " + ".join(f"{t} ({request_name(r)})" for r, t in s.scheduled.items())
         why = (f"In step {s.step} the scheduler packed {parts} = {s.num_tokens} tokens, "
                f"{s.num_decode_tokens} of them decode tokens; the attention backend handed "
                f"<b>{s.routed_tokens}</b> of them to the routing. {s.routed_tokens} = W = C + 1 "
@@ -201,6 +106,15 @@ def crash_html(sched) -> str:
             f"{'start-up' if crash['step'] is None else 'step ' + str(crash['step'])}</b>"
             f"<br><code class='hs-error-text'>{esc(crash['error'])}</code></div>"
             f"<div class='hs-note'>{why} {done}</div>")
+
+
+def schedule_report(sched) -> str:
+    """A served workload shown once (notebook 5's worked examples): the crash, then every step.
+
+    The same pieces as the dashboard's numbers, so the examples and the dashboard number
+    requests and steps alike.
+    """
+    return static_html(crash_html(sched) + steps_table(sched))
 
 
 def advice_html(found: dict) -> str:
@@ -219,9 +133,8 @@ class TrafficDashboard(Dashboard):
 
     name = "traffic"
 
-    def __init__(self, max_model_len: int = 320, requests: int = 2, prompt_lens: str = "3, 2",
+    def __init__(self, requests: int = 2, prompt_lens: str = "3, 2",
                  arrival_spacing: int = 0, max_tokens: int = 8, **initial):
-        self.max_model_len = max_model_len
         initial.setdefault("max_num_seqs", 4)
         controls = {"requests": workload_slider("requests", requests),
                     "prompt_lens": text_control("prompt_lens", prompt_lens,
@@ -229,18 +142,24 @@ class TrafficDashboard(Dashboard):
                     "arrival_spacing": workload_slider("arrival_spacing", arrival_spacing),
                     "max_tokens": workload_slider("max_tokens", max_tokens)}
         controls.update({n: knob_control(SPECS[n], initial.get(n)) for n in KNOBS})
+        # the max_num_seqs map and the advice: searches, drawn under the timeline once it is out
+        self.search = W.HTML()
+        self.search.add_class("hs-search-box")
+        self.search_data: dict = {}
+        self._search_args: tuple | None = None
         super().__init__(controls)
+        parts = list(self.widget.children)
+        parts.insert(parts.index(self.chart) + 1, self.search)
+        self.widget.children = parts
 
     def workload(self) -> Workload:
         """The requests the controls describe: ``synthetic``, the prompt lengths cycled."""
         lens = parse_prompt_lens(self.value("prompt_lens"))
-        if not lens:
-            raise PromptLensTypo("prompt_lens: give at least one prompt length")
         return synthetic(self.value("requests"), lens, self.value("arrival_spacing"),
                          self.value("max_tokens"))
 
     def compute(self) -> Screen:
-        base = self.knobs(vllm_version="0.31.0", max_model_len=self.max_model_len)
+        base = self.knobs(vllm_version="0.31.0")
         knobs = cd.version_knobs(base, self.value("vllm_version"))
         work = self.workload()
         sched = simulate(knobs, work)
@@ -267,10 +186,40 @@ class TrafficDashboard(Dashboard):
                 + esc(" · ".join(a.removeprefix("simulate: ") for a in SIMULATE_ASSUMPTIONS[2:]))
                 + "</div>")
         state = {**knobs.as_dict(), "requests": n, "workload": work.as_json()["requests"]}
-        return Screen(state, sched, labels, body, lambda: self._plot(knobs, work, sched))
+        return Screen(state, sched, labels, body, lambda: self._timeline(knobs, work, sched))
 
-    def _plot(self, knobs, work, sched) -> dict:
-        """The charts' data, and the advice: searches, so they come after the numbers."""
+    def _timeline(self, knobs, work, sched) -> dict:
+        """The timeline's data (the chart); the searches under it wait for it to be sent."""
+        self._search_args = (knobs, work, sched)
+        return {"timeline": cd.timeline_data(sched)}
+
+    def _show_plot(self, plot) -> None:
+        """The timeline as the chart, sent; then the map and the advice (searches) under it.
+
+        With 64 requests the map's 64 simulations took 60-130 ms: computed before the
+        timeline, they held the chart back that long (170-250 ms in the browser).
+        """
+        self._search_args = None
+        super()._show_plot(plot)
+        args, self._search_args = self._search_args, None
+        if args is None or self.error is not None:
+            return
+        outbox.send_now()
+        ok, data = self._guarded(lambda: self._search(*args))
+        if ok:
+            html = seqs_chart(data["strip"]) + (advice_html(data["advice"]) if data["advice"]
+                                                else "")
+            self.search_data = data
+            if self.search.value != html:
+                self.search.value = html
+            self.search.layout.display = None
+
+    def _show_error(self, msg: str, title: str) -> None:
+        super()._show_error(msg, title)
+        self.search.layout.display = "none"
+
+    def _search(self, knobs, work, sched) -> dict:
+        """The map's and the advice's data: searches, so they come after the timeline."""
         strip = cd.traffic_seqs_strip(knobs, work)
         cells = list(zip(strip["max_num_seqs"], strip["outcome"]))
         self.labels["sweep_summary"] = " ".join(
@@ -279,13 +228,12 @@ class TrafficDashboard(Dashboard):
                  if sched.crash else None)  # after the strip: it reuses the strip's runs
         self.labels["advice"] = "; ".join(", ".join(f"{k}={v}" for k, v in a["change"].items())
                                           for a in (found or {"advice": []})["advice"]) or "none"
-        return {"timeline": cd.timeline_data(sched), "advice": found,
-                "strip": {**strip, "summary": self.labels["sweep_summary"]}}
+        caption = "max_num_seqs " + ranges_text(
+            (v, [s for s, o in cells if o == k]) for k, (_, v) in STRIP.items())
+        return {"advice": found, "strip": {**strip, "caption": caption}}
 
     def draw(self) -> str:
-        d = self.plot_data
-        return (timeline_chart(d["timeline"]) + seqs_chart(d["strip"])
-                + (advice_html(d["advice"]) if d["advice"] else ""))
+        return timeline_chart(self.plot_data["timeline"])
 
 
 def traffic_dashboard(**initial) -> TrafficDashboard:
@@ -346,16 +294,18 @@ class WorkloadRecordingsDashboard(Dashboard):
                 f"{esc(k.routing)}, {esc(knobs_text(k))}, prefix caching "
                 f"{'on' if k.enable_prefix_caching else 'off'}; {len(sched.workload)} requests; "
                 f"{esc(rec.get('provenance', {}).get('gpu', ''))}. {verdict}</div>"
+                + f"<div class='hs-note'>{esc(NUMBERING)}</div>"
                 + crash_html(sched) + "<div class='hs-scroll'>" + table(
                     ["step engine / model", "engine: tokens per request", "model: tokens per "
                      "request", "engine routed n → route", "model routed n → route", "same"],
                     rows, row_classes=classes) + "</div>")
-        data = {"timeline": cd.timeline_data(sched), "engine": {
+        data = {"timeline": cd.timeline_data(sched), "name": self.names[i], "engine": {
             e["step"]: e["num_tokens"] for e in rec["steps"]}}
         return Screen({"recording": self.names[i]}, sched, labels, body, lambda: data)
 
     def draw(self) -> str:
-        return timeline_chart(self.plot_data["timeline"], self.plot_data["engine"])
+        return timeline_chart(self.plot_data["timeline"], self.plot_data["engine"],
+                              of=f"recording {self.plot_data['name']}")
 
 
 def live_command(knobs, workload_path: str, out: str) -> list[str]:
