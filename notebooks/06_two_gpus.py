@@ -16,6 +16,10 @@
 # %% [markdown]
 # # 6 · Two GPUs: a rank dies on a batch it never scheduled
 #
+# > **Run All first** (menu *Run* ▸ *Run All Cells*): the notebook is stored without outputs,
+# > so its dashboards appear once it has run. Open the `.ipynb`; the `.py` beside it is the
+# > same notebook as text, for review.
+#
 # With data parallelism (`-dp 2`) each GPU runs an engine of its own, with its own scheduler
 # and its own `max_num_seqs`. Every step the ranks agree on one CUDA-graph mode (the lowest
 # any rank asks for) and pad to the graph of the largest rank's token count. A rank that
