@@ -20,6 +20,8 @@ from ..workload import Workload
 from .controls import SPECS, knob_control
 from .dashboard import Dashboard, Screen
 from .tables import esc
+from .traffic import NUMBERING
+from .traffic_charts import request_name
 
 KNOBS = ("vllm_version", "max_num_seqs")
 ROUTE_FILL = {"swap_in": "#4575b4", "all_resident": "#91bfdb", None: "#f7f7f7"}
@@ -35,7 +37,7 @@ def two_rank_workload(s: int, late: int = 30) -> Workload:
 
 def _cell(r) -> str:
     what = ("dummy " + "+".join(map(str, r.dummy)) if r.dummy is not None
-            else " + ".join(f"r{i}:{n}" for i, n in r.scheduled.items()))
+            else " + ".join(f"{request_name(i)}:{n}" for i, n in r.scheduled.items()))
     routed = (f"{r.routed_tokens} → {r.route}" if r.routed_tokens
               else "FULL replay" if r.dispatch == "FULL" else "not routed")
     style = " style='color:#d73027;font-weight:bold'" if r.error else ""
@@ -48,7 +50,7 @@ def timelines_html(sched: DPSchedule) -> str:
                    for s in sched.steps)
     heads = "".join(f"<th>rank {r}</th>" for r in range(sched.knobs.data_parallel_size))
     return (f"<table class='hs-table'><tr><th>step</th><th>agreed mode</th>{heads}</tr>"
-            f"{rows}</table>")
+            f"{rows}</table><div class='hs-note'>{esc(NUMBERING)}</div>")
 
 
 class TwoGpusDashboard(Dashboard):
