@@ -28,6 +28,9 @@ import os
 from .instrument import RouteLog
 
 STREAM_ENV = "HISPARSE_RANK_LOG"  # a file (DP rank) or a folder (TP workers: one file each)
+# The phase a TP worker labels a forward with, set on the SchedulerOutput the engine
+# child's scheduler hands to the executor (tp_worker.py).
+PHASE_ATTR = "hisparse_phase"
 
 
 class StreamedRouteLog(RouteLog):

@@ -31,7 +31,7 @@ import os
 
 from . import rank_log
 
-PHASE_ATTR = "hisparse_phase"  # set on a SchedulerOutput by the engine child
+PHASE_ATTR = rank_log.PHASE_ATTR
 ROUTING_ENV = "HISPARSE_ROUTING"  # the knob ``routing``, for the workers' instrumentation
 CHILD_PID_ENV = "HISPARSE_TP_CHILD_PID"  # the engine child itself never installs worker wrappers
 _installed: dict = {}
