@@ -1,0 +1,338 @@
+"""Two-GPU live runs, offline: spec, environment, per-rank logs, the DP split and hung ranks.
+
+Fake engine children stand in for vLLM (as in ``test_live_runner.py``): a TP
+child writes back the spec and environment it was given; DP rank children write
+their stream (:mod:`hisparse_model.engine.rank_log`) step by step, and one of them
+crashes, hangs or finishes as the test's plan says.  What these tests cannot
+reach without two GPUs (vLLM's worker processes importing the extension, NCCL,
+the DP collectives themselves) is listed in docs/gpu.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from hisparse_model.engine import live, parallel, rank_log
+from hisparse_model.engine.dp_live import run_dp
+from hisparse_model.knobs import Knobs
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                 "NVSHMEM_DISABLE_NVLS": "1", "VLLM_ALLREDUCE_USE_SYMM_MEM": "0",
+                 "VLLM_USE_NCCL_SYMM_MEM": "0"}  # the issue's list, written out here
+TP2 = {"tensor_parallel_size": 2, "data_parallel_size": 1}
+DP2 = {"tensor_parallel_size": 1, "data_parallel_size": 2}
+RECORDED_ENV = ("VLLM_", "NCCL_", "TORCH_SYMM_MEM_", "NVSHMEM_")
+
+FAKE_TP_CHILD = r'''
+import json, os, sys
+from hisparse_model.engine.child import GpuGate
+spec_path, out_path = sys.argv[1:3]
+spec = json.load(open(spec_path))
+gate = GpuGate.from_env()
+gate.acquire()
+gate.release()
+env = {k: v for k, v in os.environ.items() if k.startswith(%r)}
+rec = {"knobs": spec["knobs"], "prompt_lens": spec["prompt_lens"], "spec": spec,
+       "provenance": {"env": env}, "startup": {"ok": True, "error": None}, "prompts": []}
+json.dump(rec, open(out_path + ".tmp", "w"))
+os.replace(out_path + ".tmp", out_path)
+gate.exit(0)
+''' % (RECORDED_ENV,)
+
+FAKE_DP_CHILD = r'''
+import json, os, sys, time
+from hisparse_model.engine import parallel, rank_log
+spec_path, out_path = sys.argv[1:3]
+spec = json.load(open(spec_path))
+r = spec["dp_rank"]
+plan = json.load(open(os.environ["FAKE_PLAN"]))[str(r)]
+print(f"fake rank {r} starting", flush=True)
+log = rank_log.for_process()
+mine = list(parallel.split_workload(len(spec["workload"]), r,
+                                    spec["parallel"]["data_parallel_size"]))
+env = {k: v for k, v in os.environ.items() if k.startswith(%r)}
+log.write("startup", ok=True, error=None, seconds=0.0)
+crash = None
+for k in range(plan["steps"]):
+    log.write("step", step=k, dummy=False)
+    with log.in_phase(f"step:{k}"):
+        if plan.get("crash_at") == k:
+            error = "ValueError: HiSparse swap rows exceed ... stop=3, capacity=2."
+            log.add({"num_tokens": 3, "route": "swap_in", "error": error})
+            crash = {"step": k, "error": error}
+            break
+        log.add({"num_tokens": 1, "route": "swap_in", "error": None})
+    if plan.get("hang_at") == k:
+        print(f"fake rank {r} waits in a collective", flush=True)
+        time.sleep(3600)
+log.write("served")
+rec = {"knobs": spec["knobs"], "workload": spec["workload"],
+       "provenance": {"env": env}, "startup": {"ok": True, "error": None, "seconds": 0.0},
+       "requests": mine, "steps": [], "crash": crash, "finished": [] if crash else mine,
+       "routing_log": log.rows}
+json.dump(rec, open(out_path + ".tmp", "w"))
+os.replace(out_path + ".tmp", out_path)
+os._exit(0)
+''' % (RECORDED_ENV,)
+
+WORKLOAD = [{"prompt_len": 3}, {"prompt_len": 2, "arrival_step": 2}, {"prompt_len": 5}]
+
+
+@pytest.fixture
+def fakes(tmp_path, monkeypatch):
+    """Fake TP / DP children; ``plan(per_rank)`` sets what each DP rank does."""
+    (tmp_path / "tp_child.py").write_text(FAKE_TP_CHILD)
+    (tmp_path / "dp_child.py").write_text(FAKE_DP_CHILD)
+    plan_file = tmp_path / "plan.json"
+    monkeypatch.setenv("FAKE_PLAN", str(plan_file))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [REPO] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    for name in MULTICAST_OFF:  # whatever a child has, it got from the runner
+        monkeypatch.delenv(name, raising=False)
+
+    class Fakes:
+        tp_argv = [sys.executable, str(tmp_path / "tp_child.py")]
+        dp_argv = [sys.executable, str(tmp_path / "dp_child.py")]
+        lock = str(tmp_path / "gpu.lock")
+        out = tmp_path / "out"
+
+        def plan(self, per_rank: dict) -> None:
+            plan_file.write_text(json.dumps(per_rank))
+
+        def dp(self, name: str, hang_grace: float = 1.0, timeout: float = 60.0) -> dict:
+            return run_dp(Knobs(max_num_seqs=2), DP2, WORKLOAD, str(self.out / f"{name}.json"),
+                          timeout=timeout, command="test", lock_path=self.lock,
+                          child_argv=self.dp_argv, hang_grace=hang_grace)
+
+    return Fakes()
+
+
+# --------------------------------------------------------------------------
+# sizes, engine arguments, environment
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n, size, shares", [
+    (5, 2, [[0, 1, 2], [3, 4]]),     # floor 2, remainder 1: rank 0 takes 2 + 1
+    (4, 2, [[0, 1], [2, 3]]),        # floor 2, remainder 0
+    (1, 2, [[0], []]),               # floor 0, remainder 1: rank 1 is empty (idle)
+    (7, 3, [[0, 1, 2], [3, 4], [5, 6]]),  # floor 2, remainder 1
+    (2, 3, [[0], [1], []]),          # floor 0, remainder 2
+])
+def test_workload_split_is_the_examples_contiguous_rule(n, size, shares):
+    """Rank r serves [r*floor + min(r, rem), (r+1)*floor + min(r+1, rem)) of n requests."""
+    assert [list(parallel.split_workload(n, r, size)) for r in range(size)] == shares
+
+
+def test_tp_engine_arguments_and_dp_environment():
+    """TP adds tensor_parallel_size, the worker extension and no custom all-reduce; DP the env."""
+    assert parallel.llm_kwargs({"tensor_parallel_size": 1, "data_parallel_size": 1}) == {}
+    assert parallel.llm_kwargs(TP2) == {
+        "tensor_parallel_size": 2, "disable_custom_all_reduce": True,
+        "worker_extension_cls": "hisparse_model.engine.tp_worker.RankRecorder"}
+    # DP ranks get no data_parallel_size argument: vLLM's LLM refuses it in one process
+    assert parallel.llm_kwargs(DP2) == {"disable_custom_all_reduce": True}
+    assert parallel.dp_env(1, 2, 12345) == {
+        "VLLM_DP_RANK": "1", "VLLM_DP_RANK_LOCAL": "1", "VLLM_DP_SIZE": "2",
+        "VLLM_DP_MASTER_IP": "127.0.0.1", "VLLM_DP_MASTER_PORT": "12345"}
+    for name, value in MULTICAST_OFF.items():
+        assert parallel.MULTICAST_OFF_ENV[name] == value
+
+
+def test_worker_extension_resolves_without_installing_anything(monkeypatch):
+    """The qualified name vLLM resolves is the extension class; importing it off a worker is inert."""
+    import importlib
+
+    monkeypatch.delenv(rank_log.STREAM_ENV, raising=False)
+    module, _, name = parallel.WORKER_EXTENSION.rpartition(".")
+    mod = importlib.import_module(module)
+    assert getattr(mod, name) is mod.RankRecorder
+    assert "log" not in mod._installed
+    # its only method cannot collide with a vLLM worker attribute (worker_base.py asserts so)
+    assert [a for a in dir(mod.RankRecorder) if not a.startswith("__")] == [
+        "hisparse_stream_path"]
+
+
+@pytest.mark.parametrize("knobs, message", [
+    ({"max_num_seqs": 2, "tensor_parallel_size": 0}, "tensor_parallel_size must be between 1"),
+    ({"max_num_seqs": 2, "data_parallel_size": 9}, "data_parallel_size must be between 1"),
+    ({"max_num_seqs": 2, "tensor_parallel_size": "2"}, "tensor_parallel_size must be an integer"),
+    ({"max_num_seqs": 2, "tensor_parallel_size": 2, "data_parallel_size": 2}, "not both"),
+    ({"max_num_seqs": 2, "data_parallel_size": 2}, "serves a workload"),
+])
+def test_sweep_entries_with_bad_parallel_sizes_are_refused(tmp_path, knobs, message):
+    """A bad size, TP with DP, or DP on prompts: refused naming the entry before any child runs."""
+    p = tmp_path / "sweep.json"
+    p.write_text(json.dumps([{"name": "e", "knobs": knobs, "prompt_lens": [2]}]))
+    with pytest.raises(ValueError, match=rf"'e'.*{message}"):
+        live.validate_sweep(str(p))
+
+
+def test_sweep_entry_carries_its_parallel_sizes(tmp_path):
+    """Sizes in a sweep entry's knobs reach the runner beside the knobs."""
+    p = tmp_path / "sweep.json"
+    p.write_text(json.dumps([
+        {"name": "tp", "knobs": {"max_num_seqs": 2, "tensor_parallel_size": 2},
+         "prompt_lens": [2]},
+        {"name": "dp", "knobs": {"max_num_seqs": 2, "data_parallel_size": 2},
+         "workload": [{"prompt_len": 3}]},
+        {"name": "one", "knobs": {"max_num_seqs": 2}, "prompt_lens": [2]}]))
+    entries = live.validate_sweep(str(p))
+    assert [e["parallel"] for e in entries] == [TP2, DP2, {"tensor_parallel_size": 1,
+                                                           "data_parallel_size": 1}]
+    assert all(e["knobs"].max_num_seqs == 2 for e in entries)
+
+
+def test_cli_refuses_dp_without_a_workload_before_any_gpu_probe():
+    """live --data-parallel-size 2 on prompts: one line naming the knob, exit status 2."""
+    out = subprocess.run([sys.executable, "-m", "hisparse_model", "live", "--max-num-seqs", "2",
+                          "--data-parallel-size", "2", "--out", "x.json"],
+                         capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and "data_parallel_size" in out.stderr
+
+
+def test_tp_child_gets_the_spec_and_multicast_off_environment(fakes):
+    """A TP=2 child is told its sizes and runs with every NVLink-multicast switch off."""
+    rec = live.run_one(Knobs(max_num_seqs=2), [2, 3], str(fakes.out / "tp.json"), timeout=30,
+                       command="test", lock_path=fakes.lock, child_argv=fakes.tp_argv,
+                       parallel_sizes=TP2)
+    assert rec["spec"]["parallel"] == TP2
+    env = rec["provenance"]["env"]
+    assert {k: env.get(k) for k in MULTICAST_OFF} == MULTICAST_OFF
+    assert env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"  # engine core in the child
+
+
+def test_single_gpu_child_environment_is_unchanged(fakes):
+    """A TP=DP=1 run gets no parallel spec and none of the multicast switches."""
+    rec = live.run_one(Knobs(max_num_seqs=2), [2], str(fakes.out / "one.json"), timeout=30,
+                       command="test", lock_path=fakes.lock, child_argv=fakes.tp_argv)
+    assert "parallel" not in rec["spec"]
+    assert not set(MULTICAST_OFF) & set(rec["provenance"]["env"])
+
+
+# --------------------------------------------------------------------------
+# per-rank logs
+# --------------------------------------------------------------------------
+
+
+def _stream(path, rank, rows, engine=None, cut=False):
+    log = rank_log.StreamedRouteLog(str(path))
+    log.write("rank", tp_rank=rank, dp_rank=0, pid=100 + rank)
+    for phase, row in rows:
+        if engine:
+            log.engine_report.update(engine)
+        with log.in_phase(phase):
+            log.add(row)
+    if cut:
+        with open(path, "a") as f:
+            f.write('{"kind": "row", "row": {"pha')  # a kill in mid-line
+    return log
+
+
+def test_rank_streams_fold_and_merge_labelled_in_rank_order(tmp_path):
+    """Each worker's rows fold as one RouteLog folds them and merge rank by rank, labelled."""
+    ok = {"num_tokens": 2, "route": "swap_in", "error": None}
+    err = {"num_tokens": 3, "route": "swap_in", "error": "ValueError: stop=3, capacity=2."}
+    rows = [("capture", ok), ("capture", ok), ("prompt:0", ok), ("prompt:1", err)]
+    logs = [_stream(tmp_path / "pid-9.jsonl", 1, rows, {"swap_capacity": 2}, cut=True),
+            _stream(tmp_path / "pid-5.jsonl", 0, rows, {"swap_capacity": 2})]
+    streams = rank_log.read_folder(str(tmp_path))
+    assert [s["rank"]["tp_rank"] for s in streams] == [0, 1]  # ordered by rank, not file name
+    for s, log in zip(streams, reversed(logs)):
+        assert s["rows"] == log.rows  # the stream refolds exactly as the process folded
+    merged = rank_log.merge_rows(streams)
+    # 3 folded rows per rank: capture (calls 2), prompt:0, prompt:1
+    assert [(r["tp_rank"], r["phase"], r["calls"]) for r in merged] == [
+        (0, "capture", 2), (0, "prompt:0", 1), (0, "prompt:1", 1),
+        (1, "capture", 2), (1, "prompt:0", 1), (1, "prompt:1", 1)]
+    view = rank_log.MergedRouteLog(str(tmp_path))
+    assert view.first_error("prompt:1") == "ValueError: stop=3, capacity=2."
+    assert view.first_error("prompt:0") is None
+    assert view.engine_report["swap_capacity"] == 2
+    assert [r["tp_rank"] for r in view.engine_report["ranks"]] == [0, 1]
+
+
+# --------------------------------------------------------------------------
+# DP runs: one child per rank, crash, hang, control
+# --------------------------------------------------------------------------
+
+
+def test_dp_control_both_ranks_finish_with_their_share(fakes):
+    """DP=2, no crash: one recording, both ranks finished, each with the example's share."""
+    fakes.plan({"0": {"steps": 3}, "1": {"steps": 3}})
+    rec = fakes.dp("control")
+    assert [r["status"] for r in rec["ranks"]] == ["finished", "finished"]
+    assert [r["requests"] for r in rec["ranks"]] == [[0, 1], [2]]  # 3 requests: 2 + 1
+    assert rec["crash"] is None and rec["startup"]["ok"]
+    assert rec["knobs"]["data_parallel_size"] == 2
+    assert rec["provenance"]["parallel"]["engine_core"] == parallel.ENGINE_CORE
+    envs = [r["provenance"]["env"] for r in rec["ranks"]]
+    assert [e["VLLM_DP_RANK"] for e in envs] == ["0", "1"]
+    assert [e["VLLM_DP_RANK_LOCAL"] for e in envs] == ["0", "1"]
+    assert {e["VLLM_DP_SIZE"] for e in envs} == {"2"}
+    assert {e["VLLM_DP_MASTER_IP"] for e in envs} == {"127.0.0.1"}
+    assert len({e["VLLM_DP_MASTER_PORT"] for e in envs}) == 1  # one master for both
+    for e in envs:
+        assert {k: e.get(k) for k in MULTICAST_OFF} == MULTICAST_OFF
+    assert json.loads((fakes.out / "control.json").read_text()) == rec
+    assert "fake rank 1 starting" in (fakes.out / "control.rank1.log").read_text()
+
+
+def test_dp_crash_and_hung_survivor_are_recorded_as_what_they_are(fakes):
+    """Rank 0 crashes at step 2; rank 1 waits forever: killed after the grace, recorded hung."""
+    fakes.plan({"0": {"steps": 5, "crash_at": 2}, "1": {"steps": 5, "hang_at": 2}})
+    t0 = time.monotonic()
+    rec = fakes.dp("crash", hang_grace=1.0)
+    assert time.monotonic() - t0 < 30
+    r0, r1 = rec["ranks"]
+    assert r0["status"] == "crashed" and r0["crash"]["step"] == 2
+    assert r1["status"] == "hung" and r1["last_step"] == 2 and r1["exit"] is None
+    # the hung rank's rows come from its stream: steps 0, 1, 2 each routed 1 token
+    assert [(r["phase"], r["num_tokens"]) for r in r1["routing_log"]] == [
+        ("step:0", 1), ("step:1", 1), ("step:2", 1)]
+    assert r1["startup"]["ok"] is True
+    assert "waits in a collective" in r1["log_tail"]
+    assert rec["crash"] == {"dp_rank": 0, "step": 2,
+                            "error": "ValueError: HiSparse swap rows exceed ... stop=3, capacity=2."}
+    assert rec["startup"]["ok"]  # both ranks had started: the hang is not a start-up failure
+    assert not (fakes.out / "crash.failed.json").exists()
+
+
+def test_dp_ranks_hung_from_the_start_are_timeouts(fakes):
+    """No rank ends: both are killed at the timeout and recorded as such, with their last step."""
+    fakes.plan({"0": {"steps": 3, "hang_at": 0}, "1": {"steps": 3, "hang_at": 1}})
+    rec = fakes.dp("stuck", timeout=3.0)
+    assert [r["status"] for r in rec["ranks"]] == ["timeout", "timeout"]
+    assert [r["last_step"] for r in rec["ranks"]] == [0, 1]
+    assert rec["crash"] is None
+
+
+def test_dp_run_holds_the_gpu_lock_while_its_ranks_run(fakes):
+    """Another child's start-up cannot take the GPU lock during a DP run (live.py's protocol)."""
+    fakes.plan({"0": {"steps": 1, "hang_at": 0}, "1": {"steps": 1, "hang_at": 0}})
+    import threading
+
+    seen = {}
+
+    def probe():
+        time.sleep(1.0)
+        other = live._Lock(fakes.lock)
+        seen["free_during_run"] = other.try_acquire()
+        other.release()
+
+    t = threading.Thread(target=probe)
+    t.start()
+    fakes.dp("locked", timeout=3.0)
+    t.join()
+    assert seen["free_during_run"] is False
+    other = live._Lock(fakes.lock)
+    assert other.try_acquire()  # and released after it
+    other.release()
