@@ -55,8 +55,7 @@ r = spec["dp_rank"]
 plan = json.load(open(os.environ["FAKE_PLAN"]))[str(r)]
 print(f"fake rank {r} starting", flush=True)
 log = rank_log.for_process()
-mine = list(parallel.split_workload(len(spec["workload"]), r,
-                                    spec["parallel"]["data_parallel_size"]))
+mine = parallel.rank_requests(spec["workload"], r, spec["parallel"]["data_parallel_size"])
 env = {k: v for k, v in os.environ.items() if k.startswith(%r)}
 log.write("startup", ok=True, error=None, seconds=0.0)
 crash = None
@@ -129,6 +128,13 @@ def fakes(tmp_path, monkeypatch):
 def test_workload_split_is_the_examples_contiguous_rule(n, size, shares):
     """Rank r serves [r*floor + min(r, rem), (r+1)*floor + min(r+1, rem)) of n requests."""
     assert [list(parallel.split_workload(n, r, size)) for r in range(size)] == shares
+
+
+def test_a_requests_own_dp_rank_overrides_the_split():
+    """Requests naming their rank go there; the rest follow the contiguous split of all n."""
+    work = [{"dp_rank": 1}, {}, {"dp_rank": 0}, {}]  # split of 4 over 2: 0, 0, 1, 1
+    assert parallel.rank_requests(work, 0, 2) == [1, 2]
+    assert parallel.rank_requests(work, 1, 2) == [0, 3]
 
 
 def test_tp_engine_arguments_and_dp_environment():

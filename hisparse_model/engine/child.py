@@ -222,7 +222,8 @@ def _serve_workload(llm, log: instrument.RouteLog, raw, startup: dict,
         body["crash"] = {"step": None, "error": startup["error"]}
         return body
     requests = [{"prompt_token_ids": list(r.prompt_token_ids), "max_tokens": r.max_tokens,
-                 "arrival_step": r.arrival_step} for r in work.requests]
+                 "arrival_step": r.arrival_step, "dp_rank": getattr(r, "dp_rank", None)}
+                for r in work.requests]
     if dp_rank is not None:
         body.update(dp_serve.serve(llm, log, requests, dp_rank, dp_size))
     else:

@@ -1,7 +1,7 @@
 """One data-parallel rank serving its share of a workload, in step with the other ranks.
 
 Runs inside a DP rank's engine child (:mod:`.child`, started by :mod:`.dp_live`).
-Rank r serves the requests :func:`.parallel.split_workload` gives it, each added
+Rank r serves the requests :func:`.parallel.rank_requests` gives it, each added
 before the global engine step numbered ``arrival_step``, recorded as
 :mod:`.traffic` records a single engine (the same step recorder).
 
@@ -41,7 +41,7 @@ def serve(llm, log, workload: list[dict], rank: int, size: int, *,
     engine = llm.llm_engine
     params = getattr(llm, "sampling_params", None) or traffic._sampling_params
     write = getattr(log, "write", None) or (lambda *a, **k: None)
-    mine = list(parallel.split_workload(len(workload), rank, size))
+    mine = parallel.rank_requests(workload, rank, size)
     last_arrival = max((r["arrival_step"] for r in workload), default=0)
     steps: list[dict] = []
     counter = {"step": 0}

@@ -222,6 +222,14 @@ def split_workload(n: int, rank: int, size: int) -> range:
     return range(start(rank), start(rank + 1))
 
 
+def rank_requests(workload: list[dict], rank: int, size: int) -> list[int]:
+    """The indices of the requests DP rank ``rank`` serves: a request's own ``dp_rank``
+    where it has one (the model's workload field), else :func:`split_workload`'s rule."""
+    split = {i: r for r in range(size) for i in split_workload(len(workload), r, size)}
+    return [i for i, req in enumerate(workload)
+            if (split[i] if req.get("dp_rank") is None else req["dp_rank"]) == rank]
+
+
 def provenance(par: dict) -> dict:
     """What a parallel recording says about how it was run."""
     out = {**par, "multicast_off_env": dict(MULTICAST_OFF_ENV), **MULTICAST_OFF_ARGS}
