@@ -395,3 +395,58 @@ def test_worker_extension_mixes_in_and_labels_forwards(version, vllm_sources, tm
     assert got["clashes"] == [] and got["ext"] == "RankRecorder"
     assert got["seen"] == ["prompt:3", "prompt:3"]  # execute_model, then sample_tokens
     assert got["stream"] == {"tp_rank": 1, "dp_rank": 0}
+
+
+# --------------------------------------------------------------------------
+# comparing two-GPU recordings with the model
+# --------------------------------------------------------------------------
+
+TWO_GPU_DIR = os.path.join(REPO, "tests", "recorded", "two_gpu")
+TWO_GPU_RECORDINGS = sorted(
+    os.path.join(TWO_GPU_DIR, n) for n in (os.listdir(TWO_GPU_DIR) if os.path.isdir(TWO_GPU_DIR)
+                                           else []) if n.endswith(".json"))
+
+
+def _as_tp2(path: str) -> dict:
+    """A committed one-GPU recording as a TP=2 recording would hold it: every row and the
+    sizes once per worker, labelled (what TP=2 logs if C, W and routing do not depend on it)."""
+    with open(path) as f:
+        rec = json.load(f)
+    rows = [{"tp_rank": r, "dp_rank": 0, **row} for r in (0, 1) for row in rec["routing_log"]]
+    ranks = [{"tp_rank": r, "dp_rank": 0, **rec["engine"]} for r in (0, 1)]
+    return {**rec, "knobs": {**rec["knobs"], "tensor_parallel_size": 2},
+            "engine": {**rec["engine"], "ranks": ranks}, "routing_log": rows}
+
+
+def test_tp_comparison_checks_every_rank_on_its_own():
+    """Both workers logging the one-GPU rows agree; a difference in rank 1 alone is named."""
+    from hisparse_model.rank_recordings import compare_tp_recording
+
+    rec = _as_tp2(os.path.join(REPO, "tests", "recorded", "v0.31.0-stock-s2.json"))
+    assert compare_tp_recording(rec) == []
+    bad = json.loads(json.dumps(rec))
+    rank1 = [i for i, r in enumerate(bad["routing_log"]) if r["tp_rank"] == 1]
+    bad["routing_log"][rank1[-1]]["num_tokens"] += 1  # rank 1's last row: one token more
+    diffs = compare_tp_recording(bad)
+    assert len(diffs) == 1 and diffs[0].startswith("tp rank 1: routing row")
+    bad = json.loads(json.dumps(rec))
+    bad["routing_log"] = [r for r in bad["routing_log"] if r["tp_rank"] == 0]
+    bad["engine"]["ranks"] = bad["engine"]["ranks"][:1]
+    assert compare_tp_recording(bad) == ["ranks: recording holds [0], tensor_parallel_size is 2"]
+
+
+@pytest.mark.parametrize("path", TWO_GPU_RECORDINGS, ids=os.path.basename)
+def test_two_gpu_recording_agrees_with_the_model(path):
+    """Each committed TP / DP recording (tests/recorded/two_gpu/) agrees with the model, rank by rank."""
+    from hisparse_model.rank_recordings import compare_dp_recording, compare_tp_recording
+    from hisparse_model.recordings import check_provenance
+
+    with open(path) as f:
+        rec = json.load(f)
+    assert check_provenance(rec) == []
+    env = rec["provenance"]["env"]
+    assert {k: env.get(k) for k in MULTICAST_OFF} == MULTICAST_OFF
+    sizes = parallel.sizes(None, {k: rec["knobs"].get(k, 1) for k in parallel.PARALLEL_KNOBS})
+    assert parallel.is_parallel(sizes)
+    compare = compare_dp_recording if sizes["data_parallel_size"] > 1 else compare_tp_recording
+    assert compare(rec) == []
