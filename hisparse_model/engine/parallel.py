@@ -66,15 +66,14 @@ PARALLEL_KNOBS = ("tensor_parallel_size", "data_parallel_size")
 #   NCCL_NVLS_ENABLE=0                 NCCL's own NVLS algorithms
 #   TORCH_SYMM_MEM_DISABLE_MULTICAST=1 torch symmetric memory without multicast objects
 #   NVSHMEM_DISABLE_NVLS=1             NVSHMEM (torch symmetric memory's backend)
-#   VLLM_ALLREDUCE_USE_SYMM_MEM=0      vLLM's torch-symmetric-memory all-reduce
-#                                      (on by default: vllm/envs.py:1911-1912
-#                                      `VLLM_ALLREDUCE_USE_SYMM_MEM`)
-#   VLLM_USE_NCCL_SYMM_MEM=0           NCCL window registration (vLLM's default, made explicit:
-#                                      vllm/envs.py:2040-2041 `VLLM_USE_NCCL_SYMM_MEM`)
-#   VLLM_ALLREDUCE_USE_FLASHINFER=0    FlashInfer's all-reduce, the other TP-group all-reduce
-#                                      that is on by default (vllm/envs.py:1915-1916
-#                                      `VLLM_ALLREDUCE_USE_FLASHINFER`; it disables itself
-#                                      where FlashInfer is absent, as in the offline bundle)
+#   VLLM_ALLREDUCE_USE_SYMM_MEM=0      vLLM's torch-symmetric-memory all-reduce (on by default)
+#   VLLM_USE_NCCL_SYMM_MEM=0           NCCL window registration (vLLM's default, made explicit)
+#   VLLM_ALLREDUCE_USE_FLASHINFER=0    FlashInfer's all-reduce, the other TP-group all-reduce on
+#                                      by default (it disables itself where FlashInfer is absent,
+#                                      as in the offline bundle)
+# Defaults: vllm/envs.py:1911-1912 `VLLM_ALLREDUCE_USE_SYMM_MEM`,
+# vllm/envs.py:2040-2041 `VLLM_USE_NCCL_SYMM_MEM`,
+# vllm/envs.py:1915-1916 `VLLM_ALLREDUCE_USE_FLASHINFER`.
 MULTICAST_OFF_ENV = {
     "NCCL_NVLS_ENABLE": "0",
     "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
