@@ -46,6 +46,23 @@ os.replace(out_path + ".tmp", out_path)
 gate.exit(0)
 ''' % (RECORDED_ENV,)
 
+FAKE_TP_WORKERS = r'''
+import json, os, subprocess, sys
+from hisparse_model.engine.child import GpuGate
+spec_path, out_path = sys.argv[1:3]
+gate = GpuGate.from_env()
+gate.acquire()
+workers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+           for _ in range(2)]  # like vLLM's worker processes, left running at exit
+open(os.environ["FAKE_WORKER_PIDS"], "w").write(json.dumps([w.pid for w in workers]))
+gate.release()
+rec = {"knobs": json.load(open(spec_path))["knobs"], "prompt_lens": [], "provenance": {},
+       "startup": {"ok": True, "error": None}, "prompts": []}
+json.dump(rec, open(out_path + ".tmp", "w"))
+os.replace(out_path + ".tmp", out_path)
+gate.exit(0)
+'''
+
 FAKE_DP_CHILD = r'''
 import json, os, sys, time
 from hisparse_model.engine import parallel, rank_log
@@ -214,6 +231,22 @@ def test_tp_child_gets_the_spec_and_multicast_off_environment(fakes):
     env = rec["provenance"]["env"]
     assert {k: env.get(k) for k in MULTICAST_OFF} == MULTICAST_OFF
     assert env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"  # engine core in the child
+
+
+def test_workers_a_child_leaves_behind_are_gone_when_its_run_returns(fakes, tmp_path,
+                                                                      monkeypatch):
+    """An engine child's own processes (a TP engine's workers) do not outlive its run."""
+    script = tmp_path / "tp_workers.py"
+    script.write_text(FAKE_TP_WORKERS)
+    pids = tmp_path / "workers.json"
+    monkeypatch.setenv("FAKE_WORKER_PIDS", str(pids))
+    rec = live.run_one(Knobs(max_num_seqs=2), [2], str(fakes.out / "w.json"), timeout=30,
+                       command="test", lock_path=fakes.lock,
+                       child_argv=[sys.executable, str(script)], parallel_sizes=TP2)
+    assert rec["startup"]["ok"]
+    for pid in json.loads(pids.read_text()):
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
 
 
 def test_single_gpu_child_environment_is_unchanged(fakes):

@@ -119,6 +119,8 @@ def run_dp(knobs, par: dict, workload: list[dict], out: str, *, timeout: float,
                 live._RUNNING.add(proc)
                 procs.append(proc)
             killed = _watch(procs, timeout, hang_grace)
+            for p in procs:
+                live._reap_group(p)  # what each rank left behind (compile workers)
         finally:
             for p in procs:
                 if p.poll() is None:  # pragma: no cover - interrupted

@@ -226,6 +226,18 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+def _reap_group(proc: subprocess.Popen, limit_s: float = 30.0) -> None:
+    """Kill what an exited child left in its process group (a TP engine's worker processes,
+    compile workers) and wait until the group is empty, so their GPU memory is gone too."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        time.sleep(POLL_S)
+
+
 def _spawn_and_watch(argv: list[str], env: dict, log_path: str, control: str, *,
                      timeout: float, lock_path: str, lock_wait_limit: float) -> tuple[str, dict]:
     """Run one child to its end under the lock protocol; return (status, timings)."""
@@ -276,6 +288,7 @@ def _spawn_and_watch(argv: list[str], env: dict, log_path: str, control: str, *,
                     break
                 time.sleep(POLL_S)
             proc.wait()  # reaped: its files, GPU memory included, are released
+            _reap_group(proc)  # and whatever it started (TP workers) is gone too
         finally:
             if proc.poll() is None:  # pragma: no cover - interrupted
                 _kill_group(proc)
