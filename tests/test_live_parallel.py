@@ -386,46 +386,53 @@ import json, os, pickle, sys, types
 from vllm.utils.import_utils import resolve_obj_by_qualname
 from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.worker import gpu_worker
-from hisparse_model.engine import parallel, rank_log, tp_worker
+from hisparse_model.engine import parallel, rank_log
 
 folder = sys.argv[1]
-# 1. vLLM resolves the name and mixes the class in only if no attribute collides
-#    (worker_base.py's own check, repeated on the real Worker class).
+# Stand-ins for the worker's own methods (no GPU), wrapped by what the import installs.
+seen = []
+def phase():
+    return sys.modules["hisparse_model.engine.tp_worker"]._installed["log"].phase
+gpu_worker.Worker.init_device = lambda self: None
+gpu_worker.Worker.execute_model = lambda self, so: seen.append(phase())
+gpu_worker.Worker.sample_tokens = lambda self, grammar: seen.append(phase())
+# 1. As a worker does: the engine child's environment, then vLLM resolves the name
+#    (importing the module installs the instrumentation) and mixes the class in only
+#    if no attribute collides (worker_base.py's own check, on the real Worker class).
+os.environ[rank_log.STREAM_ENV] = folder
 ext = resolve_obj_by_qualname(parallel.WORKER_EXTENSION)
 clashes = [a for a in dir(ext) if not a.startswith("__") and hasattr(gpu_worker.Worker, a)]
-# 2. The worker's wrappers: rank record, and execute_model labelled by the phase the
-#    engine child set on the scheduler output, after the pickling the executor does.
-seen = []
-gpu_worker.Worker.init_device = lambda self: None
-gpu_worker.Worker.execute_model = lambda self, so: seen.append(log.phase)
-gpu_worker.Worker.sample_tokens = lambda self, grammar: seen.append(log.phase)
-log = tp_worker.install_in_worker(folder, "stock", False)
+gpu_worker.Worker.__bases__ = gpu_worker.Worker.__bases__ + (ext,)
+# 2. The rank record, and execute_model labelled by the phase the engine child set on the
+#    scheduler output, after the pickling the executor does.
 worker = types.SimpleNamespace(rank=1, parallel_config=types.SimpleNamespace(
     tensor_parallel_size=2, data_parallel_rank=0))
 gpu_worker.Worker.init_device(worker)
-fields = {n: None for n in SchedulerOutput.__dataclass_fields__}
 so = SchedulerOutput.__new__(SchedulerOutput)
-so.__dict__.update(fields)
-setattr(so, tp_worker.PHASE_ATTR, "prompt:3")
+so.__dict__.update({n: None for n in SchedulerOutput.__dataclass_fields__})
+setattr(so, rank_log.PHASE_ATTR, "prompt:3")
 so = pickle.loads(pickle.dumps(so))
 gpu_worker.Worker.execute_model(worker, so)
 gpu_worker.Worker.sample_tokens(worker, None)
+path = gpu_worker.Worker.hisparse_stream_path(worker)
 print(json.dumps({"clashes": clashes, "ext": ext.__name__, "seen": seen,
-                  "stream": rank_log.read_stream(log.path)["rank"]}))
+                  "in_folder": os.path.dirname(path) == folder,
+                  "stream": rank_log.read_stream(path)["rank"]}))
 '''
 
 
 @pytest.mark.vllm_cpu
 @pytest.mark.parametrize("version", ["0.31.0", "0.32.0", "0.33.0"])
 def test_worker_extension_mixes_in_and_labels_forwards(version, vllm_sources, tmp_path):
-    """In vLLM's own Worker: no attribute clash, the rank is streamed, forwards take the child's label."""
+    """Resolved as vLLM resolves it, the extension installs itself, mixes into vLLM's Worker
+    without a clash, streams the rank, and labels forwards with the child's phase."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(vllm_sources / version), REPO]))
     env.pop(rank_log.STREAM_ENV, None)
     out = subprocess.run([sys.executable, "-c", WORKER_SIDE, str(tmp_path)], env=env,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    assert got["clashes"] == [] and got["ext"] == "RankRecorder"
+    assert got["clashes"] == [] and got["ext"] == "RankRecorder" and got["in_folder"]
     assert got["seen"] == ["prompt:3", "prompt:3"]  # execute_model, then sample_tokens
     assert got["stream"] == {"tp_rank": 1, "dp_rank": 0}
 
