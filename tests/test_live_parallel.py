@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -490,3 +491,157 @@ def test_two_gpu_recording_agrees_with_the_model(path):
     assert parallel.is_parallel(sizes)
     compare = compare_dp_recording if sizes["data_parallel_size"] > 1 else compare_tp_recording
     assert compare(rec) == []
+
+
+# --------------------------------------------------------------------------
+# the DP rank's loop (dp_serve), two fake ranks in lockstep threads
+# --------------------------------------------------------------------------
+
+
+class _FakeDPGroup:
+    """An all-reduce(MAX) of "unfinished" over two threads; a dead rank's peer fails in its
+    next one (at once, or when the wait times out: gloo reports a closed connection)."""
+
+    def __init__(self):
+        import threading
+
+        self.barrier = threading.Barrier(2, timeout=2)
+        self.flags = [False, False]
+        self.dead = False
+
+    def any_unfinished(self, rank: int, mine: bool) -> bool:
+        if self.dead:
+            raise RuntimeError("Connection closed by peer")
+        self.flags[rank] = mine
+        self.barrier.wait()
+        out = any(self.flags)
+        self.barrier.wait()
+        return out
+
+
+class _FakeDPEngine:
+    """vLLM's in-process LLMEngine under DP, reduced to what dp_serve relies on: the
+    collective in has_unfinished_requests and the dummy batch in the next step()."""
+
+    def __init__(self, rank, group, sched, runner):
+        self.rank, self.group, self.sched, self.runner = rank, group, sched, runner
+        self.should_execute_dummy_batch = False
+
+    def add_request(self, req_id, prompt, max_tokens):
+        self.sched.waiting.append((req_id, len(prompt["prompt_token_ids"]), max_tokens))
+
+    def has_unfinished_requests(self):
+        mine = bool(self.sched.waiting or self.sched.running)
+        out = self.group.any_unfinished(self.rank, mine)
+        if out and not mine:
+            self.should_execute_dummy_batch = True
+        return out
+
+    def step(self):
+        try:
+            if self.should_execute_dummy_batch:
+                self.should_execute_dummy_batch = False
+                self.runner.execute_dummy_batch()
+                return []
+            so = self.sched.schedule()
+            if not so.num_scheduled_tokens:
+                return []
+            self.runner.execute_model(so)
+            done = self.sched.update_from_output(so, None)
+            return [SimpleNamespace(request_id=r, finished=True) for r in done]
+        except Exception:
+            self.group.dead = True  # this rank's engine is dead: the peer's next collective fails
+            raise
+
+
+class _FakeDPScheduler:
+    def __init__(self):
+        self.waiting, self.running = [], {}
+
+    def schedule(self):
+        tokens = {r: 1 for r in self.running}
+        for req_id, n, m in self.waiting:
+            tokens[req_id] = n
+            self.running[req_id] = m
+        self.waiting = []
+        return SimpleNamespace(num_scheduled_tokens=tokens, finished_req_ids=set())
+
+    def update_from_output(self, so, mro):
+        done = []
+        for r in so.num_scheduled_tokens:
+            self.running[r] -= 1
+            if self.running[r] == 0:
+                done.append(r)
+                del self.running[r]
+        return done
+
+
+class _FakeDPRunner:
+    def __init__(self, log, dummy_error=None):
+        self.log, self.dummy_error = log, dummy_error
+
+    def execute_model(self, so):
+        self.log.add({"num_tokens": sum(so.num_scheduled_tokens.values()), "error": None})
+
+    def execute_dummy_batch(self):
+        self.log.add({"num_tokens": 4, "error": self.dummy_error})
+        if self.dummy_error:
+            raise ValueError(self.dummy_error.split(": ", 1)[1])
+
+
+def _serve_two_ranks(workload, dummy_error_on=None):
+    """Both ranks' dp_serve.serve results (and logs), each rank in its own thread."""
+    import threading
+
+    from hisparse_model.engine import dp_serve
+    from hisparse_model.engine.instrument import RouteLog
+
+    group, results, logs = _FakeDPGroup(), [None, None], [RouteLog(), RouteLog()]
+
+    def run(rank):
+        sched_cls = type(f"S{rank}", (_FakeDPScheduler,), {})
+        runner_cls = type(f"R{rank}", (_FakeDPRunner,), {})
+        error = "ValueError: stop=4, capacity=3." if rank == dummy_error_on else None
+        engine = _FakeDPEngine(rank, group, sched_cls(), runner_cls(logs[rank], error))
+        llm = SimpleNamespace(llm_engine=engine, sampling_params=lambda max_tokens: max_tokens)
+        results[rank] = dp_serve.serve(llm, logs[rank], workload, rank, 2,
+                                       classes=(sched_cls, runner_cls))
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return results, logs
+
+
+def _req(n, max_tokens, arrival=0):
+    return {"prompt_token_ids": list(range(n)), "max_tokens": max_tokens, "arrival_step": arrival,
+            "dp_rank": None}
+
+
+def test_dp_ranks_step_together_and_an_idle_rank_runs_dummy_batches():
+    """Rank 0 busy at steps 0-1, rank 1 at steps 3-4: each runs dummies exactly while the
+    other works, nothing while both idle, and both stop after the same step."""
+    # split of 2 over 2: request 0 -> rank 0 (2 steps: prefill, one decode),
+    # request 1 -> rank 1, arriving at step 3 (prefill at 3, decode at 4)
+    work = [_req(3, 2), _req(2, 2, arrival=3)]
+    (r0, r1), (log0, log1) = _serve_two_ranks(work)
+    assert [s["step"] for s in r0["steps"]] == [0, 1] and r0["dummy_steps"] == [3, 4]
+    assert [s["step"] for s in r1["steps"]] == [3, 4] and r1["dummy_steps"] == [0, 1]
+    assert r0["engine_steps"] == r1["engine_steps"] == 5  # step 2: both idle, both step
+    assert r0["finished"] == [0] and r1["finished"] == [1]
+    assert r0["crash"] is None and r1["crash"] is None
+    assert [(r["phase"], r["calls"]) for r in log1.rows] == [
+        ("dummy:0", 1), ("dummy:1", 1), ("step:3", 1), ("step:4", 1)]
+
+
+def test_dp_crash_in_a_dummy_batch_names_the_step_and_the_peer_sees_the_break():
+    """Rank 1 dies in its dummy at step 0: recorded as a dummy crash; rank 0's next
+    collective fails and is recorded at step 1 with that collective's error."""
+    work = [_req(3, 4), _req(2, 2, arrival=6)]
+    (r0, r1), _ = _serve_two_ranks(work, dummy_error_on=1)
+    assert r1["crash"] == {"step": 0, "error": "ValueError: stop=4, capacity=3.", "dummy": True}
+    assert r1["dummy_steps"] == [0]
+    assert r0["crash"]["step"] == 1 and r0["crash"]["error"]
+    assert [s["step"] for s in r0["steps"]] == [0]  # its own step 0 ran
