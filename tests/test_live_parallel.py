@@ -171,7 +171,7 @@ def test_tp_engine_arguments_and_dp_environment():
 
 
 def test_worker_extension_resolves_without_installing_anything(monkeypatch):
-    """The qualified name vLLM resolves is the extension class; importing it off a worker is inert."""
+    """The name vLLM resolves is the extension class; importing it off a worker installs nothing."""
     import importlib
 
     monkeypatch.delenv(rank_log.STREAM_ENV, raising=False)
@@ -340,8 +340,8 @@ def test_dp_crash_and_hung_survivor_are_recorded_as_what_they_are(fakes):
         ("step:0", 1), ("step:1", 1), ("step:2", 1)]
     assert r1["startup"]["ok"] is True
     assert "waits in a collective" in r1["log_tail"]
-    assert rec["crash"] == {"dp_rank": 0, "step": 2,
-                            "error": "ValueError: HiSparse swap rows exceed ... stop=3, capacity=2."}
+    error = "ValueError: HiSparse swap rows exceed ... stop=3, capacity=2."
+    assert rec["crash"] == {"dp_rank": 0, "step": 2, "error": error}
     assert rec["startup"]["ok"]  # both ranks had started: the hang is not a start-up failure
     assert not (fakes.out / "crash.failed.json").exists()
 
@@ -478,7 +478,7 @@ def test_tp_comparison_checks_every_rank_on_its_own():
 
 @pytest.mark.parametrize("path", TWO_GPU_RECORDINGS, ids=os.path.basename)
 def test_two_gpu_recording_agrees_with_the_model(path):
-    """Each committed TP / DP recording (tests/recorded/two_gpu/) agrees with the model, rank by rank."""
+    """Each committed TP / DP recording (tests/recorded/two_gpu/) agrees with the model per rank."""
     from hisparse_model.rank_recordings import compare_dp_recording, compare_tp_recording
     from hisparse_model.recordings import check_provenance
 
