@@ -293,6 +293,10 @@ def test_rank_streams_fold_and_merge_labelled_in_rank_order(tmp_path):
     assert [(r["tp_rank"], r["phase"], r["calls"]) for r in merged] == [
         (0, "capture", 2), (0, "prompt:0", 1), (0, "prompt:1", 1),
         (1, "capture", 2), (1, "prompt:0", 1), (1, "prompt:1", 1)]
+    # sizes reported inside a phase that routed nothing reach the stream when it ends
+    with logs[1].in_phase("memory_profile"):
+        logs[1].engine_report["kv_cache_num_blocks"] = 100
+    assert rank_log.read_stream(logs[1].path)["engine"]["kv_cache_num_blocks"] == 100
     view = rank_log.MergedRouteLog(str(tmp_path))
     assert view.first_error("prompt:1") == "ValueError: stop=3, capacity=2."
     assert view.first_error("prompt:0") is None

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 
 from .instrument import RouteLog
 
@@ -60,6 +61,15 @@ class StreamedRouteLog(RouteLog):
         self.sync()
         self.write("row", row={"phase": self.phase, **row})
         super().add(row)
+
+    @contextmanager
+    def in_phase(self, name: str):
+        """A phase; what the engine reported during it is written when it ends."""
+        try:
+            with super().in_phase(name):
+                yield
+        finally:
+            self.sync()
 
 
 def for_process() -> RouteLog:
