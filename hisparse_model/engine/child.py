@@ -111,6 +111,14 @@ def _error_text(log: instrument.RouteLog, phase_prefix: str, exc: BaseException)
     return log.first_error(phase_prefix) or instrument.format_exception(exc)
 
 
+def _caller_error(par: dict, exc: BaseException) -> dict:
+    """Under TP, what ``LLM`` raised in the caller (the executor's wrap of the worker's
+    text, docs/gpu.md), kept beside the worker's own ``error``."""
+    if par["tensor_parallel_size"] == 1:
+        return {}
+    return {"caller_error": instrument.format_exception(exc)}
+
+
 def run(spec: dict, gate: GpuGate | None = None) -> dict:
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     os.environ.setdefault("VLLM_DEEP_GEMM_WARMUP", DEEP_GEMM_WARMUP)
@@ -165,7 +173,8 @@ def run(spec: dict, gate: GpuGate | None = None) -> dict:
         llm = llm_args.build_llm(kwargs)
         rec["startup"] = {"ok": True, "error": None}
     except BaseException as exc:  # noqa: BLE001 - the point is to record it
-        rec["startup"] = {"ok": False, "error": _error_text(log, "", exc)}
+        rec["startup"] = {"ok": False, "error": _error_text(log, "", exc),
+                          **_caller_error(par, exc)}
     finally:
         gate.release()
     rec["startup"]["seconds"] = round(time.monotonic() - t0, 1)
@@ -199,7 +208,8 @@ def run(spec: dict, gate: GpuGate | None = None) -> dict:
                 prompts.append({"n": n, "ran": True, "ok": True, "error": None})
             except BaseException as exc:  # noqa: BLE001
                 prompts.append(
-                    {"n": n, "ran": True, "ok": False, "error": _error_text(log, phase, exc)}
+                    {"n": n, "ran": True, "ok": False, "error": _error_text(log, phase, exc),
+                     **_caller_error(par, exc)}
                 )
                 alive = False
     rec["prompts"] = prompts
