@@ -649,3 +649,101 @@ def test_dp_crash_in_a_dummy_batch_names_the_step_and_the_peer_sees_the_break():
     assert r1["dummy_steps"] == [0]
     assert r0["crash"]["step"] == 1 and r0["crash"]["error"]
     assert [s["step"] for s in r0["steps"]] == [0]  # its own step 0 ran
+
+
+# --------------------------------------------------------------------------
+# the engine child itself (child.run) on CPU, vLLM's modules real, the engine faked
+# --------------------------------------------------------------------------
+
+CHILD_RUN = r'''
+import json, os, sys, types
+from hisparse_model.engine import child, llm_args, rank_log
+
+ERR = ("ValueError: HiSparse swap rows exceed the configured speculative decode capacity: "
+       "stop=2, capacity=1.")
+mode, where = sys.argv[1:3]
+
+def tp_build(kw):
+    """Two workers log the start-up crash into their streams; the executor wraps it."""
+    folder = os.environ[rank_log.STREAM_ENV]
+    for r in (0, 1):
+        log = rank_log.StreamedRouteLog(os.path.join(folder, f"pid-{1000 + r}.jsonl"))
+        log.write("rank", tp_rank=r, dp_rank=0, pid=1000 + r)
+        log.engine_report.update({"swap_capacity": 1})
+        with log.in_phase("cudagraph_memory_profile"):
+            log.add({"num_tokens": 2, "route": "swap_in", "error": ERR})
+    raise RuntimeError(f"Worker failed with error '{ERR.split(': ', 1)[1]}', please check "
+                       "the stack trace above for the root cause")
+
+class Engine:
+    """One DP rank alone: its request runs one step; no peer has work."""
+    def __init__(self):
+        self.todo, self.should_execute_dummy_batch = [], False
+    def add_request(self, req_id, prompt, params):
+        self.todo.append(req_id)
+    def has_unfinished_requests(self):
+        return bool(self.todo)
+    def step(self):
+        done, self.todo = self.todo, []
+        return [types.SimpleNamespace(request_id=r, finished=True) for r in done]
+
+if mode == "tp":
+    os.environ["NCCL_NVLS_ENABLE"] = "0"
+    llm_args.build_llm = tp_build
+    spec = {"knobs": {"max_num_seqs": 1}, "prompt_lens": [2], "command": "test",
+            "parallel": {"tensor_parallel_size": 2, "data_parallel_size": 1}}
+else:
+    os.environ[rank_log.STREAM_ENV] = where
+    llm_args.build_llm = lambda kw: types.SimpleNamespace(
+        llm_engine=Engine(), sampling_params=lambda max_tokens: max_tokens)
+    spec = {"knobs": {"max_num_seqs": 2}, "prompt_lens": [], "command": "test",
+            "parallel": {"tensor_parallel_size": 1, "data_parallel_size": 2}, "dp_rank": 1,
+            "workload": [{"prompt_len": 2}, {"prompt_len": 3}, {"prompt_len": 4}]}
+print(json.dumps(child.run(spec)))
+'''
+
+
+def _child_run(mode, vllm_sources, tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(vllm_sources / "0.31.0"), REPO]))
+    for name in (rank_log.STREAM_ENV, *MULTICAST_OFF):
+        env.pop(name, None)
+    out = subprocess.run([sys.executable, "-c", CHILD_RUN, mode, str(tmp_path / "rank1.jsonl")],
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.vllm_cpu
+def test_tp_child_records_the_workers_error_per_rank_and_what_the_caller_saw(vllm_sources,
+                                                                              tmp_path):
+    """child.run under TP=2: the worker's row error is the start-up error, the executor's
+    wrap is caller_error, rows and sizes are per rank, the engine arguments and env say TP."""
+    rec = _child_run("tp", vllm_sources, tmp_path)
+    err = ("ValueError: HiSparse swap rows exceed the configured speculative decode capacity: "
+           "stop=2, capacity=1.")
+    assert rec["startup"]["ok"] is False and rec["startup"]["error"] == err
+    assert rec["startup"]["caller_error"].startswith(
+        "RuntimeError: Worker failed with error 'HiSparse swap rows exceed")
+    assert [(r["tp_rank"], r["phase"], r["error"]) for r in rec["routing_log"]] == [
+        (0, "cudagraph_memory_profile", err), (1, "cudagraph_memory_profile", err)]
+    assert [e["tp_rank"] for e in rec["engine"]["ranks"]] == [0, 1]
+    assert rec["knobs"]["tensor_parallel_size"] == 2
+    args = rec["provenance"]["engine_args"]
+    assert args["tensor_parallel_size"] == 2 and args["disable_custom_all_reduce"] is True
+    assert args["worker_extension_cls"] == parallel.WORKER_EXTENSION
+    assert rec["provenance"]["env"]["NCCL_NVLS_ENABLE"] == "0"
+    assert rec["provenance"]["parallel"]["tensor_parallel_size"] == 2
+    assert [p["ran"] for p in rec["prompts"]] == [False]
+
+
+@pytest.mark.vllm_cpu
+def test_dp_child_serves_its_share_and_streams_its_progress(vllm_sources, tmp_path):
+    """child.run as DP rank 1 of 2: it serves request 2 only (3 requests: 2 + 1) and its
+    stream holds the start-up, each step's start and the end of serving."""
+    rec = _child_run("dp", vllm_sources, tmp_path)
+    assert rec["requests"] == [2] and rec["finished"] == [2] and rec["crash"] is None
+    assert rec["knobs"]["data_parallel_size"] == 2
+    assert rec["provenance"]["parallel"]["engine_core"] == parallel.ENGINE_CORE
+    assert "data_parallel_size" not in rec["provenance"]["engine_args"]
+    stream = rank_log.read_stream(str(tmp_path / "rank1.jsonl"))
+    assert stream["startup"]["ok"] is True and stream["last_step"] == 0 and stream["served"]
