@@ -20,7 +20,8 @@ engine in ``ranks``: its status (``finished``, ``crashed``, ``hung``, ``timeout`
   ``steps[].ranks[r]`` with ``scheduled``, ``dummy``, ``dispatch``,
   ``routed_tokens``, ``route``, ``error``) against each rank: the same start-up
   rows as one GPU, the same steps scheduled with the same tokens, dummy batches
-  in the same steps, one routing row per routed forward (tokens, route, mode,
+  in the same steps (steps where every rank ran one are left out, as the model
+  leaves them out), one routing row per routed forward (tokens, route, mode,
   error), the same crash (step, rank, error, whether the rank had scheduled
   anything), the same finished requests; after a crash the other ranks must not
   have finished (the model stops there: they wait in the next collective).
@@ -116,9 +117,17 @@ def _first_row_diff(got: list[dict], want: list[dict]) -> list[str]:
     return []
 
 
+def all_dummy_steps(rec: dict) -> set:
+    """Steps in which every rank ran a dummy batch (all waiting for outputs): the model
+    leaves them out (each routes at most q <= C tokens), so the comparison does too."""
+    sets = [set(r.get("dummy_steps", [])) for r in rec["ranks"]]
+    return set.intersection(*sets) if sets else set()
+
+
 def compare_dp_rank(rec: dict, sched, rank: int) -> list[str]:
     """Differences between DP rank ``rank`` of a recording and the model's schedule."""
     got = rec["ranks"][rank]
+    skip = all_dummy_steps(rec)
     diffs = compare_engine(got.get("engine") or {}, sched.plan)
     crash = sched.crash
     until = None if crash is None or crash["step"] is None else crash["step"]
@@ -128,14 +137,16 @@ def compare_dp_rank(rec: dict, sched, rank: int) -> list[str]:
     # after the crash the model stops; what a survivor scheduled before it noticed is not compared
     got_real = [(s["step"], {int(i): n for i, n in s["scheduled"].items()})
                 for s in got.get("steps", []) if until is None or s["step"] <= until]
-    got_dummy = [k for k in got.get("dummy_steps", []) if until is None or k <= until]
+    got_dummy = [k for k in got.get("dummy_steps", [])
+                 if (until is None or k <= until) and k not in skip]
     if got_real != want_real:
         diffs.append(f"scheduled: engine {got_real} != model {want_real}")
     if got_dummy != want_dummy:
         diffs.append(f"dummy steps: engine {got_dummy} != model {want_dummy}")
     rows = [r for r in got.get("routing_log", [])
-            if until is None or not r["phase"].startswith(SERVING_PREFIXES)
-            or int(r["phase"].split(":")[1]) <= until]
+            if not r["phase"].startswith(SERVING_PREFIXES)
+            or ((until is None or int(r["phase"].split(":")[1]) <= until)
+                and r["phase"] not in {f"dummy:{k}" for k in skip})]
     return diffs + _first_row_diff(rows, expected_dp_rows(sched, rank))
 
 

@@ -530,6 +530,14 @@ class _FakeDPEngine:
     def __init__(self, rank, group, sched, runner):
         self.rank, self.group, self.sched, self.runner = rank, group, sched, runner
         self.should_execute_dummy_batch = False
+        self.engine_core = SimpleNamespace(execute_dummy_batch=self._dummy)
+
+    def _dummy(self):
+        try:
+            self.runner.execute_dummy_batch()
+        except Exception:
+            self.group.dead = True
+            raise
 
     def add_request(self, req_id, prompt, max_tokens):
         self.sched.waiting.append((req_id, len(prompt["prompt_token_ids"]), max_tokens))
@@ -559,14 +567,22 @@ class _FakeDPEngine:
 
 
 class _FakeDPScheduler:
+    """Whole prompts, then one token per step; a request in ``stall`` is skipped once after
+    its prefill (waiting for its output, as under async scheduling)."""
+
+    stall: set = set()
+
     def __init__(self):
-        self.waiting, self.running = [], {}
+        self.waiting, self.running, self.skip = [], {}, set()
 
     def schedule(self):
-        tokens = {r: 1 for r in self.running}
+        tokens = {r: 1 for r in self.running if r not in self.skip}
+        self.skip = set()
         for req_id, n, m in self.waiting:
             tokens[req_id] = n
             self.running[req_id] = m
+            if req_id in self.stall:
+                self.skip.add(req_id)
         self.waiting = []
         return SimpleNamespace(num_scheduled_tokens=tokens, finished_req_ids=set())
 
@@ -593,7 +609,7 @@ class _FakeDPRunner:
             raise ValueError(self.dummy_error.split(": ", 1)[1])
 
 
-def _serve_two_ranks(workload, dummy_error_on=None):
+def _serve_two_ranks(workload, dummy_error_on=None, stall=()):
     """Both ranks' dp_serve.serve results (and logs), each rank in its own thread."""
     import threading
 
@@ -603,7 +619,7 @@ def _serve_two_ranks(workload, dummy_error_on=None):
     group, results, logs = _FakeDPGroup(), [None, None], [RouteLog(), RouteLog()]
 
     def run(rank):
-        sched_cls = type(f"S{rank}", (_FakeDPScheduler,), {})
+        sched_cls = type(f"S{rank}", (_FakeDPScheduler,), {"stall": set(stall)})
         runner_cls = type(f"R{rank}", (_FakeDPRunner,), {})
         error = "ValueError: stop=4, capacity=3." if rank == dummy_error_on else None
         engine = _FakeDPEngine(rank, group, sched_cls(), runner_cls(logs[rank], error))
@@ -638,6 +654,21 @@ def test_dp_ranks_step_together_and_an_idle_rank_runs_dummy_batches():
     assert r0["crash"] is None and r1["crash"] is None
     assert [(r["phase"], r["calls"]) for r in log1.rows] == [
         ("dummy:0", 1), ("dummy:1", 1), ("step:3", 1), ("step:4", 1)]
+
+
+def test_a_rank_with_work_but_no_forward_runs_the_busy_loops_dummy():
+    """Rank 0's request waits for its output at step 1 (nothing scheduled): rank 0 runs a
+    dummy then, as the DP busy loop does, so both ranks run one forward every step."""
+    # request 0 -> rank 0: prefill at 0, stalled at 1, decodes at 2 and 3 (4 tokens: 1 + 3)
+    # request 1 -> rank 1: prefill at 0, decode at 1; then idle (dummies) while rank 0 works
+    work = [_req(3, 3), _req(2, 2)]
+    (r0, r1), (log0, log1) = _serve_two_ranks(work, stall={"req-0"})
+    assert [s["step"] for s in r0["steps"]] == [0, 2, 3] and r0["dummy_steps"] == [1]
+    assert [s["step"] for s in r1["steps"]] == [0, 1] and r1["dummy_steps"] == [2, 3]
+    assert r0["engine_steps"] == r1["engine_steps"] == 4
+    # every step k in 0..3 has exactly one forward per rank: a real batch or a dummy
+    for r in (r0, r1):
+        assert sorted([s["step"] for s in r["steps"]] + r["dummy_steps"]) == [0, 1, 2, 3]
 
 
 def test_dp_crash_in_a_dummy_batch_names_the_step_and_the_peer_sees_the_break():
@@ -676,9 +707,15 @@ def tp_build(kw):
                        "the stack trace above for the root cause")
 
 class Engine:
-    """One DP rank alone: its request runs one step; no peer has work."""
+    """One DP rank alone: its request runs one step; no peer has work.  It schedules outside
+    vLLM's Scheduler (which the step recorder wraps), so each of its steps counts as one
+    without a forward, and the loop adds its own dummy (counted here)."""
     def __init__(self):
         self.todo, self.should_execute_dummy_batch = [], False
+        self.engine_core = types.SimpleNamespace(execute_dummy_batch=self.dummy)
+        self.dummies = 0
+    def dummy(self):
+        self.dummies += 1
     def add_request(self, req_id, prompt, params):
         self.todo.append(req_id)
     def has_unfinished_requests(self):
@@ -742,6 +779,7 @@ def test_dp_child_serves_its_share_and_streams_its_progress(vllm_sources, tmp_pa
     stream holds the start-up, each step's start and the end of serving."""
     rec = _child_run("dp", vllm_sources, tmp_path)
     assert rec["requests"] == [2] and rec["finished"] == [2] and rec["crash"] is None
+    assert rec["dummy_steps"] == [0]  # the fake's step 0 ran no recorded forward
     assert rec["knobs"]["data_parallel_size"] == 2
     assert rec["provenance"]["parallel"]["engine_core"] == parallel.ENGINE_CORE
     assert "data_parallel_size" not in rec["provenance"]["engine_args"]

@@ -14,6 +14,13 @@ the same on every rank and decided only by what every rank knows:
   rank that has nothing while another has work, asks for a dummy batch in the next
   ``step()`` (vllm/v1/engine/llm_engine.py:306-309 `execute_dummy_batch`); the
   routing rows of that pass are labelled ``dummy:<k>``;
+* a rank that has work (its own, or another rank's: "unfinished" is global) but
+  whose ``step()`` ran no forward (its scheduler scheduled nothing, e.g. every request
+  waiting for the previous step's output under async scheduling) runs a dummy batch
+  itself, as the DP engine core's busy loop does
+  (vllm/v1/engine/core.py:2273-2286 `self.execute_dummy_batch()`): ``LLMEngine`` asks for
+  one only when the rank has no request at all, and a rank without a forward in an
+  iteration would pair the other rank's forward sync with its next one;
 * the loop ends when no rank has work and no request of the whole workload is
   still to arrive (each rank knows the whole workload).
 
@@ -66,6 +73,7 @@ def serve(llm, log, workload: list[dict], rank: int, size: int, *,
             break
         is_dummy = bool(getattr(engine, "should_execute_dummy_batch", False))
         write("step", step=k, dummy=is_dummy)
+        scheduled_before = len(steps)
         try:
             if is_dummy:
                 dummy.append(k)
@@ -73,6 +81,11 @@ def serve(llm, log, workload: list[dict], rank: int, size: int, *,
                     outputs = engine.step() or []
             else:
                 outputs = engine.step() or []
+                if unfinished and len(steps) == scheduled_before:  # no forward ran here
+                    is_dummy = True
+                    dummy.append(k)
+                    with log.in_phase(f"dummy:{k}"):
+                        engine.engine_core.execute_dummy_batch()
         except BaseException as exc:  # noqa: BLE001 - the point is to record it
             crash = _dummy_crash(log, k) if is_dummy else None
             crash = crash or traffic._crash(log, k, exc)
