@@ -122,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=600.0,
                    help="seconds per child, counted from when it holds the GPU start-up lock")
     p.add_argument("--jobs", type=int, default=1, help="with --sweep: children at once on one GPU")
+    from .engine.parallel import add_live_args; add_live_args(p, _typed)  # noqa: E702
     from .app import add_parser as _app_parser; _app_parser(sub)  # noqa: E702
     return parser
 
@@ -179,6 +180,7 @@ def _explain(args) -> int:
 
 
 def _live(args) -> int:
+    from .engine import parallel
     from .engine.live import (LiveUnavailable, check_available, kill_children_on_termination,
                               run_one, run_sweep, validate_sweep)
 
@@ -188,17 +190,16 @@ def _live(args) -> int:
     if entries is None:
         if not args.out:
             raise ValueError("--out FILE.json is required (or --sweep FILE)")
-        parallel = knobs_from_args(args)  # bad knobs exit 2 before any GPU probe
-        if parallel.tensor_parallel_size * parallel.data_parallel_size > 1:
-            raise ValueError("tensor_parallel_size, data_parallel_size: the live runner "
-                             "records one GPU (1 and 1)")
+        par = parallel.sizes(knobs_from_args(args), parallel.from_args(args))
         if args.workload:
             from .workload import load_workload
 
             workload = load_workload(args.workload)
             workload.validate(args.max_model_len)
+        parallel.check_live(par, workload is not None)  # bad knobs exit 2 before any GPU probe
+    sizes = [e["parallel"] for e in entries] if entries is not None else [par]
     try:
-        version = check_available()
+        version = check_available(max(map(parallel.gpus_needed, sizes)))
     except LiveUnavailable as exc:
         print(f"live: cannot run the engine here: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE
@@ -213,7 +214,8 @@ def _live(args) -> int:
         return EXIT_CRASH if [r for r in results if "startup" not in r] else EXIT_OK
     knobs = knobs_from_args(args, vllm_version=version)
     rec = run_one(knobs, args.prompt_lens, args.out, timeout=args.timeout, command=command,
-                  workload=None if workload is None else workload.as_json()["requests"])
+                  workload=None if workload is None else workload.as_json()["requests"],
+                  parallel_sizes=par)
     return EXIT_OK if "startup" in rec else EXIT_CRASH
 
 

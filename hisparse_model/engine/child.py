@@ -21,7 +21,7 @@ import time
 
 from ..knobs import Knobs
 from ..recordings import SCHEMA_VERSION, write_json_atomic
-from . import instrument, llm_args
+from . import instrument, llm_args, parallel, rank_log
 
 
 # vLLM's DeepGEMM warmup only JIT-compiles GEMM kernels; skipping it cannot change
@@ -111,28 +111,44 @@ def _error_text(log: instrument.RouteLog, phase_prefix: str, exc: BaseException)
     return log.first_error(phase_prefix) or instrument.format_exception(exc)
 
 
+def _caller_error(par: dict, exc: BaseException) -> dict:
+    """Under TP, what ``LLM`` raised in the caller (the executor's wrap of the worker's
+    text, docs/gpu.md), kept beside the worker's own ``error``."""
+    if par["tensor_parallel_size"] == 1:
+        return {}
+    return {"caller_error": instrument.format_exception(exc)}
+
+
 def run(spec: dict, gate: GpuGate | None = None) -> dict:
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     os.environ.setdefault("VLLM_DEEP_GEMM_WARMUP", DEEP_GEMM_WARMUP)
     gate = gate or GpuGate(None, None)
     knobs = Knobs(**spec["knobs"])
     prompt_lens = [int(n) for n in spec["prompt_lens"]]
-    log = instrument.RouteLog()
+    par = spec.get("parallel") or parallel.sizes(knobs)  # TP / DP runs: parallel.py
+    if par["tensor_parallel_size"] > 1:  # the routing runs in the workers (tp_worker.py)
+        from . import tp_worker
+
+        log = tp_worker.prepare_child(tempfile.mkdtemp(prefix="hisparse-ranks-"), knobs.routing)
+    else:
+        log = rank_log.for_process()  # streamed for a DP rank (dp_live.py)
     # vLLM's ll_bf16 router warmup (M = 1..16) compiles in ~7 s on a cold H200
     # (scripts/measure_ll_bf16_warmup.py); HISPARSE_LL_BF16_WARMUP=narrow narrows it to
     # M = 1 as earlier recordings did, and the recording lists that patch.
     narrow = os.environ.get(LL_BF16_ENV, "full") == "narrow"
     instrument.install(log, routing=knobs.routing, narrow_router_warmup=narrow,
                        on_kv_cache_ready=gate.release)
+    if par["tensor_parallel_size"] > 1:
+        tp_worker.stamp_scheduler_outputs(log)
     if os.environ.get("VLLM_DEEP_GEMM_WARMUP") == "skip":
         log.patches.append(
             "VLLM_DEEP_GEMM_WARMUP=skip: no DeepGEMM JIT warmup (GEMM kernels only; "
             "they compile on first use instead)")
     model_dir = llm_args.write_model_dir(tempfile.mkdtemp(prefix="dsv32-tiny-"))
-    kwargs = llm_args.llm_kwargs(knobs, model_dir)
+    kwargs = {**llm_args.llm_kwargs(knobs, model_dir), **parallel.llm_kwargs(par)}
     rec: dict = {
         "schema": SCHEMA_VERSION,
-        "knobs": knobs.as_dict(),
+        "knobs": {**knobs.as_dict(), **par} if parallel.is_parallel(par) else knobs.as_dict(),
         "prompt_lens": prompt_lens,
         "provenance": {
             **_versions(),
@@ -142,9 +158,12 @@ def run(spec: dict, gate: GpuGate | None = None) -> dict:
             "mode": knobs.routing,
             "command": spec.get("command", ""),
             "env": {k: os.environ[k] for k in sorted(os.environ)
-                    if k.startswith("VLLM_") or k == LL_BF16_ENV},
+                    if k.startswith(parallel.ENV_PREFIXES if parallel.is_parallel(par)
+                                    else "VLLM_") or k == LL_BF16_ENV},
         },
     }
+    if parallel.is_parallel(par):
+        rec["provenance"]["parallel"] = parallel.provenance(par)
     llm = None
     gate.acquire()  # serialise start-ups up to the KV-cache allocation (live.py)
     if gate.waited_s is not None:
@@ -154,15 +173,19 @@ def run(spec: dict, gate: GpuGate | None = None) -> dict:
         llm = llm_args.build_llm(kwargs)
         rec["startup"] = {"ok": True, "error": None}
     except BaseException as exc:  # noqa: BLE001 - the point is to record it
-        rec["startup"] = {"ok": False, "error": _error_text(log, "", exc)}
+        rec["startup"] = {"ok": False, "error": _error_text(log, "", exc),
+                          **_caller_error(par, exc)}
     finally:
         gate.release()
     rec["startup"]["seconds"] = round(time.monotonic() - t0, 1)
+    if isinstance(log, rank_log.StreamedRouteLog):  # a DP rank: known even if it hangs later
+        log.write("startup", **rec["startup"])
     rec["engine"] = log.engine_report
     rec["provenance"]["patches"] = log.patches
 
     if "workload" in spec:  # several requests, step by step (live --workload)
-        rec.update(_serve_workload(llm, log, spec["workload"], rec["startup"]))
+        rec.update(_serve_workload(llm, log, spec["workload"], rec["startup"],
+                                   spec.get("dp_rank"), par["data_parallel_size"]))
         rec["routing_log"] = log.rows
         rec["provenance"]["patches"] = log.patches
         return rec
@@ -185,7 +208,8 @@ def run(spec: dict, gate: GpuGate | None = None) -> dict:
                 prompts.append({"n": n, "ran": True, "ok": True, "error": None})
             except BaseException as exc:  # noqa: BLE001
                 prompts.append(
-                    {"n": n, "ran": True, "ok": False, "error": _error_text(log, phase, exc)}
+                    {"n": n, "ran": True, "ok": False, "error": _error_text(log, phase, exc),
+                     **_caller_error(par, exc)}
                 )
                 alive = False
     rec["prompts"] = prompts
@@ -194,10 +218,12 @@ def run(spec: dict, gate: GpuGate | None = None) -> dict:
     return rec
 
 
-def _serve_workload(llm, log: instrument.RouteLog, raw, startup: dict) -> dict:
-    """A workload recording's body: the workload, every step, the crash, finished requests."""
+def _serve_workload(llm, log: instrument.RouteLog, raw, startup: dict,
+                    dp_rank: int | None = None, dp_size: int = 1) -> dict:
+    """A workload recording's body: the workload, every step, the crash, finished requests
+    (for a DP rank: its share, served in step with the other ranks, dp_serve.py)."""
     from ..workload import Workload
-    from . import traffic
+    from . import dp_serve, traffic
 
     work = Workload.from_json(raw)
     body = {"workload": work.as_json()["requests"], "steps": [], "finished": [],
@@ -206,8 +232,12 @@ def _serve_workload(llm, log: instrument.RouteLog, raw, startup: dict) -> dict:
         body["crash"] = {"step": None, "error": startup["error"]}
         return body
     requests = [{"prompt_token_ids": list(r.prompt_token_ids), "max_tokens": r.max_tokens,
-                 "arrival_step": r.arrival_step} for r in work.requests]
-    body.update(traffic.serve(llm, log, requests))
+                 "arrival_step": r.arrival_step, "dp_rank": getattr(r, "dp_rank", None)}
+                for r in work.requests]
+    if dp_rank is not None:
+        body.update(dp_serve.serve(llm, log, requests, dp_rank, dp_size))
+    else:
+        body.update(traffic.serve(llm, log, requests))
     return body
 
 

@@ -41,6 +41,7 @@ import time
 
 from ..knobs import Knobs
 from ..recordings import write_json_atomic
+from . import parallel
 
 LOCK_ENV = "HISPARSE_LIVE_LOCK"  # path of the GPU-memory lock shared by all children
 CONTROL_ENV = "HISPARSE_LIVE_CONTROL"  # per-child folder for the lock / exit handshake
@@ -71,11 +72,13 @@ class LiveUnavailable(RuntimeError):
     """No GPU or no vLLM here: the live engine cannot run."""
 
 
-def check_available() -> str:
-    """Return the vLLM version, or raise :class:`LiveUnavailable` with the reason."""
+def check_available(gpus: int = 1) -> str:
+    """Return the vLLM version, or raise :class:`LiveUnavailable` with the reason
+    (also when fewer than ``gpus`` CUDA GPUs are visible: a TP / DP run needs them)."""
     probe = (
         "import torch, vllm, sys;"
         "ok = torch.cuda.is_available();"
+        "print(torch.cuda.device_count() if ok else 0);"
         "print(vllm.__version__ if ok else 'NO_GPU')"
     )
     try:
@@ -87,9 +90,12 @@ def check_available() -> str:
     if out.returncode != 0:
         last = (out.stderr.strip().splitlines() or ["?"])[-1]
         raise LiveUnavailable(f"vLLM is not importable here ({last})")
-    version = out.stdout.strip().splitlines()[-1]
+    count, version = out.stdout.strip().splitlines()[-2:]
     if version == "NO_GPU":
         raise LiveUnavailable("no CUDA GPU is visible (torch.cuda.is_available() is False)")
+    if int(count) < gpus:
+        raise LiveUnavailable(f"{gpus} CUDA GPUs needed (tensor_parallel_size x "
+                              f"data_parallel_size), {count} visible")
     return version
 
 
@@ -131,7 +137,9 @@ def validate_sweep(path: str) -> list[dict]:
         if not isinstance(entry.get("knobs"), dict):
             raise ValueError(f"{where}: knobs must be an object")
         try:
-            knobs = Knobs(**entry["knobs"])
+            raw_knobs, par = parallel.split_knobs(entry["knobs"])
+            knobs = Knobs(**raw_knobs)
+            par = parallel.sizes(knobs, par)
         except TypeError as exc:  # an unknown knob name
             raise ValueError(f"{where}: {exc}") from exc
         except ValueError as exc:
@@ -153,11 +161,15 @@ def validate_sweep(path: str) -> list[dict]:
                     or any(isinstance(n, bool) or not isinstance(n, int) or n < 1
                            for n in lens)):
                 raise ValueError(f"{where}: prompt_lens must be a list of positive integers")
+        try:
+            parallel.check_live(par, "workload" in entry)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from exc
         timeout = entry.get("timeout")
         if timeout is not None and (isinstance(timeout, bool)
                                     or not isinstance(timeout, (int, float)) or timeout <= 0):
             raise ValueError(f"{where}: timeout must be a positive number of seconds")
-        entries.append({**entry, "knobs": knobs, "prompt_lens": list(lens)})
+        entries.append({**entry, "knobs": knobs, "prompt_lens": list(lens), "parallel": par})
     return entries
 
 
@@ -214,6 +226,18 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+def _reap_group(proc: subprocess.Popen, limit_s: float = 30.0) -> None:
+    """Kill what an exited child left in its process group (a TP engine's worker processes,
+    compile workers) and wait until the group is empty, so their GPU memory is gone too."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        time.sleep(POLL_S)
+
+
 def _spawn_and_watch(argv: list[str], env: dict, log_path: str, control: str, *,
                      timeout: float, lock_path: str, lock_wait_limit: float) -> tuple[str, dict]:
     """Run one child to its end under the lock protocol; return (status, timings)."""
@@ -264,6 +288,7 @@ def _spawn_and_watch(argv: list[str], env: dict, log_path: str, control: str, *,
                     break
                 time.sleep(POLL_S)
             proc.wait()  # reaped: its files, GPU memory included, are released
+            _reap_group(proc)  # and whatever it started (TP workers) is gone too
         finally:
             if proc.poll() is None:  # pragma: no cover - interrupted
                 _kill_group(proc)
@@ -301,10 +326,12 @@ def _retry_reason(rec: dict, log_path: str) -> str | None:
 
 def _attempt(knobs: Knobs, prompt_lens: list[int], log_path: str, *, timeout: float,
              command: str, lock_path: str, lock_wait_limit: float,
-             child_argv: list[str], workload=None) -> dict:
+             child_argv: list[str], workload=None, par: dict | None = None) -> dict:
     spec = {"knobs": knobs.as_dict(), "prompt_lens": prompt_lens, "command": command}
     if workload is not None:
         spec["workload"] = workload
+    if parallel.is_parallel(par):  # TP: NVLink multicast off in the child and its workers
+        spec["parallel"] = par
     with tempfile.TemporaryDirectory(prefix="hisparse-live-") as tmp:
         spec_path = os.path.join(tmp, "spec.json")
         child_out = os.path.join(tmp, "recording.json")
@@ -312,7 +339,8 @@ def _attempt(knobs: Knobs, prompt_lens: list[int], log_path: str, *, timeout: fl
         os.makedirs(control)
         with open(spec_path, "w") as f:
             json.dump(spec, f)
-        env = {**os.environ, **ENGINE_ENV, LOCK_ENV: lock_path, CONTROL_ENV: control}
+        env = {**os.environ, **ENGINE_ENV, LOCK_ENV: lock_path, CONTROL_ENV: control,
+               **(parallel.MULTICAST_OFF_ENV if "parallel" in spec else {})}
         status, timings = _spawn_and_watch(
             [*child_argv, spec_path, child_out], env, log_path, control,
             timeout=timeout, lock_path=lock_path, lock_wait_limit=lock_wait_limit)
@@ -333,7 +361,7 @@ def _side_path(out: str, suffix: str) -> str:
 def run_one(
     knobs: Knobs, prompt_lens: list[int], out: str, *, timeout: float, command: str,
     lock_path: str | None = None, lock_wait_limit: float | None = None,
-    child_argv: list[str] | None = None, workload=None,
+    child_argv: list[str] | None = None, workload=None, parallel_sizes: dict | None = None,
 ) -> dict:
     """Run one configuration in a child process; always leaves a recording or a failure stub.
 
@@ -343,14 +371,24 @@ def run_one(
     holds the exit status and the log's tail, and the same dict is returned (it
     has no ``"startup"`` key).  A run that died of a neighbour's memory change
     during profiling is run once more (``provenance["retried"]``).
+    ``parallel_sizes`` (:func:`.parallel.sizes`): TP runs one child whose workers
+    record per rank; DP runs one child per rank (:func:`.dp_live.run_dp`).
     """
+    par = parallel_sizes or parallel.sizes(knobs)
+    if par["data_parallel_size"] > 1:
+        from .dp_live import run_dp
+
+        parallel.check_live(par, workload is not None)
+        return run_dp(knobs, par, workload, out, timeout=timeout, command=command,
+                      lock_path=lock_path, child_argv=child_argv)
     lock_path = lock_path or os.environ.get(LOCK_ENV) or DEFAULT_LOCK
     lock_wait_limit = 4 * timeout if lock_wait_limit is None else lock_wait_limit
     child_argv = list(child_argv or CHILD_ARGV)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     log_path = _side_path(out, ".log")
     kw = dict(timeout=timeout, command=command, lock_path=lock_path,
-              lock_wait_limit=lock_wait_limit, child_argv=child_argv, workload=workload)
+              lock_wait_limit=lock_wait_limit, child_argv=child_argv, workload=workload,
+              par=par)
     rec = _attempt(knobs, prompt_lens, log_path, **kw)
     reason = _retry_reason(rec, log_path)
     if reason is not None:
@@ -394,7 +432,7 @@ def run_sweep(
                        os.path.join(out_dir, f"{entry['name']}.json"), timeout=t,
                        command=command, lock_path=lock_path,
                        lock_wait_limit=jobs * t + 120, child_argv=child_argv,
-                       workload=entry.get("workload"))
+                       workload=entry.get("workload"), parallel_sizes=entry.get("parallel"))
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         return list(pool.map(one, entries))

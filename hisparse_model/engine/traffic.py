@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import functools
 
+from .rank_log import PHASE_ATTR
+
 REQUEST_PREFIX = "req-"
 
 
@@ -63,6 +65,7 @@ def install_step_recorder(log, steps: list[dict], counter: dict, classes=None) -
             })
             step_of_output[id(out)] = counter["step"]
             step_of_update[id(out)] = counter["step"]
+            setattr(out, PHASE_ATTR, f"step:{counter['step']}")  # TP workers' label
         return out
 
     scheduler_cls.schedule = schedule

@@ -22,7 +22,7 @@ _hs_pp=$_hs_site/vllm-$_hs_v
 [ -d "$_hs_site/vllm-$_hs_v/nvidia_cutlass_dsl/dsl_packages" ] && _hs_pp=$_hs_pp:$_hs_site/vllm-$_hs_v/nvidia_cutlass_dsl/dsl_packages
 export PYTHONPATH=$_hs_pp:$_hs_site/torch-$_hs_tv:$_hs_site/common${PYTHONPATH:+:$PYTHONPATH}
 # NCCL entry points the carried torch links and the image's NCCL 2.28 lacks (never called
-# by a single-GPU run; see ncclstub.c).
+# by a single-GPU run; two GPUs: docs/gpu.md; see ncclstub.c).
 export LD_PRELOAD=$_hs_run/libncclstub.so${LD_PRELOAD:+:$LD_PRELOAD}
 export PYTORCH_SKIP_CUDNN_COMPATIBILITY_CHECK=1   # image cuDNN 9.19 vs 9.20/9.24 expected; nothing here runs cuDNN
 export VLLM_USE_FLASHINFER_SAMPLER=0              # FlashInfer is not carried; vLLM samples with PyTorch

@@ -4,7 +4,9 @@
  *   torch 2.14.0 (built against NCCL 2.30.7): those eight and the last three.
  *
  * Preloaded (LD_PRELOAD) only so that libtorch_cuda.so loads.  A single-GPU engine never
- * calls any of them; if something did, it would get ncclInvalidUsage (5).  prepare.sh
+ * calls any of them; if something did, it would get ncclInvalidUsage (5).  Two GPUs (TP=2,
+ * DP=2): vLLM calls none of them, and torch's collectives are not expected to (read from
+ * the symbols' names only); docs/gpu.md "Two GPUs" has the reading.  prepare.sh
  * checks this list against the symbols of each carried torch and of the image's NCCL:
  * every missing symbol must be here, and nothing here may exist in the image's NCCL
  * (a stub must never shadow a real function).

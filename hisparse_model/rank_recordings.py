@@ -1,0 +1,191 @@
+"""Two-GPU recordings against the model, rank by rank.
+
+A tensor-parallel recording (``live --tensor-parallel-size 2``) is one engine whose
+routing ran in every worker: its ``routing_log`` rows carry ``tp_rank`` (and
+``dp_rank``), ``engine.ranks`` holds each worker's reported sizes.  A
+data-parallel recording (``live --data-parallel-size 2``) holds one entry per
+engine in ``ranks``: its status (``finished``, ``crashed``, ``hung``, ``timeout``,
+``died``), the steps it scheduled, the steps it ran a dummy batch
+(``dummy_steps``), its routing rows (serving rows labelled ``step:<k>`` or
+``dummy:<k>``) and its crash.
+
+* :func:`compare_tp_recording`: every rank, seen alone (:func:`tp_rank_view`),
+  must agree with the model as a one-GPU recording does (:func:`compare_recording`
+  / :func:`compare_workload_recording`): C, W, captures and routing do not depend
+  on the TP rank, so each worker logs what one GPU logs.  With the knobs of the
+  scale issue merged, the view's knobs carry ``tensor_parallel_size`` and the
+  model is asked for that size.
+* :func:`compare_dp_recording`: the model of data parallelism (``simulate`` with
+  ``data_parallel_size`` > 1, whose steps list every rank's forward:
+  ``steps[].ranks[r]`` with ``scheduled``, ``dummy``, ``dispatch``,
+  ``routed_tokens``, ``route``, ``error``) against each rank: the same start-up
+  rows as one GPU, the same steps scheduled with the same tokens, dummy batches
+  in the same steps (steps where every rank ran one are left out, as the model
+  leaves them out), one routing row per routed forward (tokens, route, mode,
+  error), the same crash (step, rank, error, whether the rank had scheduled
+  anything), the same finished requests; after a crash the other ranks must not
+  have finished (the model stops there: they wait in the next collective).
+"""
+
+from __future__ import annotations
+
+from .predict import Prediction
+from .recordings import (LAYERS, ROW_KEYS, compare_engine, compare_recording, expected_log,
+                         fmt_row, recording_knobs)
+from .workload import Workload
+from .workload_recordings import compare_workload_recording
+
+RANK_KEYS = ("tp_rank", "dp_rank")
+# What the DP model says of each forward's routing row (the attention metadata's
+# decode and actual counts of a padded dummy batch are not modelled per rank).
+DP_ROW_KEYS = ("phase", "num_tokens", "route", "cudagraph_mode", "error")
+SERVING_PREFIXES = ("step:", "dummy:")
+
+
+def tp_ranks(rec: dict) -> list[int]:
+    """The TP ranks a recording holds rows or sizes of."""
+    ranks = {r["tp_rank"] for r in rec.get("routing_log", []) if "tp_rank" in r}
+    ranks |= {e.get("tp_rank", 0) for e in (rec.get("engine") or {}).get("ranks", [])}
+    return sorted(ranks)
+
+
+def tp_rank_view(rec: dict, tp_rank: int) -> dict:
+    """Rank ``tp_rank`` of a TP recording as a one-GPU recording: its rows, its sizes."""
+    eng = dict(rec.get("engine") or {})
+    per_rank = {e.get("tp_rank", 0): e for e in eng.pop("ranks", [])}
+    if tp_rank in per_rank:
+        eng = {k: v for k, v in per_rank[tp_rank].items() if k not in RANK_KEYS}
+    rows = [{k: v for k, v in r.items() if k not in RANK_KEYS}
+            for r in rec.get("routing_log", []) if r.get("tp_rank", 0) == tp_rank]
+    return {**rec, "engine": eng, "routing_log": rows}
+
+
+def compare_tp_recording(rec: dict) -> list[str]:
+    """Differences between every TP rank of a recording and the model (empty: all agree)."""
+    ranks = tp_ranks(rec)
+    size = rec["knobs"].get("tensor_parallel_size", 1)
+    diffs = [] if len(ranks) == size else [f"ranks: recording holds {ranks}, "
+                                           f"tensor_parallel_size is {size}"]
+    compare = compare_workload_recording if "workload" in rec else compare_recording
+    for r in ranks:
+        diffs += [f"tp rank {r}: {d}" for d in compare(tp_rank_view(rec, r))]
+    return diffs
+
+
+def _dp_model(rec: dict):
+    knobs = recording_knobs(rec)
+    if getattr(knobs, "data_parallel_size", 1) < 2:
+        raise NotImplementedError(
+            "compare_dp_recording needs the model of data parallelism (Knobs without "
+            "data_parallel_size, or 1): the scale issue adds it")
+    from .simulate import simulate
+
+    return simulate(knobs, Workload.from_json(rec["workload"]))
+
+
+def expected_dp_rows(sched, rank: int) -> list[dict]:
+    """The folded routing rows DP rank ``rank`` should log: start-up, then each routed forward."""
+    rows = expected_log(Prediction(sched.knobs, sched.plan, list(sched.startup)))
+    if sched.startup_error:
+        return rows
+    for s in sched.steps:
+        r = s.ranks[rank]
+        if not r.routed_tokens:
+            continue  # a FULL replay runs no Python
+        phase = f"{'dummy' if r.dummy is not None else 'step'}:{s.step}"
+        calls = 1 if r.error else LAYERS["target"]  # the first routing layer raises
+        row = {"phase": phase, "num_tokens": r.routed_tokens, "route": r.route,
+               "cudagraph_mode": r.dispatch, "error": r.error, "calls": calls}
+        if rows and all(rows[-1].get(k) == row[k] for k in DP_ROW_KEYS):
+            rows[-1]["calls"] += calls
+        else:
+            rows.append(row)
+    return rows
+
+
+def _first_row_diff(got: list[dict], want: list[dict]) -> list[str]:
+    for i in range(max(len(got), len(want))):
+        g = got[i] if i < len(got) else None
+        w = want[i] if i < len(want) else None
+        serving = (w or g)["phase"].startswith(SERVING_PREFIXES)
+        keys = DP_ROW_KEYS if serving else ROW_KEYS
+        same = (g is not None and w is not None and all(g.get(k) == w.get(k) for k in keys)
+                and (w.get("calls") is None or g.get("calls") == w["calls"]))
+        if not same:
+            return [f"routing row {i}: engine {fmt_row(g) if g else '(none)'} != "
+                    f"model {fmt_row(w) if w else '(none)'}"]
+    return []
+
+
+def all_dummy_steps(rec: dict) -> set:
+    """Steps in which every rank ran a dummy batch (all waiting for outputs): the model
+    leaves them out (each routes at most q <= C tokens), so the comparison does too."""
+    sets = [set(r.get("dummy_steps", [])) for r in rec["ranks"]]
+    return set.intersection(*sets) if sets else set()
+
+
+def compare_dp_rank(rec: dict, sched, rank: int) -> list[str]:
+    """Differences between DP rank ``rank`` of a recording and the model's schedule."""
+    got = rec["ranks"][rank]
+    skip = all_dummy_steps(rec)
+    diffs = compare_engine(got.get("engine") or {}, sched.plan)
+    crash = sched.crash
+    until = None if crash is None or crash["step"] is None else crash["step"]
+    steps = [s for s in sched.steps if until is None or s.step <= until]
+    want_real = [(s.step, s.ranks[rank].scheduled) for s in steps if s.ranks[rank].dummy is None]
+    want_dummy = [s.step for s in steps if s.ranks[rank].dummy is not None]
+    # after the crash the model stops; what a survivor scheduled before it noticed is not compared
+    got_real = [(s["step"], {int(i): n for i, n in s["scheduled"].items()})
+                for s in got.get("steps", []) if until is None or s["step"] <= until]
+    got_dummy = [k for k in got.get("dummy_steps", [])
+                 if (until is None or k <= until) and k not in skip]
+    if got_real != want_real:
+        diffs.append(f"scheduled: engine {got_real} != model {want_real}")
+    if got_dummy != want_dummy:
+        diffs.append(f"dummy steps: engine {got_dummy} != model {want_dummy}")
+    rows = [r for r in got.get("routing_log", [])
+            if not r["phase"].startswith(SERVING_PREFIXES)
+            or ((until is None or int(r["phase"].split(":")[1]) <= until)
+                and r["phase"] not in {f"dummy:{k}" for k in skip})]
+    return diffs + _first_row_diff(rows, expected_dp_rows(sched, rank))
+
+
+def compare_dp_recording(rec: dict) -> list[str]:
+    """Differences between a DP recording and the model of data parallelism (empty: agree)."""
+    sched = _dp_model(rec)
+    diffs = []
+    ranks = rec["ranks"]
+    if len(ranks) != rec["knobs"]["data_parallel_size"]:
+        diffs.append(f"ranks: {len(ranks)} recorded, data_parallel_size "
+                     f"{rec['knobs']['data_parallel_size']}")
+    if rec["startup"]["error"] != sched.startup_error:
+        diffs.append(f"startup: engine {rec['startup']['error']!r} != "
+                     f"model {sched.startup_error!r}")
+    want = sched.crash
+    got = rec.get("crash")
+    if want is None:
+        if got is not None:
+            diffs.append(f"crash: engine {got} != model none")
+        not_done = [r["dp_rank"] for r in ranks if r["status"] != "finished"]
+        if not_done:
+            diffs.append(f"ranks {not_done} did not finish; the model crashes none")
+        done = sorted(i for r in ranks for i in r.get("finished", []))
+        if done != sorted(sched.finished):
+            diffs.append(f"finished: engine {done} != model {sorted(sched.finished)}")
+    else:
+        scheduled = None if got is None or got.get("step") is None else not got.get("dummy")
+        got_key = None if got is None else (got.get("step"), got.get("dp_rank"),
+                                            got.get("error"), scheduled)
+        if want["step"] is None:  # start-up: every rank dies the same way
+            got_key = None if got is None else (got.get("step"), None, got.get("error"), None)
+        want_key = (want["step"], want["rank"], want["error"], want["scheduled"])
+        if got_key != want_key:
+            diffs.append(f"crash: engine {got_key} != model {want_key} "
+                         "(step, rank, error, scheduled)")
+        finished = [r["dp_rank"] for r in ranks if r["status"] == "finished"]
+        if finished:
+            diffs.append(f"ranks {finished} finished; the model stops all at the crash")
+    if sched.startup_error is None:
+        for r in range(len(ranks)):
+            diffs += [f"dp rank {r}: {d}" for d in compare_dp_rank(rec, sched, r)]
+    return diffs
