@@ -47,6 +47,19 @@ def closing_lines(advice: list[dict] | None, assumptions) -> list[str]:
     return lines + ["", "Assumptions:"] + [f"  - {a}" for a in assumptions]
 
 
+def _count(n: int, noun: str) -> str:
+    """``1 request``, ``2 requests``, ``3 later start-up batches``: a count with its noun."""
+    plural = noun + ("es" if noun.endswith(("ch", "s")) else "s")
+    return f"{n} {noun if n == 1 else plural}"
+
+
+def _until_crash(batches) -> tuple[list, list]:
+    """(the batches up to and with the first that raises, the ones after it: never run)."""
+    bad = next((i for i, b in enumerate(batches) if b.error), None)
+    return (list(batches), []) if bad is None else (list(batches[:bad + 1]),
+                                                    list(batches[bad + 1:]))
+
+
 def fold(batches, full: bool = False) -> list[tuple[object, int]]:
     """Consecutive identical batches as (batch, count); ``full`` keeps every one."""
     out: list[list] = []
@@ -75,18 +88,25 @@ def format_table(pred: Prediction, *, show_batches: bool = True, full: bool = Fa
         f"start-up: {'ok' if pred.startup_ok else pred.startup_error}",
     ]
     if show_batches:
+        ran, not_run = _until_crash(pred.startup)
         lines += [_batch_line(b, n) for b, n in fold(
-            [b for b in pred.startup if b.routed or b.error], full)]
+            [b for b in ran if b.routed or b.error], full)]
+        if not_run:
+            lines.append(f"  not run: {_count(len(not_run), 'later start-up batch')} "
+                         "(the engine died)")
         if not pred.startup and k.enforce_eager:
             lines.append("  (enforce_eager: no CUDA-graph captures and no JIT warmup, "
                          "so nothing is routed at start-up)")
     for p in pred.prompts:
         if not p.ran:
-            lines.append(f"prompt of {p.n} tokens: not run (the engine died at start-up)")
+            lines.append(f"prompt of {p.n} tokens: not run (the engine died at {p.died_at})")
             continue
         lines.append(f"prompt of {p.n} tokens: {'ok' if p.ok else p.error}")
         if show_batches:
-            lines += [_batch_line(b, n) for b, n in fold(p.batches, full)]
+            ran, not_run = _until_crash(p.batches)
+            lines += [_batch_line(b, n) for b, n in fold(ran, full)]
+            if not_run:
+                lines.append(f"  not run: {_count(len(not_run), 'later batch')} (the engine died)")
     return "\n".join(lines + closing_lines(advice, ASSUMPTIONS))
 
 

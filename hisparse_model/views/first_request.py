@@ -29,7 +29,7 @@ def ranges(values: list[int]) -> str:
 
 
 def prompt_word(p) -> str:
-    """``ok``, ``crash`` or ``not_run`` (the engine died at start-up)."""
+    """``ok``, ``crash`` or ``not_run`` (the engine died at start-up or on an earlier prompt)."""
     return "not_run" if not p.ran else ("ok" if p.ok else "crash")
 
 
@@ -74,7 +74,7 @@ def _startup_html(pred) -> str:
 def _prompts_html(pred) -> str:
     rows = [[str(p.n), esc(", ".join(f"{b.label}: n={b.routed} → {b.route}" if b.routed
                                      else f"{b.label}: not routed" for b in p.batches)),
-             outcome_html("ok" if p.ok else p.error, p.ran, ": the engine died at start-up")]
+             outcome_html("ok" if p.ok else p.error, p.ran, f": the engine died at {p.died_at}")]
             for p in pred.prompts]
     return ("<div class='hs-note'><b>prompts</b>, each served alone (8 output tokens)</div>"
             + table(["prompt n", "batches: routed n → route", "outcome"], rows, raw=True))
