@@ -140,14 +140,36 @@ def _step_key(s) -> tuple:
     return (tuple(sorted(s.scheduled.values())), s.dispatch, s.routed_tokens, s.route, s.error)
 
 
+REQUESTS_WIDTH = 60  # characters of the per-request column before "… +N more" (not with --full)
+
+
+def requests_column(scheduled: dict, full: bool = False) -> str:
+    """``#1:3 #2:2``: each request scheduled in a step (numbered from 1, as in the workload
+    file) and its tokens; cut after the last whole entry that fits, saying how many are left."""
+    parts = [f"#{r + 1}:{n}" for r, n in scheduled.items()]
+    text = " ".join(parts)
+    if full or len(text) <= REQUESTS_WIDTH:
+        return text
+    shown, width = [], 0
+    for part in parts:
+        if width + len(part) + 1 > REQUESTS_WIDTH - len(" … +999 more"):
+            break
+        shown.append(part)
+        width += len(part) + 1
+    return " ".join(shown) + f" … +{len(parts) - len(shown)} more"
+
+
 def format_schedule(sched, *, full: bool = False, advice: list[dict] | None = None) -> str:
     k, p = sched.knobs, sched.plan
+    n = _count(len(sched.workload), "request")
     lines = [
         f"vLLM {k.vllm_version}{' + upstream fix' if k.routing == 'fix' else ''}  "
         f"S={k.max_num_seqs} B={p.max_num_batched_tokens} q={p.max_decode_query_len}  "
         f"C={p.swap_capacity} W={p.workspace_rows}  prefix caching "
-        f"{'on' if k.enable_prefix_caching else 'off'}  {len(sched.workload)} requests",
+        f"{'on' if k.enable_prefix_caching else 'off'}  {n}",
         f"start-up: {'ok' if sched.startup_error is None else sched.startup_error}",
+        "  (each step: its tokens, dispatch, routing, then #i:t = the workload's request i, "
+        "from 1, computes t tokens)",
     ]
     groups: list[list] = []
     for s in sched.steps:
@@ -158,16 +180,16 @@ def format_schedule(sched, *, full: bool = False, advice: list[dict] | None = No
             groups.append([s, s, 1])
     for first, last, count in groups:
         steps = f"step {first.step}" if count == 1 else f"steps {first.step}-{last.step}"
-        reqs = " ".join(f"r{r}:{n}" for r, n in first.scheduled.items())
+        reqs = requests_column(first.scheduled, full)
         routed = (f"{first.routed_tokens} routed -> {first.route}" if first.routed_tokens
                   else ("replayed (FULL graph)" if first.dispatch == "FULL" else "not routed"))
         tail = f"  !! {first.error}" if first.error else ""
         more = f" (x{count}, requests vary)" if count > 1 else ""
         lines.append(f"  {steps:<16} {first.num_tokens:>5} tok [{first.dispatch:<9}] "
-                     f"{routed}{tail}   {reqs[:60]}{more}")
+                     f"{routed}{tail}   {reqs}{more}")
     crash = sched.crash
     lines.append("crash: none" if crash is None else
                  f"crash at {'start-up' if crash['step'] is None else 'step ' + str(crash['step'])}: "
                  f"{crash['error']}")
-    lines.append(f"finished: {len(sched.finished)} of {len(sched.workload)} requests")
+    lines.append(f"finished: {len(sched.finished)} of {n}")
     return "\n".join(lines + closing_lines(advice, SIMULATE_ASSUMPTIONS))
