@@ -4,7 +4,8 @@ The knob flags are generated from the :class:`~hisparse_model.knobs.Knobs`
 declaration, so ``--help`` shows every knob's default and meaning.  Exit
 status: 0 ok; 1 ``predict --check`` found a crash, or a live run failed;
 2 bad input (one line naming the knob, never a traceback); 3 ``live`` cannot
-run here (no GPU or no vLLM).
+run here (no GPU or no vLLM); 4 ``explain``: the text is not a crash this
+model covers, or does not say which (no fix advice).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 
 from .knobs import Knobs, knob_specs
 
-EXIT_OK, EXIT_CRASH, EXIT_BAD_INPUT, EXIT_UNAVAILABLE = 0, 1, 2, 3
+EXIT_OK, EXIT_CRASH, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_NOT_THIS_BUG = 0, 1, 2, 3, 4
 # Knobs whose flag is not the knob's own name, per command.
 _OWN_FLAGS = {"predict": {"vllm_version": "--vllm"},
               "live": {"vllm_version": None, "routing": "--vllm-mode"}}
@@ -105,8 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true", help="exit 1 when the workload crashes")
     p.add_argument("--full", action="store_true", help="do not fold similar steps")
 
-    p = sub.add_parser("explain", help="explain a HiSparse error text from a log")
-    p.add_argument("text", help='e.g. "ValueError: ... stop=3, capacity=2."')
+    p = sub.add_parser("explain", help="explain a HiSparse error text from a log (exit 4: "
+                       "not a crash this model covers)")
+    p.add_argument("text", help='e.g. "ValueError: ... stop=3, capacity=2." (a line or a '
+                   "traceback; EngineCore and \"Worker failed with error '...'\" forms too)")
 
     p = sub.add_parser("live", help="run the real engine (GPU + vLLM) and record it")
     add_knob_args(p, "live")
@@ -163,10 +166,11 @@ def _simulate(args) -> int:
 
 
 def _explain(args) -> int:
-    from .diagnose import explain
+    from .diagnose import COVERED, diagnose
 
-    print("\n".join(explain(args.text)))
-    return EXIT_OK
+    found = diagnose(args.text)
+    print("\n".join(found.lines))
+    return EXIT_OK if found.kind in COVERED else EXIT_NOT_THIS_BUG
 
 
 def _live(args) -> int:

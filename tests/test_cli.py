@@ -195,9 +195,10 @@ def test_explain(text, needles):
 
 
 def test_explain_bad_text():
-    """A text without stop/capacity is bad input: exit 2, one line."""
-    out = run("explain", "something else")
+    """An empty text is bad input (exit 2, one line); any other unknown text is exit 4."""
+    out = run("explain", "  ")
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+    assert run("explain", "something else").returncode == 4
 
 
 def test_live_rejects_bad_knobs_before_probing():
