@@ -134,14 +134,16 @@ def _predict(args) -> int:
     knobs = knobs_from_args(args)
     pred = predict(knobs, args.prompt_lens)
     return _answer(args, knobs, pred, pred.crashes, prediction_crashes(args.prompt_lens),
-                   to_cli_json, format_table)
+                   to_cli_json, format_table, max(args.prompt_lens))
 
 
-def _answer(args, knobs: Knobs, result, crashed: bool, crashes, to_json, to_text) -> int:
+def _answer(args, knobs: Knobs, result, crashed: bool, crashes, to_json, to_text,
+            longest_prompt: int) -> int:
     """Print a prediction or schedule (with verified advice when it crashes); the exit status."""
-    from .advice import advise
+    from .advice import SEQS_MAP, advise
 
-    advice = advise(knobs, crashes, result.plan.max_num_batched_tokens) if crashed else []
+    advice = (advise(knobs, crashes, longest_prompt=longest_prompt, seqs_map=SEQS_MAP)
+              if crashed else [])
     if args.json:
         print(json.dumps(to_json(result, advice)))
     else:
@@ -162,7 +164,7 @@ def _simulate(args) -> int:
         return simulate(k, work, args.accepted).crash is not None
 
     return _answer(args, knobs, sched, sched.crash is not None, crashes, schedule_json,
-                   format_schedule)
+                   format_schedule, max(r.prompt_len for r in work.requests))
 
 
 def _explain(args) -> int:

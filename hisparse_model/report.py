@@ -37,13 +37,35 @@ def _batch_line(b, count: int = 1) -> str:
     return f"  {b.phase:<26} {b.label:<34} {mode:<11} {b.num_tokens:>6} tok  {routed}{tail}{times}"
 
 
+def advice_lines(advice: list[dict], name_change=None) -> list[str]:
+    """The "To avoid it" block: the fix first, then by cost, crippling changes apart.
+
+    ``name_change`` renders a change (default ``knob=value``; ``check`` shows vLLM's flags).
+    """
+    name_change = name_change or (lambda change: ", ".join(f"{n}={v}"
+                                                             for n, v in change.items()))
+    usable = [a for a in advice if not a["cost"]["cripples"]]
+    crippling = [a for a in advice if a["cost"]["cripples"]]
+
+    def item(i: int, a: dict) -> list[str]:
+        return [f"  {i}. {name_change(a['change'])}: {a['why']}",
+                f"     cost: {a['cost']['text']}"]
+
+    lines = ["", "To avoid it (in this order; each re-run through the model: no crash):"]
+    for i, a in enumerate(usable, 1):
+        lines += item(i, a)
+    if not usable:
+        lines.append("  (no change that keeps the engine usable was found)")
+    if crippling:
+        lines += ["Also avoid it, but cripple the engine (not advised):"]
+        for i, a in enumerate(crippling, len(usable) + 1):
+            lines += item(i, a)
+    return lines
+
+
 def closing_lines(advice: list[dict] | None, assumptions) -> list[str]:
-    """The "To avoid it:" block (when there is advice) and the assumptions."""
-    lines = []
-    if advice:
-        lines += ["", "To avoid it:"]
-        lines += [f"  - {', '.join(f'{n}={v}' for n, v in a['change'].items())}: {a['why']}"
-                  for a in advice]
+    """The "To avoid it" block (when there is advice) and the assumptions."""
+    lines = advice_lines(advice) if advice else []
     return lines + ["", "Assumptions:"] + [f"  - {a}" for a in assumptions]
 
 

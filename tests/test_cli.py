@@ -141,7 +141,7 @@ def test_advice_is_verified():
         # the flag given last wins (argparse), so this re-runs the scenario with the change
         assert again.returncode == 0, change
     human = run("predict", "--max-num-seqs", "2", "--prompt-lens", "3").stdout
-    assert "To avoid it:" in human and "max_num_seqs=3" in human
+    assert "To avoid it (in this order" in human and "max_num_seqs=3" in human
 
 
 def test_no_advice_without_crash():
