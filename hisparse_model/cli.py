@@ -15,7 +15,7 @@ import json
 import shlex
 import sys
 
-from .knobs import Knobs, knob_specs
+from .knobs import VLLM_VERSIONS, Knobs, knob_specs
 
 EXIT_OK, EXIT_CRASH, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_NOT_THIS_BUG = 0, 1, 2, 3, 4
 # Knobs whose flag is not the knob's own name, per command.
@@ -81,13 +81,8 @@ def knobs_from_args(args, **fixed) -> Knobs:
     return Knobs(**values)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m hisparse_model",
-                     description="Exact model of vLLM HiSparse buffer sizing and routing.")
-    sub = parser.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
-
-    p = sub.add_parser("predict", help="sizes, start-up and each prompt served alone")
-    add_knob_args(p, "predict")
+def _predict_options(p: argparse.ArgumentParser) -> None:
+    """The options ``predict`` and ``check`` share: the prompts and how to answer."""
     p.add_argument("--prompt-lens", type=_int_list, default=[2, 3, 200],
                    help="prompt lengths in tokens, comma-separated, each served alone "
                    "(default: 2,3,200)")
@@ -95,6 +90,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true",
                    help="exit 1 when any crash is predicted (for CI pipelines)")
     p.add_argument("--full", action="store_true", help="do not fold identical batches")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m hisparse_model",
+                     description="Exact model of vLLM HiSparse buffer sizing and routing.")
+    sub = parser.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("predict", help="sizes, start-up and each prompt served alone")
+    add_knob_args(p, "predict")
+    _predict_options(p)
 
     p = sub.add_parser("simulate", help="serve a workload: every engine step, routed")
     add_knob_args(p, "predict")
@@ -110,6 +115,16 @@ def build_parser() -> argparse.ArgumentParser:
                        "not a crash this model covers)")
     p.add_argument("text", help='e.g. "ValueError: ... stop=3, capacity=2." (a line or a '
                    "traceback; EngineCore and \"Worker failed with error '...'\" forms too)")
+
+    p = sub.add_parser("check", help="a pasted `vllm serve` command (after --) or an "
+                       "engine-args file, answered like predict")
+    p.add_argument("--vllm", dest="vllm_version", default="0.31.0",
+                   choices=VLLM_VERSIONS, help="vLLM release the command runs (default: 0.31.0)")
+    p.add_argument("--engine-args", metavar="FILE.json", default=None,
+                   help="vllm.LLM keyword arguments as JSON, instead of a command")
+    _predict_options(p)
+    p.add_argument("command", nargs=argparse.REMAINDER,
+                   help="-- vllm serve MODEL [vLLM's own flags]")
 
     p = sub.add_parser("live", help="run the real engine (GPU + vLLM) and record it")
     add_knob_args(p, "live")
@@ -135,6 +150,32 @@ def _predict(args) -> int:
     pred = predict(knobs, args.prompt_lens)
     return _answer(args, knobs, pred, pred.crashes, prediction_crashes(args.prompt_lens),
                    to_cli_json, format_table, max(args.prompt_lens))
+
+
+def _check(args) -> int:
+    from .advice import prediction_crashes
+    from .launch import change_as_flags, from_command, from_engine_args, launch_lines
+    from .predict import predict
+    from .report import format_table, to_cli_json
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if bool(command) == bool(args.engine_args):
+        raise ValueError("give a command after -- (vllm serve MODEL ...) or --engine-args "
+                         "FILE.json, not both")
+    launch = (from_engine_args(args.engine_args, args.vllm_version) if args.engine_args
+              else from_command(command, args.vllm_version))
+    pred = predict(launch.knobs, args.prompt_lens)
+
+    def to_json(result, advice):
+        return {**to_cli_json(result, advice), "launch": launch.as_json()}
+
+    def to_text(result, full, advice):
+        return "\n".join(launch_lines(launch) + [format_table(
+            result, full=full, advice=advice,
+            name_change=lambda change: change_as_flags(change, launch.knobs))])
+
+    return _answer(args, launch.knobs, pred, pred.crashes, prediction_crashes(args.prompt_lens),
+                   to_json, to_text, max(args.prompt_lens))
 
 
 def _answer(args, knobs: Knobs, result, crashed: bool, crashes, to_json, to_text,
@@ -214,7 +255,8 @@ def _live(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    handlers = {"predict": _predict, "simulate": _simulate, "explain": _explain, "live": _live}
+    handlers = {"predict": _predict, "simulate": _simulate, "explain": _explain, "live": _live,
+                "check": _check}
     handlers["app"] = getattr(args, "run_app", None)  # set by app.add_parser
     try:
         return handlers[args.cmd](args)

@@ -63,9 +63,9 @@ def advice_lines(advice: list[dict], name_change=None) -> list[str]:
     return lines
 
 
-def closing_lines(advice: list[dict] | None, assumptions) -> list[str]:
+def closing_lines(advice: list[dict] | None, assumptions, name_change=None) -> list[str]:
     """The "To avoid it" block (when there is advice) and the assumptions."""
-    lines = advice_lines(advice) if advice else []
+    lines = advice_lines(advice, name_change) if advice else []
     return lines + ["", "Assumptions:"] + [f"  - {a}" for a in assumptions]
 
 
@@ -94,7 +94,7 @@ def fold(batches, full: bool = False) -> list[tuple[object, int]]:
 
 
 def format_table(pred: Prediction, *, show_batches: bool = True, full: bool = False,
-                 advice: list[dict] | None = None) -> str:
+                 advice: list[dict] | None = None, name_change=None) -> str:
     k, s = pred.knobs, pred.sizes
     routing = f"{k.vllm_version}" + (" + upstream fix" if k.routing == "fix" else "")
     lines = [
@@ -129,7 +129,7 @@ def format_table(pred: Prediction, *, show_batches: bool = True, full: bool = Fa
             lines += [_batch_line(b, n) for b, n in fold(ran, full)]
             if not_run:
                 lines.append(f"  not run: {_count(len(not_run), 'later batch')} (the engine died)")
-    return "\n".join(lines + closing_lines(advice, ASSUMPTIONS))
+    return "\n".join(lines + closing_lines(advice, ASSUMPTIONS, name_change))
 
 
 def schedule_json(sched, advice: list[dict] | None = None) -> dict:
