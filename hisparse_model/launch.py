@@ -106,7 +106,7 @@ IGNORED = {
     "trust_remote_code": False, "tokenizer": True, "tokenizer_mode": True, "revision": True,
     "download_dir": True, "load_format": True, "dtype": True, "seed": True,
     "gpu_memory_utilization": True, "disable_log_stats": False, "enable_log_requests": False,
-    "disable_log_requests": False, "uvicorn_log_level": True, "chat_template": True,
+    "uvicorn_log_level": True, "chat_template": True,
     "enable_auto_tool_choice": False, "tool_call_parser": True, "reasoning_parser": True,
     "max_logprobs": True, "disable_uvicorn_access_log": False, "skip_tokenizer_init": False,
     "distributed_executor_backend": True, "enable_expert_parallel": False,
@@ -144,6 +144,15 @@ def launch_lines(launch: Launch) -> list[str]:
     lines.append(f"Answered like predict: the {launch.source}'s engine serving the prompts below "
                  "one after another.")
     return lines + [""]
+
+
+def all_flags() -> dict[str, bool]:
+    """Every vLLM flag the tables name, and whether ``check`` reads it as a switch."""
+    flags = [f for r in KNOB_FLAGS for f in r.flags]
+    flags += [f for flags_, _, _ in ASSUMED.values() for f in flags_]
+    flags += ["--" + n.replace("_", "-") for n in list(IGNORED) + list(CONFIG_KEYS)]
+    flags += list(_SHORT)
+    return {f: f != "-O" and _switch(_field(f)) for f in flags}
 
 
 def _rows() -> dict[str, list[KnobFlag]]:
