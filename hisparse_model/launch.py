@@ -91,7 +91,8 @@ ASSUMED = {
     "scheduler_reserve_full_isl": (("--scheduler-reserve-full-isl",), True,
                                    "HiSparse's full-prompt reservation"),
 }
-# JSON config keys the model reads or ignores; any other key is refused.
+# JSON config keys the model reads or ignores; any other key is refused.  vLLM takes
+# deepseek_mtp as mtp (vllm/config/speculative.py:1135-1139 `self.method = "mtp"`).
 CONFIG_KEYS = {
     "speculative_config": {"method": ("mtp", "deepseek_mtp"), "num_speculative_tokens": None,
                            "parallel_drafting": None},

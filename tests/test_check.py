@@ -161,3 +161,23 @@ def test_checks_own_options_after_the_command_are_pointed_out():
     """An option of check written after -- is named as such, not as an unknown vLLM flag."""
     out = run("--", *serve(f"{MODEL} --max-num-seqs 2 {HS} --prompt-lens 3"))
     assert out.returncode == 2 and "check's own options go before the --" in out.stderr
+
+
+def test_advice_in_flags_avoids_the_crash_when_applied():
+    """Each flag-form change check advises, added to the same command, makes --check exit 0."""
+    base = f"{MODEL} --max-num-seqs 2 --max-model-len 320 {HS}"
+    got = json.loads(run("--json", "--prompt-lens", "2,3", "--", *serve(base)).stdout)
+    flagged = 0
+    for a in got["advice"]:
+        (knob, value), = a["change"].items()
+        extra = {"max_num_seqs": f"--max-num-seqs {value}",
+                 "max_num_batched_tokens": f"--max-num-batched-tokens {value}",
+                 "num_speculative_tokens": "--speculative-config "
+                 f"""'{{"method": "mtp", "num_speculative_tokens": {value}}}'"""}.get(knob)
+        if extra is None:  # the upgrade and the patch are not flags
+            continue
+        # the flag given last wins, in vLLM's parser as in check's
+        out = run("--check", "--prompt-lens", "2,3", "--", *serve(f"{base} {extra}"))
+        assert out.returncode == 0, (a["change"], out.stdout[-500:], out.stderr)
+        flagged += 1
+    assert flagged >= 3  # S = 3, K = 1 and the crippling B = 2
