@@ -67,8 +67,7 @@ KNOB_FLAGS = (
     KnobFlag("parallel_drafting", config=("speculative_config", "parallel_drafting")),
     KnobFlag("enforce_eager", ("--enforce-eager",)),
     KnobFlag("cudagraph_mode", config=("compilation_config", "cudagraph_mode")),
-    KnobFlag("attention_backend", ("--attention-backend",)),
-    KnobFlag("attention_backend", config=("attention_config", "backend")),
+    KnobFlag("attention_backend", ("--attention-backend",), ("attention_config", "backend")),
     KnobFlag("enable_prefix_caching", ("--enable-prefix-caching",)),
     KnobFlag("num_gpu_blocks_override", ("--num-gpu-blocks-override",)),
     KnobFlag("tensor_parallel_size", ("--tensor-parallel-size", "-tp"), assumed=1),
@@ -156,7 +155,7 @@ def all_flags() -> dict[str, bool]:
     return {f: f != "-O" and _switch(_field(f)) for f in flags}
 
 
-def _rows() -> dict[str, list[KnobFlag]]:
+def _rows() -> dict[str, KnobFlag]:
     """Flag or config key -> its row; knobs Knobs does not declare are held to ``assumed``."""
     out: dict = {}
     for row in KNOB_FLAGS:
@@ -245,8 +244,14 @@ def _json_config(where: str, value) -> dict:
     return out
 
 
+HUMAN_READABLE = ("max_model_len", "max_num_batched_tokens")  # take 4k / 2K, as in vLLM:
+# vllm/engine/arg_utils.py:390-401 `human_readable_int_args`,
+# vllm/utils/argparse_utils.py:29-73 `def human_readable_int`
+
+
 def _int(name: str, value, flag: str) -> int:
-    """An integer the way vLLM's flags take one: 4, "4", "32k" (x1000), "32K" (x1024)."""
+    """An integer the way vLLM's flags take one: 4, "4"; for HUMAN_READABLE knobs also
+    "32k" (x1000) and "32K" (x1024)."""
     if isinstance(value, bool):
         raise ValueError(f"{flag}: {name} must be an integer, got {value!r}")
     if isinstance(value, int):
@@ -255,9 +260,13 @@ def _int(name: str, value, flag: str) -> int:
     if name == "max_model_len" and text in ("-1", "auto"):
         raise ValueError(f"{flag} {text}: fits max_model_len to the GPU's memory, which the "
                          "model does not know; give a number")
-    mult = {"k": 10**3, "m": 10**6, "K": 2**10, "M": 2**20}.get(text[-1:], 1)
+    suffix = text[-1:] if name in HUMAN_READABLE else ""
+    decimal = {"k": 10**3, "m": 10**6, "g": 10**9}.get(suffix)  # 25.6k = 25600
+    binary = {"K": 2**10, "M": 2**20, "G": 2**30}.get(suffix)  # whole numbers only
     try:
-        return int(float(text[:-1]) * mult) if mult > 1 else int(text)
+        if decimal:
+            return int(float(text[:-1]) * decimal)
+        return int(text[:-1]) * binary if binary else int(text)
     except ValueError:
         raise ValueError(f"{flag}: {name} must be an integer, got {value!r}") from None
 

@@ -97,6 +97,8 @@ REFUSED = [
     (f"{MODEL} --max-num-seqs 2 --frobnicate 3 {HS}", "--frobnicate: not a setting this check"),
     (f"{MODEL} --max-num-seqs 0 {HS}", "--max-num-seqs: max_num_seqs must be >= 1"),
     (f"{MODEL} --max-model-len auto {HS}", "--max-model-len auto: fits max_model_len"),
+    # vLLM takes 4k only for max_model_len and max_num_batched_tokens
+    (f"{MODEL} --max-num-seqs 4k {HS}", "--max-num-seqs: max_num_seqs must be an integer"),
 ]
 
 
