@@ -237,7 +237,8 @@ def test_advice_changes_each_avoid_the_crash_and_match_the_full_search():
         changed = knobs.replace(**a["change"], **({"routing": "stock"} if "vllm_version"
                                                   in a["change"] else {}))
         assert simulate(changed, workload).crash is None
-    full = advise(knobs, lambda k: simulate(k, workload).crash is not None, 1280)
+    full = advise(knobs, lambda k: simulate(k, workload).crash is not None, 1280,
+                  longest_prompt=3)  # the costs count the 3-token prompt's prefill chunks
     assert [a for a in full if "max_num_batched_tokens" not in a["change"]] == found["advice"]
     # B: only B = 4 = S (C = B, W = 5 > every step) avoids it, 1276 values away: past the
     # cap; 1280 -> 4 tokens per step cripples the engine: it comes last
