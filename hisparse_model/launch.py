@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from typing import NamedTuple
 
 from .knobs import MODEL_MAX_LEN, Knobs, knob_specs
@@ -44,6 +45,9 @@ from .knobs import MODEL_MAX_LEN, Knobs, knob_specs
 SERVE_MAX_BATCHED_TOKENS = 8192  # tokens/step: vllm serve's default on a >= 70 GiB GPU
 OFFLINE_MAX_BATCHED_TOKENS = 16384  # tokens/step: the offline LLM class's (plan.py)
 DEFAULT_MAX_NUM_SEQS = 1024  # requests/step: both contexts' default on a >= 70 GiB GPU
+# How a pasted command starts: vllm serve, or the OpenAI server module it runs (same flags).
+SERVE_PREFIXES = (("vllm", "serve"), *((py, "-m", "vllm.entrypoints.openai.api_server")
+                                       for py in ("python", "python3")))
 SERVE, ENGINE_ARGS = "vllm serve command", "engine-args file"  # where the settings came from
 MODEL_NAME = "deepseek-v3.2"  # the model this package covers (any name containing it)
 
@@ -189,9 +193,12 @@ def _switch(name: str) -> bool:
 def parse_command(argv: list[str]) -> tuple[str, dict]:
     """(model, {EngineArgs field: the flag's text, or True/False for a switch}) of a
     ``vllm serve MODEL --flag value ...`` command, split as a shell would."""
-    if list(argv[:2]) != ["vllm", "serve"]:
+    if len(argv) == 1:  # the whole command pasted as one quoted string
+        argv = shlex.split(argv[0].replace("\\\n", " "))
+    head = next((len(p) for p in SERVE_PREFIXES if list(argv[:len(p)]) == list(p)), None)
+    if head is None:
         raise ValueError("command: expected `vllm serve MODEL [flags]` after `--`")
-    args, model, values = list(argv[2:]), None, {}
+    args, model, values = list(argv[head:]), None, {}
     while args:
         arg = args.pop(0)
         if not arg.startswith("-"):

@@ -183,3 +183,18 @@ def test_advice_in_flags_avoids_the_crash_when_applied():
         assert out.returncode == 0, (a["change"], out.stdout[-500:], out.stderr)
         flagged += 1
     assert flagged >= 3  # S = 3, K = 1 and the crippling B = 2
+
+
+@pytest.mark.parametrize("argv", [
+    # the whole command as one quoted string, with a shell line continuation
+    [f"vllm serve {MODEL} \\\n  --max-num-seqs 2 --max-model-len 320 {HS}"],
+    # the OpenAI server module vllm serve runs, with --model
+    ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", MODEL,
+     "--max-num-seqs", "2", "--max-model-len", "320", *shlex.split(HS)],
+])
+def test_other_ways_to_paste_the_same_command(argv):
+    """One quoted string, or the api_server module with --model: the same knobs as vllm serve."""
+    # S = 2, L = 320: B = min(2 * 320, 8192) = 640
+    launch = from_command(argv, "0.31.0")
+    assert (launch.knobs.max_num_seqs, launch.knobs.max_model_len,
+            launch.knobs.max_num_batched_tokens) == (2, 320, 640)
