@@ -1,4 +1,4 @@
-"""Command line: ``predict``, ``explain`` (CPU) and ``live`` (the real engine, GPU).
+"""Command line: ``predict``, ``simulate``, ``check``, ``explain`` (CPU) and ``live`` (GPU).
 
 The knob flags are generated from the :class:`~hisparse_model.knobs.Knobs`
 declaration, so ``--help`` shows every knob's default and meaning.  Exit
@@ -160,8 +160,8 @@ def _check(args) -> int:
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if bool(command) == bool(args.engine_args):
-        raise ValueError("give a command after -- (vllm serve MODEL ...) or --engine-args "
-                         "FILE.json, not both")
+        raise ValueError("give one of a command after -- (vllm serve MODEL ...) and "
+                         "--engine-args FILE.json")
     launch = (from_engine_args(args.engine_args, args.vllm_version) if args.engine_args
               else from_command(command, args.vllm_version))
     pred = predict(launch.knobs, args.prompt_lens)
@@ -172,7 +172,7 @@ def _check(args) -> int:
     def to_text(result, full, advice):
         return "\n".join(launch_lines(launch) + [format_table(
             result, full=full, advice=advice,
-            name_change=lambda change: change_as_flags(change, launch.knobs))])
+            name_change=change_as_flags)])
 
     return _answer(args, launch.knobs, pred, pred.crashes, prediction_crashes(args.prompt_lens),
                    to_json, to_text, max(args.prompt_lens))

@@ -417,7 +417,7 @@ def from_engine_args(path: str, vllm_version: str) -> Launch:
     return knobs_from_settings(model, args, vllm_version, ENGINE_ARGS)
 
 
-def change_as_flags(change: dict, knobs: Knobs) -> str:
+def change_as_flags(change: dict) -> str:
     """One piece of advice in vLLM's own words: ``--max-num-seqs 3``, ``vLLM 0.32.0``."""
     out = []
     for name, value in change.items():
