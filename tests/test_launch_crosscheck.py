@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from hisparse_model.launch import ENGINE_ARGS, SERVE, _resolve, all_flags
+from hisparse_model.launch import CONFIG_KEYS, ENGINE_ARGS, SERVE, _resolve, all_flags
 
 pytestmark = pytest.mark.vllm_cpu
 VERSIONS = ("0.31.0", "0.32.0", "0.33.0")
@@ -24,7 +24,7 @@ DEFAULTS = [("serve", 163840, None, None), ("serve", 163840, 4, None),
 
 @pytest.fixture(scope="module", params=VERSIONS)
 def driven(request, vllm_sources):
-    payload = {"flags": list(all_flags()),
+    payload = {"flags": list(all_flags()), "configs": list(CONFIG_KEYS),
                "defaults": [{"context": c, "max_model_len": n, "max_num_seqs": s,
                              "max_num_batched_tokens": b} for c, n, s, b in DEFAULTS]}
     env = dict(os.environ, PYTHONPATH=f"{vllm_sources / request.param}:{os.getcwd()}")
@@ -62,3 +62,11 @@ def test_defaults_are_vllms_for_serve_and_offline(driven):
         got = {"max_num_seqs": knobs.max_num_seqs,
                "max_num_batched_tokens": knobs.max_num_batched_tokens}
         assert got == want, (version, context, length, seqs, tokens)
+
+
+def test_config_keys_are_vllms(driven):
+    """Every JSON config key check reads or ignores is a field of vLLM's config class."""
+    version, out = driven
+    for name, keys in CONFIG_KEYS.items():
+        missing = set(keys) - set(out["config_fields"][name])
+        assert not missing, f"{version}: {name} has no {sorted(missing)}"

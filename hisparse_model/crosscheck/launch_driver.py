@@ -8,7 +8,8 @@ stdin: ``{"flags": [flag, ...], "defaults": [{"context": "serve" | "offline",
 "max_model_len": L, "max_num_seqs": S | null, "max_num_batched_tokens": B | null}, ...]}``.
 
 stdout: ``{"vllm_version", "flags": {flag: {"known", "switch", "negatable"}},
-"defaults": [{"max_num_seqs", "max_num_batched_tokens"}, ...]}``:
+"defaults": [{"max_num_seqs", "max_num_batched_tokens"}, ...], "config_fields": {config:
+[field, ...]}}`` (``"configs"`` in stdin names the JSON config flags to list):
 
 * each flag as vLLM's serve parser knows it (``make_arg_parser``,
   vllm/entrypoints/launchers/cli_args.py:410 `def make_arg_parser` in 0.31.0 and
@@ -82,6 +83,17 @@ def _defaults(case: dict) -> dict:
     return {"max_num_seqs": ea.max_num_seqs, "max_num_batched_tokens": ea.max_num_batched_tokens}
 
 
+def _config_fields(name: str) -> list[str]:
+    """The fields of the config class a JSON config flag builds (``speculative_config`` ...)."""
+    import vllm.config as config
+
+    cls = {"speculative_config": config.SpeculativeConfig,
+           "compilation_config": config.CompilationConfig,
+           "attention_config": config.AttentionConfig,
+           "kv_transfer_config": config.KVTransferConfig}[name]
+    return sorted(cls.__dataclass_fields__)
+
+
 def run(payload: dict) -> dict:
     quiet_vllm()
     import vllm
@@ -89,7 +101,8 @@ def run(payload: dict) -> dict:
     parser = _serve_parser()
     return {"vllm_version": vllm.__version__,
             "flags": {f: _flag(parser, f) for f in payload["flags"]},
-            "defaults": [_defaults(c) for c in payload["defaults"]]}
+            "defaults": [_defaults(c) for c in payload["defaults"]],
+            "config_fields": {n: _config_fields(n) for n in payload.get("configs", [])}}
 
 
 def main() -> int:
