@@ -177,14 +177,14 @@ def advise(knobs: Knobs, crashes: Callable[[Knobs], bool], plan_b: int | None = 
                                                     **change)), longest_prompt)}))
             except (ValueError, SearchCapped):
                 pass
-    runs = None
-    if seqs_map:
-        runs, checked = safe_ranges(knobs, check, max(seqs_map, knobs.max_num_seqs))
     starts = {"max_num_seqs": knobs.max_num_seqs,
               "max_num_batched_tokens": before.max_num_batched_tokens,
               "num_speculative_tokens": knobs.num_speculative_tokens}
+    runs = None
     for name, start in starts.items():
         found = _nearest(knobs, name, start, check)
+        if name == "max_num_seqs" and seqs_map:  # up to the map's end, or the value above
+            runs, checked = safe_ranges(knobs, check, max(seqs_map, found.get(+1, 0)))
         for value in (found[sign] for sign in (+1, -1) if sign in found):  # above first
             after = plan(knobs.replace(**{name: value}))
             why = (f"{name} {start} -> {value}: C = {after.swap_capacity}, "
