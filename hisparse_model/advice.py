@@ -20,7 +20,8 @@ of a step) comes last and says so.
 
 With ``seqs_map`` the advice also names every safe range of ``max_num_seqs``
 from 1 to ``seqs_map`` (there can be several: the 3 + 2 workload is safe at
-2-3 and 5-64), not only the nearest values.
+2-3 and 5-64), not only the nearest values; :func:`ranges` writes them as the
+dashboards' max_num_seqs maps do.
 """
 
 from __future__ import annotations
@@ -111,8 +112,8 @@ def _rank(name: str, c: dict) -> int:
     return DRAFTS if name == "num_speculative_tokens" else KEEPS
 
 
-def safe_ranges(knobs: Knobs, crashes, upto: int) -> tuple[list[tuple[int, int]], int]:
-    """The runs of ``max_num_seqs`` in 1 ... ``upto`` under which nothing crashes, and the
+def safe_seqs(knobs: Knobs, crashes, upto: int) -> tuple[list[int], int]:
+    """The values of ``max_num_seqs`` in 1 ... ``upto`` under which nothing crashes, and the
     last value checked (less than ``upto`` when the search budget ran out)."""
     safe, checked = [], 0
     for s in range(1, upto + 1):
@@ -123,16 +124,20 @@ def safe_ranges(knobs: Knobs, crashes, upto: int) -> tuple[list[tuple[int, int]]
         except SearchCapped:
             break
         checked = s
-        if ok and safe and safe[-1][1] == s - 1:
-            safe[-1] = (safe[-1][0], s)
-        elif ok:
-            safe.append((s, s))
+        if ok:
+            safe.append(s)
     return safe, checked
 
 
-def ranges_text(runs: list[tuple[int, int]]) -> str:
-    """``2-3, 5-64`` (``none`` when empty)."""
-    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs) or "none"
+def ranges(values: list[int]) -> str:
+    """``[1, 2, 3, 7]`` -> ``"1-3,7"``; empty -> ``"none"``."""
+    parts: list[str] = []
+    for v in values:
+        if parts and int(parts[-1].split("-")[-1]) == v - 1:
+            parts[-1] = f"{parts[-1].split('-')[0]}-{v}"
+        else:
+            parts.append(str(v))
+    return ",".join(parts) or "none"
 
 
 def advise(knobs: Knobs, crashes: Callable[[Knobs], bool], plan_b: int | None = None, *,
@@ -180,18 +185,18 @@ def advise(knobs: Knobs, crashes: Callable[[Knobs], bool], plan_b: int | None = 
     starts = {"max_num_seqs": knobs.max_num_seqs,
               "max_num_batched_tokens": before.max_num_batched_tokens,
               "num_speculative_tokens": knobs.num_speculative_tokens}
-    runs = None
+    safe = None
     for name, start in starts.items():
         found = _nearest(knobs, name, start, check)
         if name == "max_num_seqs" and seqs_map:  # up to the map's end, or the value above
-            runs, checked = safe_ranges(knobs, check, max(seqs_map, found.get(+1, 0)))
+            safe, checked = safe_seqs(knobs, check, max(seqs_map, found.get(+1, 0)))
         for value in (found[sign] for sign in (+1, -1) if sign in found):  # above first
             after = plan(knobs.replace(**{name: value}))
             why = (f"{name} {start} -> {value}: C = {after.swap_capacity}, "
                    f"W = {after.workspace_rows}; re-run of the model: no batch of this "
                    "scenario crashes")
-            if name == "max_num_seqs" and runs is not None:
-                why += (f"; every safe max_num_seqs in 1-{checked}: {ranges_text(runs)}")
+            if name == "max_num_seqs" and safe is not None:
+                why += f"; every safe max_num_seqs in 1-{checked}: {ranges(safe)}"
             add({name: value}, why)
     return [a for _, _, a in sorted(out, key=lambda t: (t[0], t[1]))]
 

@@ -58,7 +58,7 @@ def test_simulate_names_every_safe_max_num_seqs_range(tmp_path):
     # S = 5 (above, keeps throughput) before S = 3 (below, fewer requests per step);
     # S = 1 dies at start-up (W = 2 is a capture)
     assert [a["change"]["max_num_seqs"] for a in seqs] == [5, 3]
-    assert all("every safe max_num_seqs in 1-64: 2-3, 5-64" in a["why"] for a in seqs)
+    assert all("every safe max_num_seqs in 1-64: 2-3,5-64" in a["why"] for a in seqs)
     assert seqs[1]["cost"]["shrinks"] == ["requests_per_step", "tokens_per_step"]
 
 
@@ -80,3 +80,11 @@ def test_no_fix_advice_on_a_fixed_version():
     assert all("vllm_version" not in c and "routing" not in c for c in changes)
     # B = 3 = K + 2: the warmup has one request of q + 1 = 3 tokens
     assert {"max_num_batched_tokens": 3} in changes
+
+
+def test_ranges_are_written_as_the_maps_write_them():
+    """Consecutive values fold into a-b; gaps split; nothing is "none"."""
+    from hisparse_model.advice import ranges
+
+    assert ranges([2, 3, 5, 6, 7, 64]) == "2-3,5-7,64"
+    assert ranges([1]) == "1" and ranges([]) == "none"

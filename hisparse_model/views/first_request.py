@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import chart_data as cd
+from ..advice import ranges  # noqa: F401 - the strip captions' (traffic.py imports it here)
 from ..predict import predict
 from .charts import strip_chart
 from .controls import SPECS, knob_control, parse_prompt_lens, text_control
@@ -15,17 +16,6 @@ KNOBS = ("vllm_version", "attention_backend", "max_num_seqs", "num_speculative_t
          "max_num_batched_tokens", "enforce_eager", "cudagraph_mode")
 DEFAULT_PROMPTS = "2, 3, 200"  # the fix PR's reproduction loop
 PROMPTS_HELP = "prompt lengths in tokens, comma-separated; each is served alone"
-
-
-def ranges(values: list[int]) -> str:
-    """``[1, 2, 3, 7]`` -> ``"1-3,7"``; empty -> ``"none"``."""
-    parts: list[str] = []
-    for v in values:
-        if parts and int(parts[-1].split("-")[-1]) == v - 1:
-            parts[-1] = f"{parts[-1].split('-')[0]}-{v}"
-        else:
-            parts.append(str(v))
-    return ",".join(parts) or "none"
 
 
 def prompt_word(p) -> str:
