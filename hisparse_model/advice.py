@@ -159,29 +159,24 @@ def advise(knobs: Knobs, crashes: Callable[[Knobs], bool], plan_b: int | None = 
     before = plan(knobs)
     out: list[tuple[int, int, dict]] = []  # (rank, order found, advice)
 
-    def add(change: dict, why: str, rank: int | None = None) -> None:
-        after = plan(knobs.replace(**change))
-        c = cost(before, after, longest_prompt)
-        name = next(iter(change))
-        out.append((_rank(name, c) if rank is None else rank, len(out),
+    def add(change: dict, why: str, after: Knobs, rank: int | None = None) -> None:
+        c = cost(before, plan(after), longest_prompt)
+        out.append((_rank(next(iter(change)), c) if rank is None else rank, len(out),
                     {"change": change, "why": why, "cost": c}))
 
-    if knobs.vllm_version == "0.31.0":
-        for change, why in (
-                ({"vllm_version": "0.32.0", "routing": "stock"},
-                 "the fix: 0.32.0 routes on C, so swap_in never gets C + 1 tokens"),
-                ({"routing": "fix"},
-                 "the upstream fix's predicate patched into 0.31.0: route on C, not W")):
-            if knobs.routing == change.get("routing") == "fix":
-                continue
-            try:
-                if not check(knobs.replace(**change)):
-                    shown = {"vllm_version": "0.32.0"} if "vllm_version" in change else change
-                    out.append((FIX, len(out), {"change": shown, "why": why,
-                                                "cost": cost(before, plan(knobs.replace(
-                                                    **change)), longest_prompt)}))
-            except (ValueError, SearchCapped):
-                pass
+    fixes = (({"vllm_version": "0.32.0"}, {"routing": "stock"},
+              "the fix: 0.32.0 routes on C, so swap_in never gets C + 1 tokens"),
+             ({"routing": "fix"}, {},
+              "the upstream fix's predicate patched into 0.31.0: route on C, not W"))
+    for change, also, why in fixes if knobs.vllm_version == "0.31.0" else ():
+        if knobs.routing == change.get("routing"):
+            continue  # already patched
+        try:
+            after = knobs.replace(**change, **also)
+            if not check(after):
+                add(change, why, after, FIX)
+        except (ValueError, SearchCapped):
+            pass
     starts = {"max_num_seqs": knobs.max_num_seqs,
               "max_num_batched_tokens": before.max_num_batched_tokens,
               "num_speculative_tokens": knobs.num_speculative_tokens}
@@ -191,13 +186,14 @@ def advise(knobs: Knobs, crashes: Callable[[Knobs], bool], plan_b: int | None = 
         if name == "max_num_seqs" and seqs_map:  # up to the map's end, or the value above
             safe, checked = safe_seqs(knobs, check, max(seqs_map, found.get(+1, 0)))
         for value in (found[sign] for sign in (+1, -1) if sign in found):  # above first
-            after = plan(knobs.replace(**{name: value}))
-            why = (f"{name} {start} -> {value}: C = {after.swap_capacity}, "
-                   f"W = {after.workspace_rows}; re-run of the model: no batch of this "
+            after = knobs.replace(**{name: value})
+            p = plan(after)
+            why = (f"{name} {start} -> {value}: C = {p.swap_capacity}, "
+                   f"W = {p.workspace_rows}; re-run of the model: no batch of this "
                    "scenario crashes")
             if name == "max_num_seqs" and safe is not None:
                 why += f"; every safe max_num_seqs in 1-{checked}: {ranges(safe)}"
-            add({name: value}, why)
+            add({name: value}, why, after)
     return [a for _, _, a in sorted(out, key=lambda t: (t[0], t[1]))]
 
 
