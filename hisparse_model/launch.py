@@ -2,7 +2,8 @@
 
 ``python -m hisparse_model check -- vllm serve deepseek-ai/DeepSeek-V3.2 --max-num-seqs 4
 ...`` reads vLLM's own flag names; ``check --engine-args FILE.json`` reads the same
-settings as ``vllm.LLM(**args)`` keyword arguments.  Every setting is one of:
+settings as ``vllm.LLM(**args)`` keyword arguments.  Every setting is one of
+(the tables are in ``vllm_flags.py``):
 
 * a knob (:data:`KNOB_FLAGS`): one row per :class:`Knobs` field, naming vLLM's
   flag (or the key of a JSON config flag) that sets it; the value is converted
@@ -37,87 +38,18 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 from typing import NamedTuple
 
 from .knobs import MODEL_MAX_LEN, Knobs, knob_specs
+from .vllm_flags import (ASSUMED, CHECK_OPTIONS, CONFIG_KEYS, IGNORED, KNOB_FLAGS, KnobFlag,
+                         field_of, json_config, parse_bool, parse_command, parse_int,
+                         rows_by_key)
 
 SERVE_MAX_BATCHED_TOKENS = 8192  # tokens/step: vllm serve's default on a >= 70 GiB GPU
 OFFLINE_MAX_BATCHED_TOKENS = 16384  # tokens/step: the offline LLM class's (plan.py)
 DEFAULT_MAX_NUM_SEQS = 1024  # requests/step: both contexts' default on a >= 70 GiB GPU
-# How a pasted command starts: vllm serve, or the OpenAI server module it runs (same flags).
-SERVE_PREFIXES = (("vllm", "serve"), *((py, "-m", "vllm.entrypoints.openai.api_server")
-                                       for py in ("python", "python3")))
 SERVE, ENGINE_ARGS = "vllm serve command", "engine-args file"  # where the settings came from
 MODEL_NAME = "deepseek-v3.2"  # the model this package covers (any name containing it)
-
-
-class KnobFlag(NamedTuple):
-    """Where vLLM reads one knob: its flags, or a key of a JSON config flag."""
-
-    knob: str
-    flags: tuple[str, ...] = ()  # vLLM's flags, long form first
-    config: tuple[str, str] | None = None  # (EngineArgs field of a JSON config, key)
-    assumed: object = None  # the model's value while Knobs does not declare the knob
-
-
-# One row per knob a vLLM flag sets (vllm/engine/arg_utils.py add_cli_args); the value is
-# converted by the knob's declaration.  vllm_version comes from --vllm; routing is stock.
-KNOB_FLAGS = (
-    KnobFlag("max_num_seqs", ("--max-num-seqs",)),
-    KnobFlag("max_model_len", ("--max-model-len",)),
-    KnobFlag("max_num_batched_tokens", ("--max-num-batched-tokens",)),
-    KnobFlag("num_speculative_tokens", config=("speculative_config", "num_speculative_tokens")),
-    KnobFlag("parallel_drafting", config=("speculative_config", "parallel_drafting")),
-    KnobFlag("enforce_eager", ("--enforce-eager",)),
-    KnobFlag("cudagraph_mode", config=("compilation_config", "cudagraph_mode")),
-    KnobFlag("attention_backend", ("--attention-backend",), ("attention_config", "backend")),
-    KnobFlag("enable_prefix_caching", ("--enable-prefix-caching",)),
-    KnobFlag("num_gpu_blocks_override", ("--num-gpu-blocks-override",)),
-    KnobFlag("tensor_parallel_size", ("--tensor-parallel-size", "-tp"), assumed=1),
-    KnobFlag("data_parallel_size", ("--data-parallel-size", "-dp"), assumed=1),
-)
-
-# EngineArgs field -> (flags, the model's value, why it matters); other values are refused.
-ASSUMED = {
-    "pipeline_parallel_size": (("--pipeline-parallel-size", "-pp"), 1, "one GPU per rank"),
-    "decode_context_parallel_size": (("--decode-context-parallel-size", "-dcp"), 1,
-                                     "no context parallelism"),
-    "block_size": (("--block-size",), 64, "64-token KV blocks"),
-    "enable_chunked_prefill": (("--enable-chunked-prefill",), True, "chunked prefill"),
-    "async_scheduling": (("--async-scheduling",), True, "async scheduling"),
-    "optimization_level": (("--optimization-level", "-O"), "2", "-O2 compilation"),
-    "performance_mode": (("--performance-mode",), "balanced", "vLLM's default batch sizes"),
-    "scheduling_policy": (("--scheduling-policy",), "fcfs", "first-come scheduling"),
-    "kv_cache_dtype": (("--kv-cache-dtype",), "auto", "the KV-cache dtype that picks the "
-                       "attention backend"),
-    "scheduler_reserve_full_isl": (("--scheduler-reserve-full-isl",), True,
-                                   "HiSparse's full-prompt reservation"),
-}
-# JSON config keys the model reads or ignores; any other key is refused.  vLLM takes
-# deepseek_mtp as mtp (vllm/config/speculative.py:1135-1139 `self.method = "mtp"`).
-CONFIG_KEYS = {
-    "speculative_config": {"method": ("mtp", "deepseek_mtp"), "num_speculative_tokens": None,
-                           "parallel_drafting": None},
-    "compilation_config": {"cudagraph_mode": None},
-    "attention_config": {"backend": None, "hisparse_config": None},
-    "kv_transfer_config": {"kv_connector": ("HiSparseConnector",), "kv_role": None,
-                           "kv_connector_extra_config": None},
-}
-# EngineArgs field -> takes a value (True) or is a switch (False).  No batch depends on them.
-IGNORED = {
-    "host": True, "port": True, "api_key": True, "served_model_name": True,
-    "trust_remote_code": False, "tokenizer": True, "tokenizer_mode": True, "revision": True,
-    "download_dir": True, "load_format": True, "dtype": True, "seed": True,
-    "gpu_memory_utilization": True, "disable_log_stats": False, "enable_log_requests": False,
-    "uvicorn_log_level": True, "chat_template": True,
-    "enable_auto_tool_choice": False, "tool_call_parser": True, "reasoning_parser": True,
-    "max_logprobs": True, "disable_uvicorn_access_log": False, "skip_tokenizer_init": False,
-    "distributed_executor_backend": True, "enable_expert_parallel": False,
-    "quantization": True,
-}
-CHECK_OPTIONS = ("prompt_lens", "json", "check", "full", "vllm", "engine_args")  # check's own
-_SHORT = {"-sc": "speculative_config", "-cc": "compilation_config", "-ac": "attention_config"}
 
 
 class Launch(NamedTuple):
@@ -150,150 +82,14 @@ def launch_lines(launch: Launch) -> list[str]:
     return lines + [""]
 
 
-def all_flags() -> dict[str, bool]:
-    """Every vLLM flag the tables name, and whether ``check`` reads it as a switch."""
-    flags = [f for r in KNOB_FLAGS for f in r.flags]
-    flags += [f for flags_, _, _ in ASSUMED.values() for f in flags_]
-    flags += ["--" + n.replace("_", "-") for n in list(IGNORED) + list(CONFIG_KEYS)]
-    flags += list(_SHORT)
-    return {f: f != "-O" and _switch(_field(f)) for f in flags}
-
-
-def _rows() -> dict[str, KnobFlag]:
-    """Flag or config key -> its row; knobs Knobs does not declare are held to ``assumed``."""
-    out: dict = {}
-    for row in KNOB_FLAGS:
-        for key in row.flags + ((f"{row.config[0]}.{row.config[1]}",) if row.config else ()):
-            out[key] = row
-    return out
-
-
-def _field(flag: str) -> str:
-    """``--max-num-seqs`` / ``--max_num_seqs`` / ``-tp`` -> its EngineArgs field name."""
-    for row in KNOB_FLAGS:
-        if flag in row.flags:
-            return row.flags[0][2:].replace("-", "_")
-    for name, (flags, _, _) in ASSUMED.items():
-        if flag in flags:
-            return name
-    return _SHORT.get(flag) or flag.lstrip("-").replace("-", "_")
-
-
-def _switch(name: str) -> bool:
-    """Whether the field is an on/off switch (no value follows its flag)."""
-    specs = {s.name: s for s in knob_specs()}
-    knob = next((r.knob for r in KNOB_FLAGS if r.flags and _field(r.flags[0]) == name), None)
-    if knob in specs:
-        return specs[knob].kind is bool
-    if name in ASSUMED:
-        return isinstance(ASSUMED[name][1], bool)
-    return IGNORED.get(name) is False
-
-
-def parse_command(argv: list[str]) -> tuple[str, dict]:
-    """(model, {EngineArgs field: the flag's text, or True/False for a switch}) of a
-    ``vllm serve MODEL --flag value ...`` command, split as a shell would."""
-    if len(argv) == 1:  # the whole command pasted as one quoted string
-        argv = shlex.split(argv[0].replace("\\\n", " "))
-    head = next((len(p) for p in SERVE_PREFIXES if list(argv[:len(p)]) == list(p)), None)
-    if head is None:
-        raise ValueError("command: expected `vllm serve MODEL [flags]` after `--`")
-    args, model, values = list(argv[head:]), None, {}
-    while args:
-        arg = args.pop(0)
-        if not arg.startswith("-"):
-            if model is not None:
-                raise ValueError(f"command: unexpected argument {arg!r} (one model only)")
-            model = arg
-            continue
-        if arg.startswith("-O") and len(arg) > 2:  # -O3, -O=3 (vLLM's parser allows both)
-            values["optimization_level"] = arg[2:].lstrip("=")
-            continue
-        flag, eq, text = arg.partition("=")
-        negated = flag.startswith("--no-")
-        name = _field("--" + flag[5:] if negated else flag)
-        name, _, key = name.partition(".")  # --speculative-config.num_speculative_tokens 1
-        if _switch(name) and not key:
-            if eq:
-                raise ValueError(f"{flag}: a switch takes no value")
-            values[name] = not negated
-            continue
-        if negated:
-            raise ValueError(f"{flag}: {flag[5:]!r} is not a switch")
-        if not eq:
-            if not args:
-                raise ValueError(f"{flag}: needs a value")
-            text = args.pop(0)
-        if name == "model":
-            model = text
-        elif key:
-            nested = values.setdefault(name, {})
-            if not isinstance(nested, dict):
-                raise ValueError(f"{flag}: {name} given both as JSON and by key")
-            nested[key] = text
-        else:
-            values[name] = text
-    if model is None:
-        raise ValueError("command: no model (vllm serve MODEL ...)")
-    return model, values
-
-
-def _json_config(where: str, value) -> dict:
-    """A JSON config flag's value (a file gives it as an object already)."""
-    if isinstance(value, dict):
-        return value
-    try:
-        out = json.loads(value)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{where}: not JSON ({exc.msg}): {value!r}") from None
-    if not isinstance(out, dict):
-        raise ValueError(f"{where}: expected a JSON object, got {value!r}")
-    return out
-
-
-HUMAN_READABLE = ("max_model_len", "max_num_batched_tokens")  # take 4k / 2K, as in vLLM:
-# vllm/engine/arg_utils.py:390-401 `human_readable_int_args`,
-# vllm/utils/argparse_utils.py:29-73 `def human_readable_int`
-
-
-def _int(name: str, value, flag: str) -> int:
-    """An integer the way vLLM's flags take one: 4, "4"; for HUMAN_READABLE knobs also
-    "32k" (x1000) and "32K" (x1024)."""
-    if isinstance(value, bool):
-        raise ValueError(f"{flag}: {name} must be an integer, got {value!r}")
-    if isinstance(value, int):
-        return value
-    text = str(value).strip()
-    if name == "max_model_len" and text in ("-1", "auto"):
-        raise ValueError(f"{flag} {text}: fits max_model_len to the GPU's memory, which the "
-                         "model does not know; give a number")
-    suffix = text[-1:] if name in HUMAN_READABLE else ""
-    decimal = {"k": 10**3, "m": 10**6, "g": 10**9}.get(suffix)  # 25.6k = 25600
-    binary = {"K": 2**10, "M": 2**20, "G": 2**30}.get(suffix)  # whole numbers only
-    try:
-        if decimal:
-            return int(float(text[:-1]) * decimal)
-        return int(text[:-1]) * binary if binary else int(text)
-    except ValueError:
-        raise ValueError(f"{flag}: {name} must be an integer, got {value!r}") from None
-
-
-def _as_bool(value, flag: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if str(value).lower() in ("true", "false"):
-        return str(value).lower() == "true"
-    raise ValueError(f"{flag}: expected true or false, got {value!r}")
-
-
 def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: str) -> Launch:
     """The knobs of one engine: ``settings`` maps EngineArgs fields to values (text or JSON)."""
     if MODEL_NAME not in os.path.basename(str(model).rstrip("/")).lower():
         raise ValueError(f"model {model!r}: the model covers DeepSeek-V3.2 only "
                          "(a model name containing DeepSeek-V3.2)")
     specs = {s.name: s for s in knob_specs()}
-    by_flag = _rows()
-    by_field = {_field(r.flags[0]): r for r in KNOB_FLAGS if r.flags}
+    by_flag = rows_by_key()
+    by_field = {field_of(r.flags[0]): r for r in KNOB_FLAGS if r.flags}
     serve = source == SERVE
     values: dict = {}
     read: dict = {}
@@ -305,16 +101,16 @@ def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: s
 
     def set_knob(row: KnobFlag, value, where: str) -> None:
         if row.knob not in specs:  # a row whose knob is not declared: the model's value
-            got = _int(row.knob, value, where)
+            got = parse_int(row.knob, value, where)
             if got != row.assumed:
                 raise ValueError(f"{where} {got}: changes what the model assumes "
                                  f"({row.knob} = {row.assumed}: one GPU)")
             return
         kind = specs[row.knob].kind
         if kind is int:
-            value = _int(row.knob, value, where)
+            value = parse_int(row.knob, value, where)
         elif kind is bool:
-            value = _as_bool(value, where)
+            value = parse_bool(value, where)
         elif row.knob in ("cudagraph_mode", "attention_backend"):
             value = str(value).upper()  # vLLM's enums take their names in either case
         values[row.knob] = value
@@ -323,7 +119,7 @@ def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: s
     for name, value in settings.items():
         where = spell(name)
         if name in CONFIG_KEYS:
-            config = _json_config(where, value)
+            config = json_config(where, value)
             allowed = CONFIG_KEYS[name]
             if name == "speculative_config" and "method" not in config:
                 raise ValueError(f"{where}: give \"method\": \"mtp\" (the model covers "
@@ -347,8 +143,8 @@ def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: s
             set_knob(by_field[name], value, where)
         elif name in ASSUMED:
             _, assumed, what = ASSUMED[name]
-            got = (_as_bool(value, where) if isinstance(assumed, bool)
-                   else _int(name, value, where) if isinstance(assumed, int) else str(value))
+            got = (parse_bool(value, where) if isinstance(assumed, bool)
+                   else parse_int(name, value, where) if isinstance(assumed, int) else str(value))
             if got != assumed:
                 raise ValueError(f"{where} {value}: changes what the model assumes ({what}: "
                                  f"{name} = {assumed})")

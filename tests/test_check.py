@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from hisparse_model.knobs import MODEL_MAX_LEN, knob_specs
-from hisparse_model.launch import ASSUMED, KNOB_FLAGS, from_command
+from hisparse_model.launch import from_command
+from hisparse_model.vllm_flags import ASSUMED, KNOB_FLAGS
 from hisparse_model.routing import ERROR_TEMPLATE
 
 CMD = [sys.executable, "-m", "hisparse_model", "check"]

@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from hisparse_model.launch import CONFIG_KEYS, ENGINE_ARGS, SERVE, _resolve, all_flags
+from hisparse_model.launch import ENGINE_ARGS, SERVE, _resolve
+from hisparse_model.vllm_flags import CONFIG_KEYS, all_flags
 
 pytestmark = pytest.mark.vllm_cpu
 VERSIONS = ("0.31.0", "0.32.0", "0.33.0")
