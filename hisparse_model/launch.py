@@ -157,13 +157,13 @@ def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: s
             raise ValueError(f"{where}: not a setting this check knows; it cannot tell whether "
                              "it changes what the model assumes (remove it to check the rest)")
     if not hisparse:
-        raise ValueError("HiSparse is off in this command (no --attention-config with "
+        raise ValueError("HiSparse is off in these settings (no --attention-config with "
                          "hisparse_config, no --kv-transfer-config with HiSparseConnector): "
                          "the off-by-one cannot happen; the model covers HiSparse engines")
-    return _resolve(values, read, ignored, vllm_version, source, hisparse)
+    return resolve_defaults(values, read, ignored, vllm_version, source, hisparse)
 
 
-def _resolve(values: dict, read: dict, ignored: list, version: str, source: str,
+def resolve_defaults(values: dict, read: dict, ignored: list, version: str, source: str,
              hisparse: str) -> Launch:
     """Fill what the command leaves unset with vLLM's defaults in its usage context."""
     defaults = {}

@@ -93,7 +93,7 @@ REFUSED = [
     (f"""{MODEL} --speculative-config '{{"method": "ngram", "num_speculative_tokens": 2}}' """
      f"{HS}", "--speculative-config method 'ngram': the model covers mtp or deepseek_mtp only"),
     # not HiSparse, not this model, a flag it does not know, a bad value
-    (f"{MODEL} --max-num-seqs 2", "HiSparse is off in this command"),
+    (f"{MODEL} --max-num-seqs 2", "HiSparse is off in these settings"),
     (f"meta-llama/Llama-3.1-8B-Instruct --max-num-seqs 2 {HS}", "the model covers DeepSeek-V3.2"),
     (f"{MODEL} --max-num-seqs 2 --frobnicate 3 {HS}", "--frobnicate: not a setting this check"),
     (f"{MODEL} --max-num-seqs 0 {HS}", "--max-num-seqs: max_num_seqs must be >= 1"),
@@ -105,7 +105,7 @@ REFUSED = [
 
 @pytest.mark.parametrize("command,message", REFUSED)
 def test_refused_commands_exit_2_with_one_line(command, message):
-    """A command the model cannot answer for: exit 2, one line naming the flag, nothing on stdout."""
+    """A command the model cannot answer for: exit 2, one line naming the flag, no stdout."""
     out = run("--", *serve(command))
     assert out.returncode == 2, out.stdout
     lines = out.stderr.strip().splitlines()

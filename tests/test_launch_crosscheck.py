@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from hisparse_model.launch import ENGINE_ARGS, SERVE, _resolve
+from hisparse_model.launch import ENGINE_ARGS, SERVE, resolve_defaults
 from hisparse_model.vllm_flags import CONFIG_KEYS, all_flags
 
 pytestmark = pytest.mark.vllm_cpu
@@ -58,8 +58,8 @@ def test_defaults_are_vllms_for_serve_and_offline(driven):
             values["max_num_seqs"] = seqs
         if tokens is not None:
             values["max_num_batched_tokens"] = tokens
-        knobs = _resolve(values, {}, [], version, SERVE if context == "serve" else ENGINE_ARGS,
-                         "").knobs
+        source = SERVE if context == "serve" else ENGINE_ARGS
+        knobs = resolve_defaults(values, {}, [], version, source, "").knobs
         got = {"max_num_seqs": knobs.max_num_seqs,
                "max_num_batched_tokens": knobs.max_num_batched_tokens}
         assert got == want, (version, context, length, seqs, tokens)
