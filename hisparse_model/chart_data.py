@@ -352,7 +352,8 @@ def traffic_advice(knobs: Knobs, workload: Workload, plan_b: int, *,
             raise ValueError("vLLM refuses these knobs")
         return kind != SAFE
 
-    advice = advise(knobs, crashes, plan_b)
+    advice = advise(knobs, crashes, plan_b,
+                    longest_prompt=max(r.prompt_len for r in workload.requests))
     found = {n for a in advice for n in a["change"]}
     capped = [n for n, (c, w) in spent.items() if n not in found and n != "vllm_version"
               and (c >= calls or w >= work_cap)]

@@ -1,10 +1,11 @@
-"""Command line: ``predict``, ``explain`` (CPU) and ``live`` (the real engine, GPU).
+"""Command line: ``predict``, ``simulate``, ``check``, ``explain`` (CPU) and ``live`` (GPU).
 
 The knob flags are generated from the :class:`~hisparse_model.knobs.Knobs`
 declaration, so ``--help`` shows every knob's default and meaning.  Exit
 status: 0 ok; 1 ``predict --check`` found a crash, or a live run failed;
 2 bad input (one line naming the knob, never a traceback); 3 ``live`` cannot
-run here (no GPU or no vLLM).
+run here (no GPU or no vLLM); 4 ``explain``: the text is not a crash this
+model covers, or does not say which (no fix advice).
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import json
 import shlex
 import sys
 
-from .knobs import Knobs, knob_specs
+from .knobs import VLLM_VERSIONS, Knobs, knob_specs
 
-EXIT_OK, EXIT_CRASH, EXIT_BAD_INPUT, EXIT_UNAVAILABLE = 0, 1, 2, 3
+EXIT_OK, EXIT_CRASH, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_NOT_THIS_BUG = 0, 1, 2, 3, 4
 # Knobs whose flag is not the knob's own name, per command.
 _OWN_FLAGS = {"predict": {"vllm_version": "--vllm"},
               "live": {"vllm_version": None, "routing": "--vllm-mode"}}
@@ -83,13 +84,8 @@ def knobs_from_args(args, **fixed) -> Knobs:
     return Knobs(**values)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m hisparse_model",
-                     description="Exact model of vLLM HiSparse buffer sizing and routing.")
-    sub = parser.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
-
-    p = sub.add_parser("predict", help="sizes, start-up and each prompt served alone")
-    add_knob_args(p, "predict")
+def _predict_options(p: argparse.ArgumentParser) -> None:
+    """The options ``predict`` and ``check`` share: the prompts and how to answer."""
     p.add_argument("--prompt-lens", type=_int_list, default=[2, 3, 200],
                    help="prompt lengths in tokens, comma-separated, each served alone "
                    "(default: 2,3,200)")
@@ -97,6 +93,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true",
                    help="exit 1 when any crash is predicted (for CI pipelines)")
     p.add_argument("--full", action="store_true", help="do not fold identical batches")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m hisparse_model",
+                     description="Exact model of vLLM HiSparse buffer sizing and routing.")
+    sub = parser.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("predict", help="sizes, start-up and each prompt served alone")
+    add_knob_args(p, "predict")
+    _predict_options(p)
 
     p = sub.add_parser("simulate", help="serve a workload: every engine step, routed")
     add_knob_args(p, "predict")
@@ -108,8 +114,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true", help="exit 1 when the workload crashes")
     p.add_argument("--full", action="store_true", help="do not fold similar steps")
 
-    p = sub.add_parser("explain", help="explain a HiSparse error text from a log")
-    p.add_argument("text", help='e.g. "ValueError: ... stop=3, capacity=2."')
+    p = sub.add_parser("explain", help="explain a HiSparse error text from a log (exit 4: "
+                       "not a crash this model covers)")
+    p.add_argument("text", help='e.g. "ValueError: ... stop=3, capacity=2." (a line or a '
+                   "traceback; EngineCore and \"Worker failed with error '...'\" forms too)")
+
+    p = sub.add_parser("check", help="a pasted `vllm serve` command (after --) or an "
+                       "engine-args file, answered like predict")
+    p.add_argument("--vllm", dest="vllm_version", default="0.31.0",
+                   choices=VLLM_VERSIONS, help="vLLM release the command runs (default: 0.31.0)")
+    p.add_argument("--engine-args", metavar="FILE.json", default=None,
+                   help="vllm.LLM keyword arguments as JSON, instead of a command")
+    _predict_options(p)
+    p.add_argument("command", nargs=argparse.REMAINDER,
+                   help="-- vllm serve MODEL [vLLM's own flags]")
 
     p = sub.add_parser("live", help="run the real engine (GPU + vLLM) and record it")
     add_knob_args(p, "live")
@@ -138,14 +156,42 @@ def _predict(args) -> int:
                          "them as a workload: simulate -dp N --workload FILE.json")
     pred = predict(knobs, args.prompt_lens)
     return _answer(args, knobs, pred, pred.crashes, prediction_crashes(args.prompt_lens),
-                   to_cli_json, format_table)
+                   to_cli_json, format_table, max(args.prompt_lens))
 
 
-def _answer(args, knobs: Knobs, result, crashed: bool, crashes, to_json, to_text) -> int:
+def _check(args) -> int:
+    from .advice import prediction_crashes
+    from .launch import change_as_flags, from_command, from_engine_args, launch_lines
+    from .predict import predict
+    from .report import format_table, to_cli_json
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if bool(command) == bool(args.engine_args):
+        raise ValueError("give one of a command after -- (vllm serve MODEL ...) and "
+                         "--engine-args FILE.json")
+    launch = (from_engine_args(args.engine_args, args.vllm_version) if args.engine_args
+              else from_command(command, args.vllm_version))
+    pred = predict(launch.knobs, args.prompt_lens)
+
+    def to_json(result, advice):
+        return {**to_cli_json(result, advice), "launch": launch.as_json()}
+
+    def to_text(result, full, advice):
+        return "\n".join(launch_lines(launch) + [format_table(
+            result, full=full, advice=advice,
+            name_change=change_as_flags)])
+
+    return _answer(args, launch.knobs, pred, pred.crashes, prediction_crashes(args.prompt_lens),
+                   to_json, to_text, max(args.prompt_lens))
+
+
+def _answer(args, knobs: Knobs, result, crashed: bool, crashes, to_json, to_text,
+            longest_prompt: int) -> int:
     """Print a prediction or schedule (with verified advice when it crashes); the exit status."""
-    from .advice import advise
+    from .advice import SEQS_MAP, advise
 
-    advice = advise(knobs, crashes, result.plan.max_num_batched_tokens) if crashed else []
+    advice = (advise(knobs, crashes, longest_prompt=longest_prompt, seqs_map=SEQS_MAP)
+              if crashed else [])
     if args.json:
         print(json.dumps(to_json(result, advice)))
     else:
@@ -169,14 +215,15 @@ def _simulate(args) -> int:
         from .data_parallel import dp_schedule_json as schedule_json
         from .data_parallel import format_dp_schedule as format_schedule
     return _answer(args, knobs, sched, sched.crash is not None, crashes, schedule_json,
-                   format_schedule)
+                   format_schedule, max(r.prompt_len for r in work.requests))
 
 
 def _explain(args) -> int:
-    from .diagnose import explain
+    from .diagnose import COVERED, diagnose
 
-    print("\n".join(explain(args.text)))
-    return EXIT_OK
+    found = diagnose(args.text)
+    print("\n".join(found.lines))
+    return EXIT_OK if found.kind in COVERED else EXIT_NOT_THIS_BUG
 
 
 def _live(args) -> int:
@@ -222,7 +269,8 @@ def _live(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    handlers = {"predict": _predict, "simulate": _simulate, "explain": _explain, "live": _live}
+    handlers = {"predict": _predict, "simulate": _simulate, "explain": _explain, "live": _live,
+                "check": _check}
     handlers["app"] = getattr(args, "run_app", None)  # set by app.add_parser
     try:
         return handlers[args.cmd](args)

@@ -1,23 +1,52 @@
 """Explain an error text from a log: ``python -m hisparse_model explain "…stop=3, capacity=2."``.
 
-The text names two numbers.  ``capacity`` is C = min(B, S * q), the swap rows;
-``stop`` is how many tokens one forward handed to ``swap_in``.  Only 0.31.0's
-routing (on W = C + 1) sends more than C tokens there, and then exactly C + 1.
+Two crashes are this model's business:
+
+* the off-by-one: ``ValueError: HiSparse swap rows exceed the configured
+  speculative decode capacity: stop=C+1, capacity=C.``  ``capacity`` is
+  C = min(B, S * q), the swap rows; ``stop`` is how many tokens one forward
+  handed to ``swap_in``.  vLLM raises it when stop > C
+  (vllm/v1/hisparse/runtime.py:900-901 `if stop >`), and only 0.31.0's routing
+  (on W = C + 1) sends more than C tokens there, then exactly C + 1.  Any other
+  pair is not this bug, and gets no fix advice.
+* the MTP start-up crash: ``IndexError: list index out of range`` when the
+  JIT warmup has no request (B < K + 2) yet its spec-decode step takes request 0
+  (vllm/v1/worker/gpu/warmup.py:441-443 `decode_steps.append(([0], [False]))`).
+
+A log shows them wrapped.  The engine core logs ``EngineCore failed to start.``
+(a start-up crash) or ``EngineCore encountered a fatal error.`` (while serving)
+above the traceback (vllm/v1/engine/core.py:1431-1435 `EngineCore failed to start.`);
+the multiprocessing executor re-raises a worker's error as
+``Worker failed with error '<the error's text>', please check the stack trace above
+for the root cause`` (vllm/v1/executor/multiproc_executor.py:438-442 `Worker failed with error`,
+without the exception's class name); and the offline caller under vLLM's default
+multiprocessing sees only ``EngineDeadError``, whose text names no cause
+(vllm/v1/engine/exceptions.py:12-18 `EngineCore encountered an issue`).
 """
 
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
-_PATTERN = re.compile(r"stop=(\d+),\s*capacity=(\d+)")
+_STOP_CAPACITY = re.compile(r"stop=(\d+),\s*capacity=(\d+)")
+_WORKER = re.compile(r"Worker failed with error '(.*)', please check", re.S)
+_INDEX_ERROR = "list index out of range"
+_STARTUP = "EngineCore failed to start"
+_SERVING = "EngineCore encountered a fatal error"
+_ENGINE_DEAD = ("EngineDeadError", "EngineCore encountered an issue")
+
+# What a diagnosis is (the command line's exit status follows from it).
+OFF_BY_ONE = "off_by_one"  # stop = capacity + 1: vLLM 0.31.0's routing
+WARMUP_INDEX_ERROR = "warmup_index_error"  # MTP with B < K + 2: the warmup has no request
+ENGINE_DEAD = "engine_dead"  # the caller's view: the cause is elsewhere in the log
+NOT_THIS_BUG = "not_this_bug"  # anything else: no fix advice
+COVERED = (OFF_BY_ONE, WARMUP_INDEX_ERROR)
 
 
-def parse(text: str) -> tuple[int, int]:
-    m = _PATTERN.search(text)
-    if not m:
-        raise ValueError("error text: no 'stop=N, capacity=M' found (paste the HiSparse "
-                         "ValueError line from the log)")
-    return int(m.group(1)), int(m.group(2))
+class Diagnosis(NamedTuple):
+    kind: str  # one of OFF_BY_ONE, WARMUP_INDEX_ERROR, ENGINE_DEAD, NOT_THIS_BUG
+    lines: list[str]  # what to print
 
 
 def ways_to_get(c: int, limit: int = 6) -> list[str]:
@@ -33,24 +62,120 @@ def ways_to_get(c: int, limit: int = 6) -> list[str]:
     return out[:limit]
 
 
-def explain(text: str) -> list[str]:
-    stop, c = parse(text)
+def _when(text: str) -> str | None:
+    """"start-up" or "serving" when the engine core's log line says which, else None."""
+    if _STARTUP in text:
+        return "start-up"
+    if _SERVING in text:
+        return "serving"
+    return None
+
+
+def _wrapped(text: str) -> list[str]:
+    """How the text reached the user, when it is wrapped."""
+    out = []
+    if _WORKER.search(text):
+        out.append("The multiprocessing executor re-raised a worker's error as "
+                   "\"Worker failed with error '...'\": the quoted text is the worker's.")
+    when = _when(text)
+    if when == "start-up":
+        out.append("\"EngineCore failed to start.\": the engine died while starting, before "
+                   "serving any request.")
+    elif when == "serving":
+        out.append("\"EngineCore encountered a fatal error.\": the engine died while serving.")
+    return out
+
+
+def _off_by_one(stop: int, c: int, when: str | None) -> list[str]:
     lines = [f"capacity={c}: the swap rows C = min(B, S * q) = {c}.",
-             f"stop={stop}: one forward handed {stop} tokens to swap_in"
-             + (f" = C + 1, the off-by-one of vLLM 0.31.0 (it routes on W = C + 1 = {c + 1} "
-                "workspace rows)." if stop == c + 1 else ".")]
-    if stop != c + 1:
-        lines.append("This is not the off-by-one this package models (stop should be C + 1).")
-    lines.append(f"Knobs that give C = {c}:")
+             f"stop={stop}: one forward handed {stop} tokens to swap_in = C + 1, the "
+             f"off-by-one of vLLM 0.31.0 (it routes on W = C + 1 = {c + 1} workspace rows).",
+             f"Knobs that give C = {c}:"]
     lines += [f"  {w}" for w in ways_to_get(c)]
+    lines.append(f"Where a batch of {stop} routed tokens comes from:")
+    if when != "serving":
+        lines.append(f"  - start-up: a PIECEWISE capture of {stop} tokens spread over fewer "
+                     f"requests than tokens (prefill-like), or the JIT warmup prefill of "
+                     f"{stop} tokens;")
+    if when != "start-up":
+        lines.append(f"  - serving: a prompt (or its last prefill chunk) of {stop} tokens, or "
+                     f"several requests' prefills scheduled in one step that add up to {stop} "
+                     "tokens.")
     lines += [
-        f"Where a batch of {stop} routed tokens comes from:",
-        f"  - start-up: a PIECEWISE capture of {stop} tokens spread over fewer requests "
-        f"than tokens (prefill-like), or the JIT warmup prefill of {stop} tokens;",
-        f"  - serving: a prompt (or its last prefill chunk) of {stop} tokens, or several "
-        f"requests' prefills scheduled in one step that add up to {stop} tokens.",
-        "What to change: upgrade to vLLM 0.32.0 (the fix), or move C away: run "
-        "`python -m hisparse_model predict --max-num-seqs S ...` for your knobs, which "
-        "lists the smallest single-knob changes that avoid the crash.",
+        "What to change, in order:",
+        "  1. upgrade to vLLM 0.32.0 (the fix: it routes on C, so swap_in never gets C + 1);",
+        "  2. or keep 0.31.0 and move C away from your batches: "
+        "`python -m hisparse_model check -- <your vllm serve command>` (or `predict` with "
+        "your knobs) lists the changes that avoid every crash, each with its cost.",
     ]
     return lines
+
+
+def _not_off_by_one(stop: int, c: int) -> list[str]:
+    if stop <= c:
+        why = (f"swap_in got {stop} tokens and has {c} rows: that fits, and vLLM raises "
+               "this error only when stop > capacity, so the text is not vLLM's report of "
+               "an overflow.")
+    else:
+        why = (f"stop = capacity + {stop - c}: the off-by-one always gives stop = capacity + 1 "
+               "(0.31.0 routes at most W = C + 1 tokens to swap_in).")
+    return [f"stop={stop}, capacity={c}: this is not the off-by-one this package models. {why}",
+            "No fix advice: the model does not cover this error."]
+
+
+def _warmup_index_error(when: str | None) -> list[str]:
+    where = {"start-up": "raised at start-up, where the warmup crash happens",
+             "serving": "while serving, so it is NOT the warmup crash this model covers",
+             None: "if it was raised at start-up (EngineCore failed to start)"}[when]
+    lines = [
+        f"IndexError: list index out of range, {where}.",
+    ]
+    if when == "serving":
+        return lines + ["No fix advice: the model does not cover this error."]
+    return lines + [
+        "The model covers one start-up IndexError: with MTP (num_speculative_tokens K >= 1) "
+        "and max_num_batched_tokens B < K + 2, the JIT warmup has no request "
+        "(R = min(S, B // (K + 2)) = 0), yet its spec-decode step still takes request 0, "
+        "in every version modelled (0.31.0, 0.32.0, 0.33.0).",
+        "What to change: max_num_batched_tokens >= K + 2 (e.g. K = 1: B >= 3); check your "
+        "command with `python -m hisparse_model check -- <your vllm serve command>`.",
+        "If MTP is off or B >= K + 2, this IndexError is something else: the model does "
+        "not cover it.",
+    ]
+
+
+def diagnose(text: str) -> Diagnosis:
+    """What ``text`` (a log line, a traceback, or several lines) says about the crash."""
+    if not text.strip():
+        raise ValueError("error text: empty (paste the error line from the log)")
+    worker = _WORKER.search(text)
+    inner = worker.group(1) if worker else text
+    when = _when(text)
+    head = _wrapped(text)
+    m = _STOP_CAPACITY.search(inner)
+    if m:
+        stop, c = int(m.group(1)), int(m.group(2))
+        if stop == c + 1:
+            return Diagnosis(OFF_BY_ONE, head + _off_by_one(stop, c, when))
+        return Diagnosis(NOT_THIS_BUG, head + _not_off_by_one(stop, c))
+    if _INDEX_ERROR in inner:
+        kind = NOT_THIS_BUG if when == "serving" else WARMUP_INDEX_ERROR
+        return Diagnosis(kind, head + _warmup_index_error(when))
+    if any(s in text for s in _ENGINE_DEAD) or when:
+        return Diagnosis(ENGINE_DEAD, head + [
+            "The engine died, but this text does not say why: EngineDeadError is what the "
+            "caller sees when the engine core runs in its own process (vLLM's default).",
+            "The cause is above it in the log: look for \"HiSparse swap rows exceed\", "
+            "\"Worker failed with error\" or the engine core's traceback, and paste that line.",
+        ])
+    return Diagnosis(NOT_THIS_BUG, [
+        "This text is not one of the crashes this model covers: HiSparse's "
+        "\"swap rows exceed ... stop=C+1, capacity=C.\" (vLLM 0.31.0's off-by-one) or the "
+        "MTP start-up IndexError (B < K + 2).",
+        "No fix advice: the model does not cover this error.",
+    ])
+
+
+def explain(text: str) -> list[str]:
+    """The lines ``explain`` prints for ``text`` (see :func:`diagnose`)."""
+    return diagnose(text).lines

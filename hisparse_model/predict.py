@@ -1,9 +1,10 @@
 """One call that predicts everything: plan, start-up and each prompt served alone.
 
 :func:`predict` is the model's front door; the notebooks, the command line,
-the recordings check and the benchmarks all go through it.  Each prompt is
-predicted as if served by a healthy engine, one at a time; after a start-up
-crash the engine is dead, so :attr:`PromptOutcome.ran` is False.
+the recordings check and the benchmarks all go through it.  Prompts are served
+one at a time; once start-up or a prompt crashes, the engine is dead, so every
+later prompt has :attr:`PromptOutcome.ran` False, as the live runs record
+(``tests/recorded/v0.31.0-stock-s2.json``: the prompt after the crash is not run).
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ class Sizes:
 class PromptOutcome:
     n: int
     batches: list[Batch]
-    ran: bool = True  # False: the engine died at start-up before serving it
+    ran: bool = True  # False: the engine died (at start-up or on an earlier prompt)
+    died_at: str | None = None  # what killed the engine: "start-up", "prompt 2, of 3 tokens"
 
     @property
     def error(self) -> str | None:
@@ -97,5 +99,11 @@ def predict(knobs: Knobs, prompt_lens=()) -> Prediction:
     alive = not any(map(_ERROR, startup))  # no start-up batch raised
     hits = cached_prefixes(p, lens)
     walk = PromptWalk(p)
-    return Prediction(knobs, p, startup, [PromptOutcome(n, walk.batches(i, n, hit), alive)
-                                          for i, (n, hit) in enumerate(zip(lens, hits))])
+    died_at = None if alive else "start-up"
+    prompts = []
+    for i, (n, hit) in enumerate(zip(lens, hits)):
+        out = PromptOutcome(n, walk.batches(i, n, hit), died_at is None, died_at)
+        prompts.append(out)
+        if died_at is None and out.error:
+            died_at = f"prompt {i + 1}, of {n} tokens"  # numbered for people, from 1
+    return Prediction(knobs, p, startup, prompts)

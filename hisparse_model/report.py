@@ -56,14 +56,49 @@ def _batch_line(b, count: int = 1) -> str:
     return f"  {b.phase:<26} {b.label:<34} {mode:<11} {b.num_tokens:>6} tok  {routed}{tail}{times}"
 
 
-def closing_lines(advice: list[dict] | None, assumptions) -> list[str]:
-    """The "To avoid it:" block (when there is advice) and the assumptions."""
-    lines = []
-    if advice:
-        lines += ["", "To avoid it:"]
-        lines += [f"  - {', '.join(f'{n}={v}' for n, v in a['change'].items())}: {a['why']}"
-                  for a in advice]
+def advice_lines(advice: list[dict], name_change=None) -> list[str]:
+    """The "To avoid it" block: the fix first, then by cost, crippling changes apart.
+
+    ``name_change`` renders a change (default ``knob=value``; ``check`` shows vLLM's flags).
+    """
+    name_change = name_change or (lambda change: ", ".join(f"{n}={v}"
+                                                             for n, v in change.items()))
+    usable = [a for a in advice if not a["cost"]["cripples"]]
+    crippling = [a for a in advice if a["cost"]["cripples"]]
+
+    def item(i: int, a: dict) -> list[str]:
+        return [f"  {i}. {name_change(a['change'])}: {a['why']}",
+                f"     cost: {a['cost']['text']}"]
+
+    lines = ["", "To avoid it (in this order; each re-run through the model: no crash):"]
+    for i, a in enumerate(usable, 1):
+        lines += item(i, a)
+    if not usable:
+        lines.append("  (no change that keeps the engine usable was found)")
+    if crippling:
+        lines += ["Also avoid it, but cripple the engine (not advised):"]
+        for i, a in enumerate(crippling, len(usable) + 1):
+            lines += item(i, a)
+    return lines
+
+
+def closing_lines(advice: list[dict] | None, assumptions, name_change=None) -> list[str]:
+    """The "To avoid it" block (when there is advice) and the assumptions."""
+    lines = advice_lines(advice, name_change) if advice else []
     return lines + ["", "Assumptions:"] + [f"  - {a}" for a in assumptions]
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 request``, ``2 requests``, ``3 later start-up batches``: a count with its noun."""
+    plural = noun + ("es" if noun.endswith(("ch", "s")) else "s")
+    return f"{n} {noun if n == 1 else plural}"
+
+
+def _until_crash(batches) -> tuple[list, list]:
+    """(the batches up to and with the first that raises, the ones after it: never run)."""
+    bad = next((i for i, b in enumerate(batches) if b.error), None)
+    return (list(batches), []) if bad is None else (list(batches[:bad + 1]),
+                                                    list(batches[bad + 1:]))
 
 
 def fold(batches, full: bool = False) -> list[tuple[object, int]]:
@@ -78,7 +113,7 @@ def fold(batches, full: bool = False) -> list[tuple[object, int]]:
 
 
 def format_table(pred: Prediction, *, show_batches: bool = True, full: bool = False,
-                 advice: list[dict] | None = None) -> str:
+                 advice: list[dict] | None = None, name_change=None) -> str:
     k, s = pred.knobs, pred.sizes
     routing = f"{k.vllm_version}" + (" + upstream fix" if k.routing == "fix" else "")
     lines = [
@@ -94,20 +129,27 @@ def format_table(pred: Prediction, *, show_batches: bool = True, full: bool = Fa
         f"start-up: {'ok' if pred.startup_ok else pred.startup_error}",
     ]
     if show_batches:
+        ran, not_run = _until_crash(pred.startup)
         lines += [_batch_line(b, n) for b, n in fold(
-            [b for b in pred.startup if b.routed or b.error], full)]
+            [b for b in ran if b.routed or b.error], full)]
+        if not_run:
+            lines.append(f"  not run: {_count(len(not_run), 'later start-up batch')} "
+                         "(the engine died)")
         if not pred.startup and k.enforce_eager:
             lines.append("  (enforce_eager: no CUDA-graph captures and no JIT warmup, "
                          "so nothing is routed at start-up)")
     for p in pred.prompts:
         if not p.ran:
-            lines.append(f"prompt of {p.n} tokens: not run (the engine died at start-up)")
+            lines.append(f"prompt of {p.n} tokens: not run (the engine died at {p.died_at})")
             continue
         lines.append(f"prompt of {p.n} tokens: {'ok' if p.ok else p.error}")
         if show_batches:
-            lines += [_batch_line(b, n) for b, n in fold(p.batches, full)]
+            ran, not_run = _until_crash(p.batches)
+            lines += [_batch_line(b, n) for b, n in fold(ran, full)]
+            if not_run:
+                lines.append(f"  not run: {_count(len(not_run), 'later batch')} (the engine died)")
     lines += surface_lines(k, first_error(pred))
-    return "\n".join(lines + closing_lines(advice, ASSUMPTIONS))
+    return "\n".join(lines + closing_lines(advice, ASSUMPTIONS, name_change))
 
 
 def schedule_json(sched, advice: list[dict] | None = None) -> dict:
@@ -141,14 +183,36 @@ def _step_key(s) -> tuple:
     return (tuple(sorted(s.scheduled.values())), s.dispatch, s.routed_tokens, s.route, s.error)
 
 
+REQUESTS_WIDTH = 60  # characters of the per-request column before "… +N more" (not with --full)
+
+
+def requests_column(scheduled: dict, full: bool = False) -> str:
+    """``#1:3 #2:2``: each request scheduled in a step (numbered from 1, as in the workload
+    file) and its tokens; cut after the last whole entry that fits, saying how many are left."""
+    parts = [f"#{r + 1}:{n}" for r, n in scheduled.items()]
+    text = " ".join(parts)
+    if full or len(text) <= REQUESTS_WIDTH:
+        return text
+    shown, width = [], 0
+    for part in parts:
+        if width + len(part) + 1 > REQUESTS_WIDTH - len(" … +999 more"):
+            break
+        shown.append(part)
+        width += len(part) + 1
+    return " ".join(shown) + f" … +{len(parts) - len(shown)} more"
+
+
 def format_schedule(sched, *, full: bool = False, advice: list[dict] | None = None) -> str:
     k, p = sched.knobs, sched.plan
+    n = _count(len(sched.workload), "request")
     lines = [
         f"vLLM {k.vllm_version}{' + upstream fix' if k.routing == 'fix' else ''}  "
         f"S={k.max_num_seqs} B={p.max_num_batched_tokens} q={p.max_decode_query_len}  "
         f"C={p.swap_capacity} W={p.workspace_rows}  prefix caching "
-        f"{'on' if k.enable_prefix_caching else 'off'}  {len(sched.workload)} requests",
+        f"{'on' if k.enable_prefix_caching else 'off'}  {n}",
         f"start-up: {'ok' if sched.startup_error is None else sched.startup_error}",
+        "  (each step: its tokens, dispatch, routing, then #i:t = the workload's request i, "
+        "from 1, computes t tokens)",
     ]
     groups: list[list] = []
     for s in sched.steps:
@@ -159,17 +223,17 @@ def format_schedule(sched, *, full: bool = False, advice: list[dict] | None = No
             groups.append([s, s, 1])
     for first, last, count in groups:
         steps = f"step {first.step}" if count == 1 else f"steps {first.step}-{last.step}"
-        reqs = " ".join(f"r{r}:{n}" for r, n in first.scheduled.items())
+        reqs = requests_column(first.scheduled, full)
         routed = (f"{first.routed_tokens} routed -> {first.route}" if first.routed_tokens
                   else ("replayed (FULL graph)" if first.dispatch == "FULL" else "not routed"))
         tail = f"  !! {first.error}" if first.error else ""
         more = f" (x{count}, requests vary)" if count > 1 else ""
         lines.append(f"  {steps:<16} {first.num_tokens:>5} tok [{first.dispatch:<9}] "
-                     f"{routed}{tail}   {reqs[:60]}{more}")
+                     f"{routed}{tail}   {reqs}{more}")
     crash = sched.crash
     lines.append("crash: none" if crash is None else
                  f"crash at {'start-up' if crash['step'] is None else 'step ' + str(crash['step'])}: "
                  f"{crash['error']}")
     lines += surface_lines(k, crash and crash["error"])
-    lines.append(f"finished: {len(sched.finished)} of {len(sched.workload)} requests")
+    lines.append(f"finished: {len(sched.finished)} of {n}")
     return "\n".join(lines + closing_lines(advice, SIMULATE_ASSUMPTIONS))

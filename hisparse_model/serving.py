@@ -128,7 +128,7 @@ def validate_prompt_lens(prompt_lens, max_model_len: int) -> list[int]:
     lens = []
     for i, n in enumerate(prompt_lens):
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"prompt_lens: prompt {i} must be an integer >= 1, got {n!r}")
+            raise ValueError(f"prompt_lens: prompt {i + 1} must be an integer >= 1, got {n!r}")
         if n >= max_model_len:
             raise ValueError(
                 f"prompt_lens: a prompt of {n} tokens leaves no room to generate "

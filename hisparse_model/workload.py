@@ -8,7 +8,7 @@ before whose ``schedule()`` the request is added) and ``"dp_rank"`` (with
 ``data_parallel_size`` > 1: the rank that serves it; default: vLLM's offline
 example's split, ``parallel.split_requests``).  ``ignore_eos`` is implied.
 Every error is a :class:`WorkloadError` whose message is one line naming the
-request (numbered from 0).
+request (numbered from 1, the file's first request being request 1).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def _int(value, what: str, minimum: int, where: str) -> int:
 
 
 def _request(i: int, obj) -> Request:
-    where = f"request {i}"
+    where = f"request {i + 1}"  # numbered for people, from 1
     if not isinstance(obj, dict):
         raise WorkloadError(f"{where}: must be an object with prompt_len or "
                             f"prompt_token_ids, got {obj!r}")
@@ -131,12 +131,12 @@ class Workload:
             n = r.prompt_len
             if n > max_model_len:
                 raise WorkloadError(
-                    f"request {i}: The decoder prompt (length {n}) is longer than the "
+                    f"request {i + 1}: The decoder prompt (length {n}) is longer than the "
                     f"maximum model length of {max_model_len}. Make sure that "
                     "`max_model_len` is no smaller than the number of text tokens.")
             if n == max_model_len:
                 raise WorkloadError(
-                    f"request {i}: The decoder prompt (length {n}) plus the number of "
+                    f"request {i + 1}: The decoder prompt (length {n}) plus the number of "
                     f"requested output tokens (at least 1) is longer than the maximum "
                     f"model length of {max_model_len}. Make sure that `max_model_len` "
                     "is no smaller than the number of text tokens (prompt + requested "

@@ -35,7 +35,8 @@ def test_predict_json_exact():
         "prompts": [
             {"n": 3, "ran": True, "ok": True, "error": None},
             {"n": 4, "ran": True, "ok": False, "error": ERROR_TEMPLATE.format(stop=4, capacity=3)},
-            {"n": 200, "ran": True, "ok": True, "error": None},
+            # the engine died on the prompt of 4: the next is not run (as live runs record)
+            {"n": 200, "ran": False, "ok": None, "error": None},
         ],
     }
     # every input is echoed, the routing mode and attention backend included
@@ -142,7 +143,7 @@ def test_advice_is_verified():
         # the flag given last wins (argparse), so this re-runs the scenario with the change
         assert again.returncode == 0, change
     human = run("predict", "--max-num-seqs", "2", "--prompt-lens", "3").stdout
-    assert "To avoid it:" in human and "max_num_seqs=3" in human
+    assert "To avoid it (in this order" in human and "max_num_seqs=3" in human
 
 
 def test_no_advice_without_crash():
@@ -196,12 +197,28 @@ def test_explain(text, needles):
 
 
 def test_explain_bad_text():
-    """A text without stop/capacity is bad input: exit 2, one line."""
-    out = run("explain", "something else")
+    """An empty text is bad input (exit 2, one line); any other unknown text is exit 4."""
+    out = run("explain", "  ")
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+    assert run("explain", "something else").returncode == 4
 
 
 def test_live_rejects_bad_knobs_before_probing():
     """live validates knobs first: bad knobs exit 2 even without a GPU."""
     out = run("live", "--max-num-seqs", "0", "--out", "/tmp/never-written.json")
     assert out.returncode == 2 and "max_num_seqs" in out.stderr
+
+
+def test_after_a_crash_later_batches_and_prompts_are_not_run():
+    """Once a start-up batch or a prompt crashes, the table lists nothing after it as run."""
+    # S=1, captures [1, 2]: the memory profile runs PIECEWISE 2 (= W: crash), then would run
+    # PIECEWISE 1 and FULL 1, the warmup prefill (2) and decode (1), and the captures
+    # PIECEWISE 2, PIECEWISE 1, FULL 1: 7 batches after the crash never run
+    dead = run("predict", "--max-num-seqs", "1", "--prompt-lens", "2,3").stdout
+    assert "  not run: 7 later start-up batches (the engine died)" in dead
+    assert dead.count("jit_warmup") == 0
+    assert "prompt of 3 tokens: not run (the engine died at start-up)" in dead
+    # S=2: the prompt of 3 = W crashes in its prefill; its decode and the 200 are not run
+    out = run("predict", "--max-num-seqs", "2", "--prompt-lens", "2,3,200").stdout
+    assert "  not run: 1 later batch (the engine died)" in out
+    assert "prompt of 200 tokens: not run (the engine died at prompt 2, of 3 tokens)" in out

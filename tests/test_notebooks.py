@@ -160,8 +160,9 @@ def test_02_shows_startup_and_runtime_crashes(executed):
     assert (int(s), int(c), int(w)) == (2, two.sizes.swap_capacity, two.sizes.workspace_rows)
     assert [int(x) for x in caps.split(",")] == two.capture_sizes == [1, 2, 4]
     assert startup == ("ok" if two.startup_ok else "crash")
-    assert prompts == ",".join(f"{p.n}:{'ok' if p.ok else 'crash'}" for p in two.prompts)
-    assert prompts == "2:ok,3:crash,200:ok"
+    assert prompts == ",".join(f"{p.n}:{'not_run' if not p.ran else 'ok' if p.ok else 'crash'}"
+                               for p in two.prompts)
+    assert prompts == "2:ok,3:crash,200:not_run"  # the engine died on the 3-token prompt
     # the max_num_seqs strip's caption, in words: 1 dies at start-up, 2..256 on a W-token
     # prompt (W = S + 1 <= 257 < 320: every such prompt fits), none safe or refused (left out)
     chart = _widget_text(nb)
@@ -183,7 +184,8 @@ def _version_summary(backend: str) -> str:
     parts = []
     for v in VLLM_VERSIONS:
         p = predict(Knobs(vllm_version=v, max_num_seqs=2, attention_backend=backend), [2, 3, 200])
-        prompts = ",".join(f"{o.n}:{'ok' if o.ok else 'crash'}" for o in p.prompts)
+        prompts = ",".join(f"{o.n}:{'not_run' if not o.ran else 'ok' if o.ok else 'crash'}"
+                           for o in p.prompts)
         parts.append(f"{v} startup={'ok' if p.startup_ok else 'crash'} prompts={prompts}")
     return f"backend={backend} routing=stock | " + " | ".join(parts)
 
@@ -195,7 +197,7 @@ def test_03_shows_each_version_and_backend(executed):
     flash = _version_summary("FLASH_ATTN_MLA_SPARSE")
     assert digest == flash
     # 0.31.0 crashes on the 3-token prompt; 0.32.0 and 0.33.0 do not
-    assert "0.31.0 startup=ok prompts=2:ok,3:crash,200:ok" in flash
+    assert "0.31.0 startup=ok prompts=2:ok,3:crash,200:not_run" in flash  # dead after 3
     assert "0.32.0 startup=ok prompts=2:ok,3:ok,200:ok" in flash
     b = predict(Knobs(max_num_seqs=2)).sizes.max_num_batched_tokens  # min(2 * 320, 16384)
     assert re.search(rf"B \(tokens per step\)\s+{b}\s+{b}\s+{b}\s", numbers), numbers

@@ -208,21 +208,21 @@ WORKLOAD_ERRORS = [
     ([], "workload: no requests"),
     ({"requests": []}, "workload: no requests"),
     ({"reqs": []}, "workload: expected {\"requests\": [...]} or a list; unknown key(s) 'reqs'"),
-    ([{"prompt_len": "x"}], "request 0: prompt_len must be an integer >= 1, got 'x'"),
-    ([{"prompt_len": 3}, {"prompt_len": 0}], "request 1: prompt_len must be an integer >= 1, got 0"),
-    ([{"prompt_len": True}], "request 0: prompt_len must be an integer >= 1, got True"),
+    ([{"prompt_len": "x"}], "request 1: prompt_len must be an integer >= 1, got 'x'"),
+    ([{"prompt_len": 3}, {"prompt_len": 0}], "request 2: prompt_len must be an integer >= 1, got 0"),
+    ([{"prompt_len": True}], "request 1: prompt_len must be an integer >= 1, got True"),
     ([{"prompt_len": 3, "prompt_token_ids": [1]}],
-     "request 0: give exactly one of prompt_len and prompt_token_ids"),
-    ([{"max_tokens": 3}], "request 0: give exactly one of prompt_len and prompt_token_ids"),
-    ([{"prompt_len": 3, "foo": 1}], "request 0: unknown key(s) 'foo'; allowed: prompt_len, "
+     "request 1: give exactly one of prompt_len and prompt_token_ids"),
+    ([{"max_tokens": 3}], "request 1: give exactly one of prompt_len and prompt_token_ids"),
+    ([{"prompt_len": 3, "foo": 1}], "request 1: unknown key(s) 'foo'; allowed: prompt_len, "
                                     "prompt_token_ids, max_tokens, arrival_step, dp_rank"),
-    ([{"prompt_len": 3, "max_tokens": 0}], "request 0: max_tokens must be an integer >= 1, got 0"),
+    ([{"prompt_len": 3, "max_tokens": 0}], "request 1: max_tokens must be an integer >= 1, got 0"),
     ([{"prompt_len": 3, "arrival_step": -1}],
-     "request 0: arrival_step must be an integer >= 0, got -1"),
-    ([{"prompt_token_ids": []}], "request 0: The decoder prompt cannot be empty"),
+     "request 1: arrival_step must be an integer >= 0, got -1"),
+    ([{"prompt_token_ids": []}], "request 1: The decoder prompt cannot be empty"),
     ([{"prompt_token_ids": [1, "a"]}],
-     "request 0: prompt_token_ids must be a list of integers >= 0, got [1, 'a']"),
-    ([5], "request 0: must be an object with prompt_len or prompt_token_ids, got 5"),
+     "request 1: prompt_token_ids must be a list of integers >= 0, got [1, 'a']"),
+    ([5], "request 1: must be an object with prompt_len or prompt_token_ids, got 5"),
 ]
 
 
@@ -240,13 +240,13 @@ def test_validate_uses_vllms_wording():
     with pytest.raises(WorkloadError) as err:
         wl.validate(320)
     assert str(err.value) == (
-        "request 1: The decoder prompt (length 321) is longer than the maximum model "
+        "request 2: The decoder prompt (length 321) is longer than the maximum model "
         "length of 320. Make sure that `max_model_len` is no smaller than the number of "
         "text tokens.")
     with pytest.raises(WorkloadError) as err:
         Workload.from_json([{"prompt_len": 320}]).validate(320)
     assert str(err.value) == (
-        "request 0: The decoder prompt (length 320) plus the number of requested output "
+        "request 1: The decoder prompt (length 320) plus the number of requested output "
         "tokens (at least 1) is longer than the maximum model length of 320. Make sure "
         "that `max_model_len` is no smaller than the number of text tokens (prompt + "
         "requested output tokens).")

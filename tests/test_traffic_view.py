@@ -227,18 +227,22 @@ def test_advice_changes_each_avoid_the_crash_and_match_the_full_search():
     """Every advised change re-simulates crash-free; a capped search agrees with advise() in its window."""
     dash = _dash()  # S = 4, [3, 2] together: crashes at step 0
     knobs, workload = Knobs(max_num_seqs=4), _workload([3, 2])
-    # S = 5: C = 5 >= 5; K = 1: q = 2, C = 8, W = 9 > 5; 0.32.0 routes on C
-    assert dash.labels["advice"] == "max_num_seqs=5; num_speculative_tokens=1; vllm_version=0.32.0"
+    # the fix first (0.32.0, or 0.31.0 patched, route on C), then by cost: S = 5: C = 5 >= 5
+    # (keeps throughput); K = 1: q = 2, C = 8, W = 9 > 5 (more drafts); S = 3: C = 3, W = 4
+    # < 5 and one 3-token prefill per step (fewer requests per step)
+    assert dash.labels["advice"] == ("vllm_version=0.32.0; routing=fix; max_num_seqs=5; "
+                                     "num_speculative_tokens=1; max_num_seqs=3")
     found = cd.traffic_advice(knobs, workload, 1280)
     for a in found["advice"]:
         changed = knobs.replace(**a["change"], **({"routing": "stock"} if "vllm_version"
                                                   in a["change"] else {}))
         assert simulate(changed, workload).crash is None
-    full = advise(knobs, lambda k: simulate(k, workload).crash is not None, 1280)
-    assert [a for a in full if set(a["change"]) & {"max_num_seqs", "num_speculative_tokens",
-                                                   "vllm_version"}] == found["advice"]
-    # B: only B = 4 = S (C = B, W = 5 > every step) avoids it, 1276 values away: past the cap
-    assert {"change": {"max_num_batched_tokens": 4}} == {"change": full[1]["change"]}
+    full = advise(knobs, lambda k: simulate(k, workload).crash is not None, 1280,
+                  longest_prompt=3)  # the costs count the 3-token prompt's prefill chunks
+    assert [a for a in full if "max_num_batched_tokens" not in a["change"]] == found["advice"]
+    # B: only B = 4 = S (C = B, W = 5 > every step) avoids it, 1276 values away: past the
+    # cap; 1280 -> 4 tokens per step cripples the engine: it comes last
+    assert full[-1]["change"] == {"max_num_batched_tokens": 4} and full[-1]["cost"]["cripples"]
     assert found["capped"] == ["max_num_batched_tokens"]
     assert "max_num_batched_tokens" in dash.search.value.split("not searched beyond")[1]
 
@@ -246,11 +250,12 @@ def test_advice_changes_each_avoid_the_crash_and_match_the_full_search():
 # checks each knob may run -> crashes() calls advise() makes for S = 4, K = 0 on 0.31.0 when
 # every value crashes.  S and B have values on both sides: budget + 1 calls each (the last
 # finds the budget spent); K has 4 legal values (1..4; -1.. are refused before any check):
-# min(budget + 1, 4); the upgrade to 0.32.0 is checked once.  2 (b + 1) + min(b + 1, 4) + 1:
+# min(budget + 1, 4); the upgrade to 0.32.0 and the patched 0.31.0 are checked once each.
+# 2 (b + 1) + min(b + 1, 4) + 2:
 @pytest.mark.parametrize(("budget", "calls"), [
-    (0, 4),  # 2 * 1 + 1 + 1
-    (1, 7),  # 2 * 2 + 2 + 1
-    (5, 17),  # 2 * 6 + 4 + 1
+    (0, 5),  # 2 * 1 + 1 + 2
+    (1, 8),  # 2 * 2 + 2 + 2
+    (5, 18),  # 2 * 6 + 4 + 2
 ])
 def test_a_spent_search_budget_ends_that_knobs_search(budget, calls):
     """Once a knob's budget is spent, no further value of it is checked."""

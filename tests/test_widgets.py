@@ -178,7 +178,10 @@ def test_startup_dashboard_shows_captures_and_where_it_dies(s, captures, startup
     assert ["ok" if p.ok else "crash" for p in pred.prompts] == prompts
     assert dash.labels["capture_sizes"] == ", ".join(map(str, captures))
     assert dash.labels["startup"] == ("ok" if startup_error is None else startup_error)
-    shown = ["not_run"] * 3 if startup_error else prompts  # a dead engine serves nothing
+    shown, dead = [], startup_error is not None
+    for o in prompts:  # a dead engine serves nothing: after start-up's or a prompt's crash
+        shown.append("not_run" if dead else o)
+        dead = dead or o == "crash"
     assert dash.labels["prompts"] == ",".join(f"{n}:{o}" for n, o in zip((2, 3, 200), shown))
     crash = pred.startup_crash_batch
     startup_word = "ok" if crash is None else f"crash(n={crash.routed})"
@@ -257,7 +260,7 @@ def test_enforce_eager_moves_the_crash_from_startup_to_a_prompt():
     assert pred.capture_sizes == [] and pred.startup_ok
     assert dash.labels["capture_sizes"] == "none"
     assert dash.labels["startup"] == "ok"
-    assert dash.labels["prompts"] == "2:crash,3:ok,200:ok"
+    assert dash.labels["prompts"] == "2:crash,3:not_run,200:not_run"  # dead after prompt 1
     assert pred.startup == [] and "hs-empty-startup" in dash.numbers.value  # says why it is empty
 
 

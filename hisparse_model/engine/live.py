@@ -124,7 +124,7 @@ def validate_sweep(path: str) -> list[dict]:
         raise ValueError(f"sweep: {path} must hold a non-empty JSON list of configurations")
     entries, names = [], set()
     for i, entry in enumerate(raw):
-        where = f"sweep entry {i}"
+        where = f"sweep entry {i + 1}"  # numbered for people, from 1
         if not isinstance(entry, dict):
             raise ValueError(f"{where}: must be an object with name, knobs, prompt_lens")
         name = entry.get("name")

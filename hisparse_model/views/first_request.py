@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import chart_data as cd
+from ..advice import ranges
 from ..predict import predict
 from .charts import strip_chart
 from .controls import SPECS, knob_control, parse_prompt_lens, text_control
@@ -17,24 +18,13 @@ DEFAULT_PROMPTS = "2, 3, 200"  # the fix PR's reproduction loop
 PROMPTS_HELP = "prompt lengths in tokens, comma-separated; each is served alone"
 
 
-def ranges(values: list[int]) -> str:
-    """``[1, 2, 3, 7]`` -> ``"1-3,7"``; empty -> ``"none"``."""
-    parts: list[str] = []
-    for v in values:
-        if parts and int(parts[-1].split("-")[-1]) == v - 1:
-            parts[-1] = f"{parts[-1].split('-')[0]}-{v}"
-        else:
-            parts.append(str(v))
-    return ",".join(parts) or "none"
-
-
 def ranges_text(parts) -> str:
     """``[("safe", [4, 5, 6]), ("refused", [])]`` -> ``"safe: 4-6"``: the caption under a strip."""
     return " · ".join(f"{label}: {ranges(values)}" for label, values in parts if values)
 
 
 def prompt_word(p) -> str:
-    """``ok``, ``crash`` or ``not_run`` (the engine died at start-up)."""
+    """``ok``, ``crash`` or ``not_run`` (the engine died at start-up or on an earlier prompt)."""
     return "not_run" if not p.ran else ("ok" if p.ok else "crash")
 
 
@@ -79,7 +69,7 @@ def _startup_html(pred) -> str:
 def _prompts_html(pred) -> str:
     rows = [[str(p.n), esc(", ".join(f"{b.label}: n={b.routed} → {b.route}" if b.routed
                                      else f"{b.label}: not routed" for b in p.batches)),
-             outcome_html("ok" if p.ok else p.error, p.ran, ": the engine died at start-up")]
+             outcome_html("ok" if p.ok else p.error, p.ran, f": the engine died at {p.died_at}")]
             for p in pred.prompts]
     return ("<div class='hs-note'><b>prompts</b>, each served alone (8 output tokens)</div>"
             + table(["prompt n", "batches: routed n → route", "outcome"], rows, raw=True))

@@ -98,7 +98,7 @@ class VersionsDashboard(Dashboard):
     def _prompt_cell(pred, i: int) -> str:
         p = pred.prompts[i]
         if not p.ran or not p.ok:
-            return outcome_html(p.error, p.ran, ": start-up crashed")
+            return outcome_html(p.error, p.ran, f": the engine died at {p.died_at}")
         routes = sorted({b.route or "not routed" for b in p.batches if b.label != "decode"})
         return swatch("ok", f"ok (prefill → {', '.join(routes)})")
 

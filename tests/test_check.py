@@ -1,0 +1,201 @@
+"""check: a pasted `vllm serve` command (or engine-args file) read with vLLM's own flag names,
+defaults of its usage context, ignored flags named, assumption-changing flags refused (exit 2),
+answered like predict."""
+
+import json
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from hisparse_model.knobs import MODEL_MAX_LEN, knob_specs
+from hisparse_model.launch import from_command
+from hisparse_model.vllm_flags import ASSUMED, KNOB_FLAGS
+from hisparse_model.routing import ERROR_TEMPLATE
+
+CMD = [sys.executable, "-m", "hisparse_model", "check"]
+HS = """--attention-config '{"hisparse_config": {}}'"""  # HiSparse on
+HS_KV = ("""--kv-transfer-config '{"kv_connector": "HiSparseConnector", "kv_role": "kv_both", """
+         """"kv_connector_extra_config": {"host_pool_gib": 1}}'""")
+MTP1 = """--speculative-config '{"method": "deepseek_mtp", "num_speculative_tokens": 1}'"""
+MODEL = "deepseek-ai/DeepSeek-V3.2"
+
+
+def run(*args):
+    return subprocess.run([*CMD, *args], capture_output=True, text=True, timeout=120)
+
+
+def serve(text: str) -> list[str]:
+    return shlex.split(f"vllm serve {text}")
+
+
+# (command after `vllm serve`, knobs it sets) -- each value worked out from vLLM's rules:
+# serve's defaults on an H200: B = min(S * L, 8192), S = min(1024, B); L = 163840 unset.
+READ_CASES = [
+    # the issue's command: S = 4, K = 1; B = min(4 * 163840, 8192) = 8192
+    (f"{MODEL} --max-num-seqs 4 {MTP1} {HS} --port 8000 --trust-remote-code",
+     {"max_num_seqs": 4, "num_speculative_tokens": 1, "max_model_len": MODEL_MAX_LEN,
+      "max_num_batched_tokens": 8192}),
+    # the fix PR's reproduction as flags: L = 320 -> B = min(2 * 320, 8192) = 640
+    (f"{MODEL} --max-model-len 320 --max-num-seqs 2 --block-size 64 --no-enable-prefix-caching "
+     f"--gpu-memory-utilization 0.3 --load-format dummy {HS_KV}",
+     {"max_num_seqs": 2, "max_model_len": 320, "max_num_batched_tokens": 640,
+      "enable_prefix_caching": False}),
+    # '=' forms, underscores (vLLM's parser takes both), human-readable ints: 4k = 4000
+    (f"{MODEL} --max_num_seqs=8 --max-model-len=4k --max-num-batched-tokens=2K {HS}",
+     {"max_num_seqs": 8, "max_model_len": 4000, "max_num_batched_tokens": 2048}),
+    # eager, FLASHMLA_SPARSE by its flag, -tp 1 (the model's one GPU), -O2 (the default)
+    (f"{MODEL} --max-num-seqs 1 --enforce-eager --attention-backend FLASHMLA_SPARSE -tp 1 "
+     f"-O2 {HS}", {"max_num_seqs": 1, "enforce_eager": True,
+                   "attention_backend": "FLASHMLA_SPARSE"}),
+    # compilation config's cudagraph_mode; dotted JSON keys for the speculative config
+    (f"""{MODEL} --max-num-seqs 3 -cc '{{"cudagraph_mode": "PIECEWISE"}}' """
+     f"--speculative-config.method mtp --speculative-config.num_speculative_tokens 2 {HS}",
+     {"max_num_seqs": 3, "cudagraph_mode": "PIECEWISE", "num_speculative_tokens": 2}),
+    # no --max-num-seqs: S = min(1024, B) with B = min(1024 * 163840, 8192) = 8192 -> 1024
+    (f"{MODEL} {HS} --num-gpu-blocks-override 200000 --host 0.0.0.0",
+     {"max_num_seqs": 1024, "max_num_batched_tokens": 8192, "num_gpu_blocks_override": 200000}),
+    # the backend inside --attention-config, with HiSparse's own settings
+    (f"""{MODEL} --max-num-seqs 2 -ac '{{"backend": "flashmla_sparse", "hisparse_config": """
+     """{"device_buffer_size": 512}}' --enable-prefix-caching""",
+     {"max_num_seqs": 2, "attention_backend": "FLASHMLA_SPARSE", "enable_prefix_caching": True}),
+]
+
+
+@pytest.mark.parametrize("command,want", READ_CASES)
+def test_commands_are_read_with_vllms_flags(command, want):
+    """Each real-looking command sets exactly the knobs its flags (or serve's defaults) say."""
+    launch = from_command(serve(command), "0.31.0")
+    got = {name: getattr(launch.knobs, name) for name in want}
+    assert got == want
+
+
+def test_ignored_flags_are_named():
+    """Flags no batch depends on are listed by name in the answer."""
+    out = run("--", *serve(READ_CASES[0][0]))
+    assert out.returncode == 0, out.stderr
+    assert "Ignored (no batch depends on them): --port, --trust-remote-code" in out.stdout
+    got = json.loads(run("--json", "--", *serve(READ_CASES[1][0])).stdout)
+    assert set(got["launch"]["ignored"]) >= {"--gpu-memory-utilization", "--load-format"}
+
+
+REFUSED = [
+    # changes what the model assumes
+    (f"{MODEL} --max-num-seqs 2 -tp 2 {HS}", "-tensor-parallel-size 2: changes what the model"),
+    (f"{MODEL} --max-num-seqs 2 -pp 2 {HS}", "--pipeline-parallel-size 2: changes what"),
+    (f"{MODEL} --max-num-seqs 2 --block-size 32 {HS}", "--block-size 32: changes what"),
+    (f"{MODEL} --max-num-seqs 2 --no-enable-chunked-prefill {HS}", "--enable-chunked-prefill"),
+    (f"{MODEL} --max-num-seqs 2 -O3 {HS}", "--optimization-level 3: changes what"),
+    (f"{MODEL} --max-num-seqs 2 --kv-cache-dtype fp8 {HS}", "--kv-cache-dtype fp8: changes"),
+    (f"""{MODEL} --max-num-seqs 2 -cc '{{"cudagraph_capture_sizes": [1, 2]}}' {HS}""",
+     "--compilation-config cudagraph_capture_sizes: the model does not cover"),
+    (f"""{MODEL} --speculative-config '{{"method": "ngram", "num_speculative_tokens": 2}}' """
+     f"{HS}", "--speculative-config method 'ngram': the model covers mtp or deepseek_mtp only"),
+    # not HiSparse, not this model, a flag it does not know, a bad value
+    (f"{MODEL} --max-num-seqs 2", "HiSparse is off in these settings"),
+    (f"meta-llama/Llama-3.1-8B-Instruct --max-num-seqs 2 {HS}", "the model covers DeepSeek-V3.2"),
+    (f"{MODEL} --max-num-seqs 2 --frobnicate 3 {HS}", "--frobnicate: not a setting this check"),
+    (f"{MODEL} --max-num-seqs 0 {HS}", "--max-num-seqs: max_num_seqs must be >= 1"),
+    (f"{MODEL} --max-model-len auto {HS}", "--max-model-len auto: fits max_model_len"),
+    # vLLM takes 4k only for max_model_len and max_num_batched_tokens
+    (f"{MODEL} --max-num-seqs 4k {HS}", "--max-num-seqs: max_num_seqs must be an integer"),
+]
+
+
+@pytest.mark.parametrize("command,message", REFUSED)
+def test_refused_commands_exit_2_with_one_line(command, message):
+    """A command the model cannot answer for: exit 2, one line naming the flag, no stdout."""
+    out = run("--", *serve(command))
+    assert out.returncode == 2, out.stdout
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], out.stderr
+    assert out.stdout == ""
+
+
+def test_answers_like_predict_with_the_version_and_advice_in_flags():
+    """check's answer is predict's for the same knobs; --vllm picks the version; advice in flags."""
+    # S = 2, L = 320: B = 640, C = 2, W = 3: the 3-token prompt crashes 0.31.0
+    command = serve(f"{MODEL} --max-num-seqs 2 --max-model-len 320 {HS}")
+    got = json.loads(run("--json", "--prompt-lens", "2,3", "--", *command).stdout)
+    want = json.loads(subprocess.run(
+        [sys.executable, "-m", "hisparse_model", "predict", "--max-num-seqs", "2",
+         "--max-num-batched-tokens", "640", "--prompt-lens", "2,3", "--json"],
+        capture_output=True, text=True, timeout=120).stdout)
+    assert got["prompts"] == want["prompts"] and got["advice"] == want["advice"]
+    assert got["prompts"][1]["error"] == ERROR_TEMPLATE.format(stop=3, capacity=2)
+    text = run("--prompt-lens", "2,3", "--", *command).stdout
+    assert "1. upgrade to vLLM 0.32.0" in text and "--max-num-seqs 3" in text
+    assert run("--check", "--prompt-lens", "2,3", "--", *command).returncode == 1
+    fixed = run("--vllm", "0.32.0", "--check", "--prompt-lens", "2,3", "--", *command)
+    assert fixed.returncode == 0 and "vLLM 0.32.0" in fixed.stdout
+
+
+def test_engine_args_file(tmp_path):
+    """An engine-args JSON file is vllm.LLM's keyword arguments: the offline class's defaults."""
+    args = {"model": "deepseek-ai/DeepSeek-V3.2-Exp", "max_num_seqs": 4, "max_model_len": 320,
+            "speculative_config": {"method": "mtp", "num_speculative_tokens": 1},
+            "attention_config": {"hisparse_config": {}}, "enforce_eager": True,
+            "trust_remote_code": True}
+    path = tmp_path / "engine.json"
+    path.write_text(json.dumps(args))
+    got = json.loads(run("--engine-args", str(path), "--json").stdout)
+    # offline: B = min(4 * 320, 16384) = 1280; q = 2; C = min(1280, 4 * 2) = 8
+    assert (got["max_num_batched_tokens"], got["swap_capacity"]) == (1280, 8)
+    assert got["inputs"]["enforce_eager"] is True and got["launch"]["ignored"] == [
+        "trust_remote_code"]
+    path.write_text(json.dumps({**args, "pipeline_parallel_size": 2}))
+    out = run("--engine-args", str(path))
+    assert out.returncode == 2 and "pipeline_parallel_size 2: changes what" in out.stderr
+
+
+def test_flag_table_follows_the_knobs_declaration():
+    """Every knob a vLLM setting can set has a row; rows for undeclared knobs hold them at 1."""
+    declared = {s.name for s in knob_specs()}
+    rows = {r.knob for r in KNOB_FLAGS}
+    # vllm_version comes from --vllm and routing is stock: no vLLM flag sets them
+    assert declared - rows == {"vllm_version", "routing"}
+    for row in KNOB_FLAGS:
+        assert (row.knob in declared) or row.assumed == 1  # -tp / -dp before the knobs exist
+    assert not set(ASSUMED) & rows  # one place per setting
+
+
+def test_checks_own_options_after_the_command_are_pointed_out():
+    """An option of check written after -- is named as such, not as an unknown vLLM flag."""
+    out = run("--", *serve(f"{MODEL} --max-num-seqs 2 {HS} --prompt-lens 3"))
+    assert out.returncode == 2 and "check's own options go before the --" in out.stderr
+
+
+def test_advice_in_flags_avoids_the_crash_when_applied():
+    """Each flag-form change check advises, added to the same command, makes --check exit 0."""
+    base = f"{MODEL} --max-num-seqs 2 --max-model-len 320 {HS}"
+    got = json.loads(run("--json", "--prompt-lens", "2,3", "--", *serve(base)).stdout)
+    flagged = 0
+    for a in got["advice"]:
+        (knob, value), = a["change"].items()
+        extra = {"max_num_seqs": f"--max-num-seqs {value}",
+                 "max_num_batched_tokens": f"--max-num-batched-tokens {value}",
+                 "num_speculative_tokens": "--speculative-config "
+                 f"""'{{"method": "mtp", "num_speculative_tokens": {value}}}'"""}.get(knob)
+        if extra is None:  # the upgrade and the patch are not flags
+            continue
+        # the flag given last wins, in vLLM's parser as in check's
+        out = run("--check", "--prompt-lens", "2,3", "--", *serve(f"{base} {extra}"))
+        assert out.returncode == 0, (a["change"], out.stdout[-500:], out.stderr)
+        flagged += 1
+    assert flagged >= 3  # S = 3, K = 1 and the crippling B = 2
+
+
+@pytest.mark.parametrize("argv", [
+    # the whole command as one quoted string, with a shell line continuation
+    [f"vllm serve {MODEL} \\\n  --max-num-seqs 2 --max-model-len 320 {HS}"],
+    # the OpenAI server module vllm serve runs, with --model
+    ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", MODEL,
+     "--max-num-seqs", "2", "--max-model-len", "320", *shlex.split(HS)],
+])
+def test_other_ways_to_paste_the_same_command(argv):
+    """One quoted string, or the api_server module with --model: the same knobs as vllm serve."""
+    # S = 2, L = 320: B = min(2 * 320, 8192) = 640
+    launch = from_command(argv, "0.31.0")
+    assert (launch.knobs.max_num_seqs, launch.knobs.max_model_len,
+            launch.knobs.max_num_batched_tokens) == (2, 320, 640)
