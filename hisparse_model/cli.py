@@ -145,15 +145,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_rank(knobs):
+    """``predict`` and ``check`` serve prompts one after another on one engine: DP is a
+    workload question (``simulate -dp N``)."""
+    if knobs.data_parallel_size > 1:
+        raise ValueError("data_parallel_size: each DP rank serves its own requests; give "
+                         "them as a workload: simulate -dp N --workload FILE.json")
+    return knobs
+
+
 def _predict(args) -> int:
     from .advice import prediction_crashes
     from .predict import predict
     from .report import format_table, to_cli_json
 
-    knobs = knobs_from_args(args)
-    if knobs.data_parallel_size > 1:
-        raise ValueError("data_parallel_size: each DP rank serves its own requests; give "
-                         "them as a workload: simulate -dp N --workload FILE.json")
+    knobs = _one_rank(knobs_from_args(args))
     pred = predict(knobs, args.prompt_lens)
     return _answer(args, knobs, pred, pred.crashes, prediction_crashes(args.prompt_lens),
                    to_cli_json, format_table, max(args.prompt_lens))
@@ -171,7 +177,7 @@ def _check(args) -> int:
                          "--engine-args FILE.json")
     launch = (from_engine_args(args.engine_args, args.vllm_version) if args.engine_args
               else from_command(command, args.vllm_version))
-    pred = predict(launch.knobs, args.prompt_lens)
+    pred = predict(_one_rank(launch.knobs), args.prompt_lens)
 
     def to_json(result, advice):
         return {**to_cli_json(result, advice), "launch": launch.as_json()}

@@ -142,7 +142,7 @@ def assign_ranks(workload: Workload, dp: int) -> list[int]:
     ranks = []
     for i, r in enumerate(workload.requests):
         if r.dp_rank is not None and r.dp_rank >= dp:
-            raise WorkloadError(f"request {i}: dp_rank must be < data_parallel_size={dp}, "
+            raise WorkloadError(f"request {i + 1}: dp_rank must be < data_parallel_size={dp}, "
                                 f"got {r.dp_rank}")
         ranks.append(split[i] if r.dp_rank is None else r.dp_rank)
     idle = sorted(set(range(dp)) - set(ranks))

@@ -100,7 +100,10 @@ def _off_by_one(stop: int, c: int, when: str | None) -> list[str]:
     if when != "start-up":
         lines.append(f"  - serving: a prompt (or its last prefill chunk) of {stop} tokens, or "
                      f"several requests' prefills scheduled in one step that add up to {stop} "
-                     "tokens.")
+                     "tokens;")
+        lines.append(f"  - data parallel (-dp N): on a rank that scheduled nothing, its dummy "
+                     f"batch, one request padded to the graph of the busiest rank's step when "
+                     f"that graph holds {stop} tokens (`simulate -dp N` finds such steps).")
     lines += [
         "What to change, in order:",
         "  1. upgrade to vLLM 0.32.0 (the fix: it routes on C, so swap_in never gets C + 1);",

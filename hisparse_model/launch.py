@@ -8,8 +8,8 @@ settings as ``vllm.LLM(**args)`` keyword arguments.  Every setting is one of
 * a knob (:data:`KNOB_FLAGS`): one row per :class:`Knobs` field, naming vLLM's
   flag (or the key of a JSON config flag) that sets it; the value is converted
   and validated by the knob's declaration (``knob_specs``), so a knob added to
-  ``Knobs`` needs only its row here.  A row whose knob ``Knobs`` does not (yet)
-  declare is held to the model's assumption instead (``-tp``/``-dp``: 1);
+  ``Knobs`` needs only its row here (``-tp``/``-dp`` and the parallel sizes HiSparse
+  refuses, ``-pp``/``-dcp``, included: the knobs refuse them with vLLM's texts);
 * held to the model's assumption (:data:`ASSUMED`): accepted at the assumed
   value, refused otherwise (exit 2), since the model would answer for another
   engine;
@@ -100,12 +100,6 @@ def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: s
         return "--" + name.replace("_", "-") if serve else name
 
     def set_knob(row: KnobFlag, value, where: str) -> None:
-        if row.knob not in specs:  # a row whose knob is not declared: the model's value
-            got = parse_int(row.knob, value, where)
-            if got != row.assumed:
-                raise ValueError(f"{where} {got}: changes what the model assumes "
-                                 f"({row.knob} = {row.assumed}: one GPU)")
-            return
         kind = specs[row.knob].kind
         if kind is int:
             value = parse_int(row.knob, value, where)

@@ -29,7 +29,6 @@ class KnobFlag(NamedTuple):
     knob: str
     flags: tuple[str, ...] = ()  # vLLM's flags, long form first
     config: tuple[str, str] | None = None  # (EngineArgs field of a JSON config, key)
-    assumed: object = None  # the model's value while Knobs does not declare the knob
 
 
 # One row per knob a vLLM flag sets (vllm/engine/arg_utils.py add_cli_args); the value is
@@ -45,15 +44,14 @@ KNOB_FLAGS = (
     KnobFlag("attention_backend", ("--attention-backend",), ("attention_config", "backend")),
     KnobFlag("enable_prefix_caching", ("--enable-prefix-caching",)),
     KnobFlag("num_gpu_blocks_override", ("--num-gpu-blocks-override",)),
-    KnobFlag("tensor_parallel_size", ("--tensor-parallel-size", "-tp"), assumed=1),
-    KnobFlag("data_parallel_size", ("--data-parallel-size", "-dp"), assumed=1),
+    KnobFlag("tensor_parallel_size", ("--tensor-parallel-size", "-tp")),
+    KnobFlag("data_parallel_size", ("--data-parallel-size", "-dp")),
+    KnobFlag("pipeline_parallel_size", ("--pipeline-parallel-size", "-pp")),
+    KnobFlag("decode_context_parallel_size", ("--decode-context-parallel-size", "-dcp")),
 )
 
 # EngineArgs field -> (flags, the model's value, why it matters); other values are refused.
 ASSUMED = {
-    "pipeline_parallel_size": (("--pipeline-parallel-size", "-pp"), 1, "one GPU per rank"),
-    "decode_context_parallel_size": (("--decode-context-parallel-size", "-dcp"), 1,
-                                     "no context parallelism"),
     "block_size": (("--block-size",), 64, "64-token KV blocks"),
     "enable_chunked_prefill": (("--enable-chunked-prefill",), True, "chunked prefill"),
     "async_scheduling": (("--async-scheduling",), True, "async scheduling"),
@@ -102,7 +100,7 @@ def all_flags() -> dict[str, bool]:
 
 
 def rows_by_key() -> dict[str, KnobFlag]:
-    """Flag or config key -> its row; knobs Knobs does not declare are held to ``assumed``."""
+    """Flag or config key -> its row."""
     out: dict = {}
     for row in KNOB_FLAGS:
         for key in row.flags + ((f"{row.config[0]}.{row.config[1]}",) if row.config else ()):

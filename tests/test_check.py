@@ -60,6 +60,8 @@ READ_CASES = [
     (f"""{MODEL} --max-num-seqs 2 -ac '{{"backend": "flashmla_sparse", "hisparse_config": """
      """{"device_buffer_size": 512}}' --enable-prefix-caching""",
      {"max_num_seqs": 2, "attention_backend": "FLASHMLA_SPARSE", "enable_prefix_caching": True}),
+    # an 8-GPU tensor-parallel launch: -tp 8 (the tiny model's 8 heads split 1 per GPU)
+    (f"{MODEL} --max-num-seqs 4 -tp 8 {HS}", {"max_num_seqs": 4, "tensor_parallel_size": 8}),
 ]
 
 
@@ -82,8 +84,11 @@ def test_ignored_flags_are_named():
 
 REFUSED = [
     # changes what the model assumes
-    (f"{MODEL} --max-num-seqs 2 -tp 2 {HS}", "-tensor-parallel-size 2: changes what the model"),
-    (f"{MODEL} --max-num-seqs 2 -pp 2 {HS}", "--pipeline-parallel-size 2: changes what"),
+    # -dp 2: each rank serves its own requests, a workload question (simulate -dp N)
+    (f"{MODEL} --max-num-seqs 2 -dp 2 {HS}", "data_parallel_size: each DP rank serves its own"),
+    # HiSparse refuses pipeline parallelism (vllm/config/vllm.py, the knob's own refusal)
+    (f"{MODEL} --max-num-seqs 2 -pp 2 {HS}",
+     "pipeline_parallel_size: HiSparse does not support pipeline parallelism."),
     (f"{MODEL} --max-num-seqs 2 --block-size 32 {HS}", "--block-size 32: changes what"),
     (f"{MODEL} --max-num-seqs 2 --no-enable-chunked-prefill {HS}", "--enable-chunked-prefill"),
     (f"{MODEL} --max-num-seqs 2 -O3 {HS}", "--optimization-level 3: changes what"),
@@ -146,17 +151,17 @@ def test_engine_args_file(tmp_path):
         "trust_remote_code"]
     path.write_text(json.dumps({**args, "pipeline_parallel_size": 2}))
     out = run("--engine-args", str(path))
-    assert out.returncode == 2 and "pipeline_parallel_size 2: changes what" in out.stderr
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert "pipeline_parallel_size: HiSparse does not support pipeline parallelism." in out.stderr
 
 
 def test_flag_table_follows_the_knobs_declaration():
-    """Every knob a vLLM setting can set has a row; rows for undeclared knobs hold them at 1."""
+    """Every knob a vLLM setting can set has one row, and every row is a declared knob."""
     declared = {s.name for s in knob_specs()}
     rows = {r.knob for r in KNOB_FLAGS}
     # vllm_version comes from --vllm and routing is stock: no vLLM flag sets them
     assert declared - rows == {"vllm_version", "routing"}
-    for row in KNOB_FLAGS:
-        assert (row.knob in declared) or row.assumed == 1  # -tp / -dp before the knobs exist
+    assert rows <= declared  # no row for a knob the declaration lacks
     assert not set(ASSUMED) & rows  # one place per setting
 
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from hisparse_model.data_parallel import assign_ranks, simulate_dp
-from hisparse_model.diagnose import parse
+from hisparse_model.diagnose import OFF_BY_ONE, diagnose
 from hisparse_model.knobs import Knobs
 from hisparse_model.parallel import error_surface, split_requests, worker_failed
 from hisparse_model.plan import plan
@@ -103,8 +103,11 @@ def test_tp_error_surface():
     "speculative decode capacity: stop=4, capacity=3.",
 ])
 def test_explain_reads_the_wrapped_texts(text):
-    """``explain`` finds stop and capacity in the TP executor's wrap and a DP engine's log line."""
-    assert parse(text) == (4, 3)
+    """``explain`` finds the off-by-one (stop=4 = C + 1, C = 3) in the TP executor's wrap and in
+    a DP engine's log line."""
+    found = diagnose(text)
+    assert found.kind == OFF_BY_ONE
+    assert any("stop=4" in line or "4 tokens" in line for line in found.lines), found.lines
 
 
 @pytest.mark.parametrize("n, dp, ranks", [
@@ -119,7 +122,7 @@ def test_requests_split_as_the_offline_example(n, dp, ranks):
 
 def test_assignment_refuses_idle_and_unknown_ranks():
     """A dp_rank past the ranks, or a rank with no request, is one line naming it."""
-    with pytest.raises(WorkloadError, match="request 0: dp_rank must be < data_parallel_size=2"):
+    with pytest.raises(WorkloadError, match="request 1: dp_rank must be < data_parallel_size=2"):
         assign_ranks(Workload.from_json([{"prompt_len": 2, "dp_rank": 2}]), 2)
     with pytest.raises(WorkloadError, match="DP rank 1 has no request"):
         assign_ranks(Workload.from_json([{"prompt_len": 2}, {"prompt_len": 3, "dp_rank": 0}]), 2)
