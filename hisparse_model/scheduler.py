@@ -78,6 +78,7 @@ class Step:
     finished: list[int] = field(default_factory=list)  # finish when this output is processed
     resident: bool = True  # HiSparse all_context_pages_resident
     num_speculative_tokens: int = 0
+    returned_at: int | None = None  # engine step (call) whose step_fn hands this output back
 
     num_tokens = property(lambda self: sum(self.scheduled.values()))
 
@@ -265,10 +266,10 @@ class _Sim:
                     queue.appendleft(self.schedule(step))
                     pop = not (len(queue) < 2 and (queue[0][0] or self.has_requests()))
                 if pop:
-                    self.update(*queue.pop())
+                    self.update(*queue.pop(), step)
             elif self.has_requests():  # vllm/v1/engine/core.py:630-668 `def step(self)`
                 out = self.schedule(step)
-                self.update(*out)
+                self.update(*out, step)
                 # post_step: vllm/v1/core/sched/scheduler.py:2491 `def update_draft_token_ids(`
                 for r, _, _, _ in out[2] if self.K and out[0] else ():
                     if not r.done:
@@ -351,8 +352,10 @@ class _Sim:
         self.steps.append(st)
         return st, sent, rows
 
-    def update(self, st, sent, rows):
-        """vllm/v1/core/sched/scheduler.py:1967 `def update_from_output`."""
+    def update(self, st, sent, rows, call):
+        """vllm/v1/core/sched/scheduler.py:1967 `def update_from_output`, in engine step ``call``."""
+        if st is not None:
+            st.returned_at = call
         L, asyn, apc, acc_fn = self.L, self.asyn, self.apc, self.acc
         stopped = False
         for r, n, b, d in rows:

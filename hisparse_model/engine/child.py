@@ -200,7 +200,7 @@ def _serve_workload(llm, log: instrument.RouteLog, raw, startup: dict) -> dict:
     from . import traffic
 
     work = Workload.from_json(raw)
-    body = {"workload": work.as_json()["requests"], "steps": [], "finished": [],
+    body = {"workload": work.as_json()["requests"], "steps": [], "finished": [], "lost": [],
             "accepted": None, "crash": None}
     if llm is None:  # the engine died at start-up: nothing is served
         body["crash"] = {"step": None, "error": startup["error"]}
