@@ -353,7 +353,8 @@ class _Sim:
         return st, sent, rows
 
     def update(self, st, sent, rows, call):
-        """vllm/v1/core/sched/scheduler.py:1967 `def update_from_output`, in engine step ``call``."""
+        """vllm/v1/core/sched/scheduler.py:1967 `def update_from_output`, in engine step
+        ``call``: the step whose ``step_fn`` hands this output back (``Step.returned_at``)."""
         if st is not None:
             st.returned_at = call
         L, asyn, apc, acc_fn = self.L, self.asyn, self.apc, self.acc

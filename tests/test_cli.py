@@ -203,3 +203,21 @@ def test_live_rejects_bad_knobs_before_probing():
     """live validates knobs first: bad knobs exit 2 even without a GPU."""
     out = run("live", "--max-num-seqs", "0", "--out", "/tmp/never-written.json")
     assert out.returncode == 2 and "max_num_seqs" in out.stderr
+
+
+def test_simulate_reports_what_a_crash_loses(tmp_path):
+    """S=4: r0 (2 tokens, 3 out) decodes last in step 2; r1 (3) + r2 (2) at step 3 make
+    5 = C + 1 tokens: the crash keeps step 2's output from the caller."""
+    work = tmp_path / "w.json"
+    work.write_text(json.dumps({"requests": [
+        {"prompt_len": 2, "max_tokens": 3},
+        {"prompt_len": 3, "arrival_step": 3}, {"prompt_len": 2, "arrival_step": 3}]}))
+    args = ("simulate", "--vllm", "0.31.0", "--max-num-seqs", "4", "--max-num-batched-tokens",
+            "256", "--no-enable-prefix-caching", "--workload", str(work))
+    got = json.loads(run(*args, "--json").stdout)
+    assert got["crash"]["step"] == 3 and got["finished"] == []
+    assert got["lost"] == [{"request": 0, "why": "computed but never returned"},
+                           {"request": 1, "why": "still running"},
+                           {"request": 2, "why": "still running"}]
+    assert ("lost at the crash: 3 requests: r0 (computed but never returned); r1 r2 "
+            "(still running)") in run(*args).stdout
