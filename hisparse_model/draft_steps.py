@@ -36,6 +36,13 @@ changes only what a capture runs; eagerly both loops run K - 1 forwards.
 with the same reduction and dispatch
 (vllm/v1/worker/gpu/spec_decode/target_dependent_ar/speculator.py:98-107@0.33.0 `PIECEWISE cudagraphs are not supported for draft decodes.`).
 
+0.33.0 proposes with K = 0 after a step whose drafts are sure to go unused
+(every request a partial prefill chunk or sampling its last output token): the
+drafter's prefill still runs, its draft steps do not
+(vllm/v1/worker/gpu/model_runner.py:2133-2135@0.33.0 `0 if skip_drafts else`,
+vllm/v1/worker/gpu/spec_decode/target_dependent_ar/speculator.py:297-300@0.33.0 `if num_speculative_tokens <= 1:`);
+the scheduler model says which steps (``Step.drafts``).
+
 One draft step of ``n`` requests never holds more than C rows (n <= S <= C),
 so it cannot raise; it is routed like any all-decode batch, with the step's
 residency.

@@ -79,6 +79,7 @@ class Step:
     resident: bool = True  # HiSparse all_context_pages_resident
     num_speculative_tokens: int = 0
     returned_at: int | None = None  # engine step (call) whose step_fn hands this output back
+    drafts: bool = True  # the runner drafts after this step (0.33.0 may skip: skip_drafts)
 
     num_tokens = property(lambda self: sum(self.scheduled.values()))
 
@@ -104,7 +105,8 @@ class Step:
     def as_dict(self) -> dict:
         return {"index": self.index, "scheduled": dict(self.scheduled), "spec": dict(self.spec),
                 "computed_before": dict(self.num_computed_before), "finished": list(self.finished),
-                "runner_order": self.runner_order(), "resident": self.resident}
+                "runner_order": self.runner_order(), "resident": self.resident,
+                "drafts": self.drafts}
 
 
 def acceptance(spec=None):
@@ -163,6 +165,9 @@ class _Sim:
         # 0.33.0 caches after each output at computed - in flight (sync MTP too),
         # vllm/v1/core/sched/scheduler.py:2407-2415@0.33.0 `num_in_flight_tokens`
         self.cache_on_update = v == "0.33.0"
+        # 0.33.0: no drafts after a step whose drafts are sure to go unused (MTP reserves
+        # lookahead slots), vllm/v1/core/sched/scheduler.py:319-321@0.33.0 `self.can_skip_drafts = (`
+        self.can_skip_drafts = v == "0.33.0" and self.K > 0
         memo, self.reqs = {}, []
         for i, r in enumerate(workload.requests):
             ids = tuple(r.prompt_token_ids)
@@ -336,8 +341,12 @@ class _Sim:
         if not rows:
             return None, sent, rows
         sc, kinds, before, spec, asyn = {}, {}, {}, {}, self.asyn
+        drafts = not self.can_skip_drafts
         for r, n, b, d in rows:
             i = r.i
+            # vllm/v1/core/sched/scheduler.py:502-544@0.33.0 `def _drafts_unused(`: unused
+            # after a partial prefill, or when this step samples the last output token
+            drafts = drafts or not (b + n < r.ntok or r.nout + 1 + (r.ph > 0) >= r.M)
             sc[i], before[i] = n, b
             if d:
                 spec[i] = d
@@ -348,7 +357,8 @@ class _Sim:
             if asyn and not r.chunk:  # vllm/v1/core/sched/async_scheduler.py:45 `placeholders +=`
                 r.ph += 1 + d
                 r.spec = K
-        st = Step(step, sc, kinds, before, spec, [], all(r.copies_ok for r, _, _, _ in rows), K)
+        st = Step(step, sc, kinds, before, spec, [], all(r.copies_ok for r, _, _, _ in rows), K,
+                  drafts=drafts)
         self.steps.append(st)
         return st, sent, rows
 

@@ -106,8 +106,9 @@ def route_step(p: Plan, st) -> StepResult:
         routed, path, error = 0, None, None
     else:
         routed, path, error = routed_path(p, n, dec, st.resident)
-    # the drafter runs after the target's forward, so not when it raised
-    draft = None if error else draft_steps(p, len(qlens), st.resident)
+    # the drafter runs after the target's forward, so not when it raised; 0.33.0 skips
+    # the draft steps when no request of the step can use them (Step.drafts)
+    draft = None if error or not st.drafts else draft_steps(p, len(qlens), st.resident)
     return StepResult(st.index, dict(st.scheduled), n, dec, d.mode, d.padded, st.resident,
                       routed, path, error, draft)
 
