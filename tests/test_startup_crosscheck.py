@@ -19,7 +19,7 @@ A second test reverses ``hisparse_model.batches.spread`` (the dummy-batch order)
 and shows that the cross-check then fails: the comparison sees the batch order.
 
 Serving steps: for every knob set with MTP that starts, the driver then serves
-verify steps of n requests through the real graph managers and the real
+verify and mixed steps of n requests through the real graph managers and the real
 speculator's ``propose`` (``crosscheck/serving_drafts.py``); each step's routed
 batches (the target and the drafter's prefill unless a FULL replay, the K - 1
 draft steps unless replayed) must equal ``simulate.route_step``'s.
@@ -519,21 +519,25 @@ SERVING_COMPARED = ("runner", "cudagraph_mode", "num_tokens", "num_decode_tokens
                     "route", "error", "forwards")
 
 
-def model_serving_step(version: str, kn: dict, n: int) -> list[dict]:
-    """simulate's routed batches of a verify step of n requests, q tokens each."""
+def model_serving_step(version: str, kn: dict, n: int, kind: str) -> list[dict]:
+    """simulate's routed batches of a verify step of n requests, q tokens each, or of a
+    mixed one (the last request a first prefill chunk of q + 1 tokens instead)."""
     from hisparse_model.plan import plan
     from hisparse_model.scheduler import Step
     from hisparse_model.simulate import route_step
 
     p = plan(model_knobs(version, kn))
     q, k = p.max_decode_query_len, kn["num_speculative_tokens"]
-    reqs = range(n)
-    st = Step(0, {i: q for i in reqs}, {i: "verify" for i in reqs}, {i: 10 for i in reqs},
-              spec={i: k for i in reqs}, num_speculative_tokens=k)
+    verify = range(n - 1 if kind == "mixed" else n)
+    st = Step(0, {i: q for i in verify}, {i: "verify" for i in verify}, {i: 10 for i in verify},
+              spec={i: k for i in verify}, num_speculative_tokens=k)
+    if kind == "mixed":  # a new request's first chunk: nothing computed before it
+        st.scheduled[n - 1], st.kinds[n - 1], st.num_computed_before[n - 1] = q + 1, "prefill", 0
     res = route_step(p, st)
     out = []
-    if res.routed_tokens:  # the target and the drafter's prefill over the same batch
-        out.append({"runner": "both", "cudagraph_mode": res.dispatch,
+    if res.dispatch != "FULL":  # the target and the drafter's prefill over the same batch
+        # when the target's routing raised, the drafter never ran
+        out.append({"runner": "target" if res.error else "both", "cudagraph_mode": res.dispatch,
                     "num_tokens": res.num_tokens, "num_decode_tokens": res.num_decode_tokens,
                     "routed": res.routed_tokens, "route": res.route, "error": res.error,
                     "forwards": 1})
@@ -550,16 +554,17 @@ def serving_disagreements(version: str, knobs: list[dict], out: dict) -> list[st
     for kn, res in zip(knobs, out["results"]):
         if res.get("serving_error"):
             bad.append(f"{fmt(kn)}: driver {res['serving_error']}")
-        for step in res.get("serving", []):
+        for step in res.get("serving", []):  # up to and including a step that raised
             got = [{f: b.get(f) for f in SERVING_COMPARED} for b in step["batches"]]
-            want = model_serving_step(version, kn, step["num_reqs"])
+            want = model_serving_step(version, kn, step["num_reqs"], step["kind"])
             if got != want:
-                bad.append(f"{fmt(kn)} n={step['num_reqs']}: vLLM {got} | model {want}")
+                bad.append(f"{fmt(kn)} {step['kind']} n={step['num_reqs']}: vLLM {got} | "
+                           f"model {want}")
     return bad
 
 
 def test_serving_draft_steps_match_vllm(startup_run):
-    """Every served verify step routes what simulate says: replays nothing, eager draft steps n."""
+    """Every served step (verify, mixed) routes what simulate says, draft steps included."""
     version, knobs, out, _ = startup_run
     bad = serving_disagreements(version, knobs, out)
     assert not bad, (f"vLLM {version}: {len(bad)} serving steps disagree:\n"

@@ -1,9 +1,10 @@
 """The start-up driver's serving steps: vLLM's real MTP speculator once the graphs are captured.
 
 After a start-up that succeeded (captures done, so the graph managers dispatch
-to the graphs they hold), each knob set with MTP serves verify steps of ``n``
-requests, each request ``q`` = 1 + K tokens (a uniform decode batch), for the
-``n`` of :func:`serving_requests`:
+to the graphs they hold), each knob set with MTP serves, for the ``n`` of
+:func:`serving_requests`, a verify step of ``n`` requests of ``q`` = 1 + K
+tokens each (a uniform decode batch) and a mixed step (``n - 1`` verifies, then
+a first prefill chunk of q + 1 tokens, in the runner's order):
 
 * the target forward: the runner's real ``CudaGraphManager.dispatch``
   (model_runner.py's ``get_uniform_decode_token_count`` with
@@ -16,7 +17,7 @@ requests, each request ``q`` = 1 + K tokens (a uniform decode batch), for the
   draft step one recorded forward of ``n`` one-token requests.
 
 A FULL replay here is a no-op (``CUDAGraph.replay``); during start-up a replay
-raises.  The residency is all-resident (no HiSparse connector is driven).
+raises.  A step whose routing raises ends the list (the engine is dead).  The residency is all-resident (no HiSparse connector is driven).
 
 No vLLM or torch import happens at module level (package rule).
 """
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from hisparse_model.crosscheck.startup_recorder import _Meta, _group_rows
+from hisparse_model.crosscheck.startup_recorder import _EngineError, _Meta, _group_rows
 
 MAX_STEPS = 12  # request counts tried per knob set
 
@@ -46,7 +47,7 @@ def serving_requests(max_num_seqs: int, max_num_batched_tokens: int, q: int,
 
 
 def serve_steps(V, eng, knobs: dict, q: int) -> list[dict]:
-    """Serve each verify step; one ``{"num_reqs", "batches"}`` per step (the recorder's rows)."""
+    """Serve each step; one ``{"num_reqs", "kind", "batches"}`` per step (the recorder's rows)."""
     rec, torch = V["rec"], V["torch"]
     k = knobs.get("num_speculative_tokens", 0)
     if not k or eng.runner.speculator is None:
@@ -60,18 +61,31 @@ def serve_steps(V, eng, knobs: dict, q: int) -> list[dict]:
     try:
         rec.phase = "serving"
         for n in serving_requests(cfg.max_num_seqs, cfg.max_num_batched_tokens, q, sizes):
-            start = len(rec.rows)
-            rec.unit += 1
-            lens = [q] * n
-            uniform = eng._uniform(n, n * q, q, True)
-            desc = eng.cudagraph_manager.dispatch(n, n * q, uniform, 0, max_query_len=q)
-            meta = _Meta(lens, n * q)
-            if desc.cg_mode.name != "FULL":
-                rec.forward("target", meta, desc.cg_mode)
-            eng._state = (meta, lens, True, SimpleNamespace(num_spec_tokens_to_schedule=k))
-            eng.sample_tokens(None)
-            out.append({"num_reqs": n, "batches": _group_rows(rec.rows[start:])})
-            del rec.rows[start:]
+            steps = [("verify", [q] * n, True)]
+            if (n - 1) * q + q + 1 <= cfg.max_num_batched_tokens:
+                steps.append(("mixed", [q] * (n - 1) + [q + 1], False))
+            for kind, lens, eligible in steps:
+                start = len(rec.rows)
+                rec.unit += 1
+                num_toks, max_q = sum(lens), max(lens)
+                uniform = eng._uniform(n, num_toks, max_q, eligible)
+                desc = eng.cudagraph_manager.dispatch(n, num_toks, uniform, 0,
+                                                      max_query_len=max_q if eligible else None)
+                meta = _Meta(lens, num_toks)
+                dead = False
+                try:
+                    if desc.cg_mode.name != "FULL":
+                        rec.forward("target", meta, desc.cg_mode)
+                    eng._state = (meta, lens, eligible,
+                                  SimpleNamespace(num_spec_tokens_to_schedule=k))
+                    eng.sample_tokens(None)
+                except _EngineError:  # the routing raised: the engine is dead
+                    dead = True
+                out.append({"num_reqs": n, "kind": kind,
+                            "batches": _group_rows(rec.rows[start:])})
+                del rec.rows[start:]
+                if dead:
+                    return out
     finally:
         graph_cls.replay = replay
     return out
