@@ -82,3 +82,19 @@ def test_draft_steps(knobs, num_reqs, expected):
 def test_draft_graph_sizes_are_capture_sizes_up_to_max_num_seqs():
     """S = 5, K = 2: sizes 1, 2, 3, 4 of the capture sizes are at most 5 requests."""
     assert draft_graph_sizes(_plan(max_num_seqs=5, num_speculative_tokens=2)) == (1, 2, 3, 4)
+
+
+def test_the_text_output_lists_eager_draft_steps():
+    """S=4, K=2, eager: step 1 (r0 verifies 3, r1's prompt is 3 <= q: all decodes) routes
+    3 + 3 = 6 tokens, then K - 1 = 1 draft step of one token for each of its 2 requests."""
+    from hisparse_model.report import format_schedule
+    from hisparse_model.simulate import simulate
+    from hisparse_model.workload import Workload
+
+    knobs = Knobs(vllm_version="0.31.0", max_num_batched_tokens=256, max_num_seqs=4,
+                  num_speculative_tokens=2, enforce_eager=True, enable_prefix_caching=False)
+    work = Workload.from_json({"requests": [{"prompt_len": 2, "max_tokens": 3},
+                                            {"prompt_len": 3, "arrival_step": 1}]})
+    text = format_schedule(simulate(knobs, work), full=True)
+    step1 = next(line for line in text.splitlines() if line.strip().startswith("step 1 "))
+    assert "6 routed -> swap_in; 1 draft step(s) x 2 -> swap_in" in step1
