@@ -31,8 +31,8 @@ from .batches import Batch
 from .dispatch import dispatch
 from .draft_steps import DraftSteps, draft_steps
 from .knobs import Knobs
-from .lost import Lost, returned_and_lost
 from .kv_pool import serving_shortfall
+from .lost import Lost, returned_and_lost
 from .plan import Plan, plan
 from .reproduction import ASSUMPTIONS, BLOCK_SIZE
 from .routing import UNIFORM_DECODE_BACKENDS, decode_tokens, routed_path
