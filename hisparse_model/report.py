@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .parallel import error_surface
+from .lost import lost_line
 from .predict import Prediction
 from .reproduction import ASSUMPTIONS
 from .simulate import SIMULATE_ASSUMPTIONS
@@ -168,10 +169,12 @@ def schedule_json(sched, advice: list[dict] | None = None) -> dict:
         "steps": [{"step": s.step, "scheduled": {str(r): n for r, n in s.scheduled.items()},
                    "num_tokens": s.num_tokens, "num_decode_tokens": s.num_decode_tokens,
                    "dispatch": s.dispatch, "padded": s.padded, "resident": s.resident,
-                   "routed_tokens": s.routed_tokens, "route": s.route, "error": s.error}
+                   "routed_tokens": s.routed_tokens, "route": s.route, "error": s.error,
+                   "draft": s.draft._asdict() if s.draft else None}
                   for s in sched.steps],
         "crash": sched.crash,
         "finished": sorted(sched.finished),
+        "lost": [x.as_dict() for x in sched.lost],
         "advice": advice or [],
         "assumptions": list(SIMULATE_ASSUMPTIONS),
         "error_surface": error_surface(sched.knobs, sched.crash and sched.crash["error"]),
@@ -180,7 +183,8 @@ def schedule_json(sched, advice: list[dict] | None = None) -> dict:
 
 def _step_key(s) -> tuple:
     """What makes two steps look the same in the folded table (not the step number)."""
-    return (tuple(sorted(s.scheduled.values())), s.dispatch, s.routed_tokens, s.route, s.error)
+    return (tuple(sorted(s.scheduled.values())), s.dispatch, s.routed_tokens, s.route, s.error,
+            s.draft)
 
 
 REQUESTS_WIDTH = 60  # characters of the per-request column before "… +N more" (not with --full)
@@ -227,6 +231,9 @@ def format_schedule(sched, *, full: bool = False, advice: list[dict] | None = No
         routed = (f"{first.routed_tokens} routed -> {first.route}" if first.routed_tokens
                   else ("replayed (FULL graph)" if first.dispatch == "FULL" else "not routed"))
         tail = f"  !! {first.error}" if first.error else ""
+        d = first.draft
+        if d and d.routed:  # the drafter's eager draft steps route too
+            routed += f"; {d.forwards} draft step(s) x {d.routed} -> {d.route}"
         more = f" (x{count}, requests vary)" if count > 1 else ""
         lines.append(f"  {steps:<16} {first.num_tokens:>5} tok [{first.dispatch:<9}] "
                      f"{routed}{tail}   {reqs}{more}")
@@ -235,5 +242,6 @@ def format_schedule(sched, *, full: bool = False, advice: list[dict] | None = No
                  f"crash at {'start-up' if crash['step'] is None else 'step ' + str(crash['step'])}: "
                  f"{crash['error']}")
     lines += surface_lines(k, crash and crash["error"])
-    lines.append(f"finished: {len(sched.finished)} of {n}")
+    lines.append(f"finished: {len(sched.finished)} of {n} (what the caller received)")
+    lines.append(lost_line(sched.lost, crash))
     return "\n".join(lines + closing_lines(advice, SIMULATE_ASSUMPTIONS))

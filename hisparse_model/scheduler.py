@@ -78,6 +78,8 @@ class Step:
     finished: list[int] = field(default_factory=list)  # finish when this output is processed
     resident: bool = True  # HiSparse all_context_pages_resident
     num_speculative_tokens: int = 0
+    returned_at: int | None = None  # engine step (call) whose step_fn hands this output back
+    drafts: bool = True  # the runner drafts after this step (0.33.0 may skip: skip_drafts)
 
     num_tokens = property(lambda self: sum(self.scheduled.values()))
 
@@ -103,7 +105,8 @@ class Step:
     def as_dict(self) -> dict:
         return {"index": self.index, "scheduled": dict(self.scheduled), "spec": dict(self.spec),
                 "computed_before": dict(self.num_computed_before), "finished": list(self.finished),
-                "runner_order": self.runner_order(), "resident": self.resident}
+                "runner_order": self.runner_order(), "resident": self.resident,
+                "drafts": self.drafts}
 
 
 def acceptance(spec=None):
@@ -162,6 +165,9 @@ class _Sim:
         # 0.33.0 caches after each output at computed - in flight (sync MTP too),
         # vllm/v1/core/sched/scheduler.py:2407-2415@0.33.0 `num_in_flight_tokens`
         self.cache_on_update = v == "0.33.0"
+        # 0.33.0: no drafts after a step whose drafts are sure to go unused (MTP reserves
+        # lookahead slots), vllm/v1/core/sched/scheduler.py:319-321@0.33.0 `self.can_skip_drafts = (`
+        self.can_skip_drafts = v == "0.33.0" and self.K > 0
         memo, self.reqs = {}, []
         for i, r in enumerate(workload.requests):
             ids = tuple(r.prompt_token_ids)
@@ -265,10 +271,10 @@ class _Sim:
                     queue.appendleft(self.schedule(step))
                     pop = not (len(queue) < 2 and (queue[0][0] or self.has_requests()))
                 if pop:
-                    self.update(*queue.pop())
+                    self.update(*queue.pop(), step)
             elif self.has_requests():  # vllm/v1/engine/core.py:630-668 `def step(self)`
                 out = self.schedule(step)
-                self.update(*out)
+                self.update(*out, step)
                 # post_step: vllm/v1/core/sched/scheduler.py:2491 `def update_draft_token_ids(`
                 for r, _, _, _ in out[2] if self.K and out[0] else ():
                     if not r.done:
@@ -335,8 +341,12 @@ class _Sim:
         if not rows:
             return None, sent, rows
         sc, kinds, before, spec, asyn = {}, {}, {}, {}, self.asyn
+        drafts = not self.can_skip_drafts
         for r, n, b, d in rows:
             i = r.i
+            # vllm/v1/core/sched/scheduler.py:502-544@0.33.0 `def _drafts_unused(`: unused
+            # after a partial prefill, or when this step samples the last output token
+            drafts = drafts or not (b + n < r.ntok or r.nout + 1 + (r.ph > 0) >= r.M)
             sc[i], before[i] = n, b
             if d:
                 spec[i] = d
@@ -347,12 +357,16 @@ class _Sim:
             if asyn and not r.chunk:  # vllm/v1/core/sched/async_scheduler.py:45 `placeholders +=`
                 r.ph += 1 + d
                 r.spec = K
-        st = Step(step, sc, kinds, before, spec, [], all(r.copies_ok for r, _, _, _ in rows), K)
+        st = Step(step, sc, kinds, before, spec, [], all(r.copies_ok for r, _, _, _ in rows), K,
+                  drafts=drafts)
         self.steps.append(st)
         return st, sent, rows
 
-    def update(self, st, sent, rows):
-        """vllm/v1/core/sched/scheduler.py:1967 `def update_from_output`."""
+    def update(self, st, sent, rows, call):
+        """vllm/v1/core/sched/scheduler.py:1967 `def update_from_output`, in engine step
+        ``call``: the step whose ``step_fn`` hands this output back (``Step.returned_at``)."""
+        if st is not None:
+            st.returned_at = call
         L, asyn, apc, acc_fn = self.L, self.asyn, self.apc, self.acc
         stopped = False
         for r, n, b, d in rows:

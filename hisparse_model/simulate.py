@@ -12,8 +12,14 @@ prefill, prefix caching, async scheduling, MTP verify steps) is
 3. routed under the version's rules, with the step's residency (a cached
    prefix whose pages are not all on the GPU is staged, not routed);
 
-until the first error, which kills the engine.  What the model cannot know
-(how many MTP drafts dummy weights accept) is an input, ``accepted``.
+until the first error, which kills the engine.  Under MTP with K >= 2 each
+step is followed by the drafter's K - 1 one-token draft steps, routed when no
+graph replays them (``draft_steps.py``).  What the model cannot know (how many
+MTP drafts dummy weights accept) is an input, ``accepted``.
+
+``Schedule.finished`` is what the caller received; at a crash the outputs of
+the step before it never reach the caller, and ``Schedule.lost`` lists every
+submitted request whose output is lost (``lost.py``).
 """
 
 from __future__ import annotations
@@ -23,8 +29,10 @@ from typing import NamedTuple
 
 from .batches import Batch
 from .dispatch import decode_graph_eligible, dispatch
+from .draft_steps import DraftSteps, draft_steps
 from .knobs import Knobs
 from .kv_pool import serving_shortfall
+from .lost import Lost, returned_and_lost
 from .plan import Plan, plan
 from .reproduction import ASSUMPTIONS, BLOCK_SIZE
 from .routing import UNIFORM_DECODE_BACKENDS, decode_tokens, routed_path
@@ -35,6 +43,9 @@ from .workload import Workload
 SIMULATE_ASSUMPTIONS = ASSUMPTIONS[:2] + (
     "simulate: requests arrive before the engine step numbered arrival_step; async "
     "scheduling on (vLLM's default here); the KV pools never run short (no preemption)",
+    "simulate: the caller takes each engine step's outputs as they come; at a crash the "
+    "previous step's outputs never reach it (lost: computed but never returned), and "
+    "LLM.generate, which returns only at the end, would lose every output",
     "MTP: accepted drafts per verify step are an input (default 0: dummy weights); a "
     "recording supplies them for a live comparison",
 )
@@ -53,6 +64,7 @@ class StepResult(NamedTuple):
     routed_tokens: int  # tokens handed to the routing (0: none, or a FULL replay)
     route: str | None  # swap_in / all_resident / None
     error: str | None  # the exact ValueError text, or None
+    draft: DraftSteps | None = None  # the drafter's K - 1 draft steps after it (K >= 2)
 
 
 @dataclass
@@ -62,8 +74,9 @@ class Schedule:
     workload: Workload
     startup: tuple[Batch, ...]
     steps: list[StepResult] = field(default_factory=list)
-    finished: list[int] = field(default_factory=list)
+    finished: list[int] = field(default_factory=list)  # what the caller received
     accepted: object = None
+    lost: list[Lost] = field(default_factory=list)  # outputs lost at the crash
 
     @property
     def startup_error(self) -> str | None:
@@ -89,8 +102,11 @@ def route_step(p: Plan, st) -> StepResult:
         routed, path, error = 0, None, None
     else:
         routed, path, error = routed_path(p, n, dec, st.resident)
+    # the drafter runs after the target's forward, so not when it raised; 0.33.0 skips
+    # the draft steps when no request of the step can use them (Step.drafts)
+    draft = None if error or not st.drafts else draft_steps(p, len(qlens), st.resident)
     return StepResult(st.index, dict(st.scheduled), n, dec, d.mode, d.padded, st.resident,
-                      routed, path, error)
+                      routed, path, error, draft)
 
 
 def scheduler_config(knobs: Knobs, p: Plan) -> SchedulerConfig:
@@ -117,10 +133,14 @@ def simulate(knobs: Knobs, workload: Workload, accepted=None) -> Schedule:
     out = Schedule(knobs, p, workload, startup_batches(p), accepted=accepted)
     if out.startup_error:
         return out  # the engine never serves
-    for st in schedule(scheduler_config(knobs, p), workload, acceptance(accepted)):
+    steps = schedule(scheduler_config(knobs, p), workload, acceptance(accepted))
+    crash = None
+    for st in steps:
         res = route_step(p, st)
         out.steps.append(res)
         if res.error:
-            return out  # the engine is dead
-        out.finished += st.finished
+            crash = st.index  # the engine is dead
+            break
+    out.finished, out.lost = returned_and_lost(
+        steps, crash, [r.arrival_step for r in workload.requests])
     return out

@@ -27,8 +27,9 @@ from __future__ import annotations
 import functools
 
 from .batches import Batch, new_batch, routed_batch, spread_decode_tokens
+from .draft_steps import draft_graph_sizes
 from .kv_pool import warmup_request_cap
-from .plan import DECODE_FULL, Plan
+from .plan import Plan
 from .routing import UNIFORM_DECODE_BACKENDS, decode_tokens, router
 
 PROFILE_FULL_SAMPLES = 2  # FULL graphs captured while profiling memory
@@ -78,12 +79,12 @@ def _draft_step_shapes(plan: Plan, route) -> tuple[list[tuple], int]:
     runs all K - 1 of them twice.
     """
     k = plan.knobs.num_speculative_tokens
-    if k < 2 or plan.cudagraph_mode not in DECODE_FULL:
+    sizes = draft_graph_sizes(plan)  # none below K = 2 or without FULL decode graphs
+    if not sizes:
         return [], 2
     fused = plan.rules.fused_draft_decode and plan.knobs.attention_backend not in UNIFORM_DECODE_BACKENDS
     forwards = 2 * (k - 1) if fused else 2  # eager pass + capture pass
-    sizes = [t for t in reversed(plan.capture_sizes) if t <= plan.knobs.max_num_seqs]
-    return [(t, t, t, route(t, t)) for t in sizes], forwards
+    return [(t, t, t, route(t, t)) for t in reversed(sizes)], forwards
 
 
 def _rows(shapes, mode: str, label: str, runner: str, forwards: int = 2) -> list[tuple]:

@@ -4,13 +4,18 @@ A workload recording (``tests/recorded/w-*.json``, written by the engine child
 with ``live --workload``) holds, next to the usual ``provenance``, ``knobs``,
 ``engine`` and ``startup``: the ``workload`` it served, every engine step's
 ``scheduled`` tokens per request, the ``crash`` (step and exact error) or
-none, the ``finished`` requests, the MTP ``accepted`` drafts the engine
-reported (the model's input), and the folded ``routing_log`` whose serving
-rows are labelled ``step:<k>``.
+none, the ``finished`` requests (those whose final output the caller
+received), at a crash the ``lost`` requests (labelled from the engine's state,
+``engine/traffic.py``), the MTP ``accepted`` drafts the engine reported (the
+model's input), and the folded ``routing_log`` whose serving rows are labelled
+``step:<k>``.
 
 :func:`compare_workload_recording` simulates the same knobs and workload (with
 the recorded acceptance) and reports every difference: sizes, start-up, each
-step's scheduled tokens, the crash, the finished requests and the routing rows.
+step's scheduled tokens, the crash, the finished requests, the lost requests
+and the routing rows.  Recordings made before the runner recorded ``lost``
+(no such key) are compared on ``finished`` only: their engine log holds no
+evidence of which unfinished request's last token had been computed.
 """
 
 from __future__ import annotations
@@ -29,11 +34,15 @@ def expected_workload_log(sched: Schedule) -> list[dict]:
         return rows
     layers = LAYERS["both" if sched.knobs.num_speculative_tokens else "target"]
     for s in sched.steps:
-        if not s.routed_tokens:
-            continue  # a FULL replay runs no Python; nothing else is routed
-        calls = 1 if s.error else layers  # the first routing layer raises
-        add_row(rows, f"step:{s.step}", s.routed_tokens, s.num_decode_tokens, s.num_tokens,
-                s.route, s.dispatch, s.error, calls)
+        phase = f"step:{s.step}"
+        if s.routed_tokens:  # a FULL replay runs no Python; nothing else is routed
+            calls = 1 if s.error else layers  # the first routing layer raises
+            add_row(rows, phase, s.routed_tokens, s.num_decode_tokens, s.num_tokens,
+                    s.route, s.dispatch, s.error, calls)
+        d = s.draft
+        if d is not None and d.routed:  # the drafter's K - 1 uncaptured draft steps
+            add_row(rows, phase, d.routed, d.routed, d.num_tokens, d.route, d.mode, d.error,
+                    d.forwards * LAYERS["drafter"])
     return rows
 
 
@@ -77,5 +86,10 @@ def compare_workload_recording(rec: dict) -> list[str]:
     if sorted(rec.get("finished", [])) != sorted(sched.finished):
         diffs.append(f"finished: engine {sorted(rec.get('finished', []))} != "
                      f"model {sorted(sched.finished)}")
+    if "lost" in rec:  # recorded since the runner reads the unreturned output
+        got_lost = sorted((x["request"], x["why"]) for x in rec["lost"])
+        want_lost = sorted((x.request, x.why) for x in sched.lost)
+        if got_lost != want_lost:
+            diffs.append(f"lost: engine {got_lost} != model {want_lost}")
     return diffs + compare_rows(attribute_drafter_rows(rec.get("routing_log", [])),
                                 expected_workload_log(sched), sched.plan)

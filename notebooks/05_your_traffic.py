@@ -101,7 +101,9 @@ show(knobs.replace(enable_prefix_caching=False), synthetic(2, [64, 69], spacing=
 # then the engine's knobs. The dashboard shows
 #
 # * C and W with their formulas, the crash (or none) with vLLM's exact error text and, in
-#   words, which requests made the crashing step; the requests that finished;
+#   words, which requests made the crashing step; the requests that finished (what the caller
+#   received) and, at a crash, those whose output is lost (computed but never returned, or
+#   still running);
 # * every engine step in a table (identical neighbours folded, the crash row pinned);
 # * the **timeline**: tokens per request in each step (stacked, one colour per request;
 #   requests are numbered r1, r2, … in arrival order, r1 being vLLM's request 0), and
@@ -135,7 +137,7 @@ display(dash.widget)
 # (`python -m hisparse_model live --workload`), with what the scheduler ran in every step and
 # the routing log. `compare_workload_recording` simulates the same knobs and workload and
 # reports every difference (sizes, start-up, each step's tokens per request, the crash, the
-# finished requests, every routing row). Pick a recording: its steps are listed engine next to
+# finished and lost requests, every routing row). Pick a recording: its steps are listed engine next to
 # model, and the timeline's black dots are the engine's tokens per step.
 
 # %%

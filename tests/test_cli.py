@@ -222,3 +222,22 @@ def test_after_a_crash_later_batches_and_prompts_are_not_run():
     out = run("predict", "--max-num-seqs", "2", "--prompt-lens", "2,3,200").stdout
     assert "  not run: 1 later batch (the engine died)" in out
     assert "prompt of 200 tokens: not run (the engine died at prompt 2, of 3 tokens)" in out
+
+
+def test_simulate_reports_what_a_crash_loses(tmp_path):
+    """S=4: r0 (2 tokens, 3 out) decodes last in step 2; r1 (3) + r2 (2) at step 3 make
+    5 = C + 1 tokens: the crash keeps step 2's output from the caller."""
+    work = tmp_path / "w.json"
+    work.write_text(json.dumps({"requests": [
+        {"prompt_len": 2, "max_tokens": 3},
+        {"prompt_len": 3, "arrival_step": 3}, {"prompt_len": 2, "arrival_step": 3}]}))
+    args = ("simulate", "--vllm", "0.31.0", "--max-num-seqs", "4", "--max-num-batched-tokens",
+            "256", "--no-enable-prefix-caching", "--workload", str(work))
+    got = json.loads(run(*args, "--json").stdout)
+    assert got["crash"]["step"] == 3 and got["finished"] == []
+    assert got["lost"] == [{"request": 0, "why": "computed but never returned"},
+                           {"request": 1, "why": "still running"},
+                           {"request": 2, "why": "still running"}]
+    # numbered from 1 where a person reads: r1 is the JSON's (vLLM's) request 0
+    assert ("lost at the crash: 3 requests: r1 (computed but never returned); r2 r3 "
+            "(still running)") in run(*args).stdout

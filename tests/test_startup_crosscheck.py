@@ -17,6 +17,12 @@ with the phase and runner), with examples.
 
 A second test reverses ``hisparse_model.batches.spread`` (the dummy-batch order)
 and shows that the cross-check then fails: the comparison sees the batch order.
+
+Serving steps: for every knob set with MTP that starts, the driver then serves
+verify and mixed steps of n requests through the real graph managers and the real
+speculator's ``propose`` (``crosscheck/serving_drafts.py``); each step's routed
+batches (the target and the drafter's prefill unless a FULL replay, the K - 1
+draft steps unless replayed) must equal ``simulate.route_step``'s.
 """
 
 from __future__ import annotations
@@ -503,3 +509,83 @@ def test_driver_reproduces_the_live_recordings(recorded_run):
             bad.append(f"{name}: row {i}: driver {got[i:i + 1]} recording {want[i:i + 1]}")
     print(f"\nvLLM {version}: driver matches {len(recs) - len(bad)} of {len(recs)} recordings")
     assert not bad, "\n".join(bad)
+
+
+# --------------------------------------------------------------------------
+# serving steps: the MTP drafter's draft steps once the graphs are captured
+# --------------------------------------------------------------------------
+
+SERVING_COMPARED = ("runner", "cudagraph_mode", "num_tokens", "num_decode_tokens", "routed",
+                    "route", "error", "forwards")
+
+
+def model_serving_step(version: str, kn: dict, n: int, kind: str) -> list[dict]:
+    """simulate's routed batches of a verify step of n requests, q tokens each, or of a
+    mixed one (the last request a first prefill chunk of q + 1 tokens instead)."""
+    from hisparse_model.plan import plan
+    from hisparse_model.scheduler import Step
+    from hisparse_model.simulate import route_step
+
+    p = plan(model_knobs(version, kn))
+    q, k = p.max_decode_query_len, kn["num_speculative_tokens"]
+    verify = range(n - 1 if kind == "mixed" else n)
+    st = Step(0, {i: q for i in verify}, {i: "verify" for i in verify}, {i: 10 for i in verify},
+              spec={i: k for i in verify}, num_speculative_tokens=k)
+    if kind == "mixed":  # a new request's first chunk: nothing computed before it
+        st.scheduled[n - 1], st.kinds[n - 1], st.num_computed_before[n - 1] = q + 1, "prefill", 0
+    res = route_step(p, st)
+    out = []
+    if res.dispatch != "FULL":  # the target and the drafter's prefill over the same batch
+        # when the target's routing raised, the drafter never ran
+        out.append({"runner": "target" if res.error else "both", "cudagraph_mode": res.dispatch,
+                    "num_tokens": res.num_tokens, "num_decode_tokens": res.num_decode_tokens,
+                    "routed": res.routed_tokens, "route": res.route, "error": res.error,
+                    "forwards": 1})
+    d = res.draft
+    if d is not None and d.routed:  # the uncaptured draft steps
+        out.append({"runner": "drafter", "cudagraph_mode": d.mode, "num_tokens": d.num_tokens,
+                    "num_decode_tokens": d.routed, "routed": d.routed, "route": d.route,
+                    "error": d.error, "forwards": d.forwards})
+    return out
+
+
+def serving_disagreements(version: str, knobs: list[dict], out: dict) -> list[str]:
+    bad = []
+    for kn, res in zip(knobs, out["results"]):
+        if res.get("serving_error"):
+            bad.append(f"{fmt(kn)}: driver {res['serving_error']}")
+        for step in res.get("serving", []):  # up to and including a step that raised
+            got = [{f: b.get(f) for f in SERVING_COMPARED} for b in step["batches"]]
+            want = model_serving_step(version, kn, step["num_reqs"], step["kind"])
+            if got != want:
+                bad.append(f"{fmt(kn)} {step['kind']} n={step['num_reqs']}: vLLM {got} | "
+                           f"model {want}")
+    return bad
+
+
+def test_serving_draft_steps_match_vllm(startup_run):
+    """Every served step (verify, mixed) routes what simulate says, draft steps included."""
+    version, knobs, out, _ = startup_run
+    bad = serving_disagreements(version, knobs, out)
+    assert not bad, (f"vLLM {version}: {len(bad)} serving steps disagree:\n"
+                     + "\n".join(bad[:MAX_EXAMPLES * 3]))
+
+
+def test_serving_steps_cover_every_uncaptured_draft_path(startup_run):
+    """Eager draft steps are seen under NONE, PIECEWISE and FULL modes, both backends, K 2..4,
+    and replayed ones too (the comparison has both outcomes to get wrong)."""
+    version, knobs, out, _ = startup_run
+    seen, replayed = set(), 0
+    for kn, res in zip(knobs, out["results"]):
+        for step in res.get("serving", []):
+            drafts = [b for b in step["batches"] if b["runner"] == "drafter"]
+            if drafts:
+                seen.add((res["cudagraph_mode"], kn["attention_backend"],
+                          kn["num_speculative_tokens"]))
+            elif kn["num_speculative_tokens"] >= 2:
+                replayed += 1
+    modes = {m for m, _, _ in seen}
+    assert {"NONE", "PIECEWISE", "FULL_AND_PIECEWISE", "FULL_DECODE_ONLY"} <= modes, seen
+    assert {b for _, b, _ in seen} == set(BACKENDS)
+    assert {k for _, _, k in seen} == {2, 3, 4}
+    assert replayed > 0

@@ -3,9 +3,12 @@
 ``engine/traffic.serve`` adds each request right before the engine step numbered
 its ``arrival_step``, records every step's scheduled tokens, labels the routing
 rows of a step's forward ``step:<k>``, reads accepted MTP drafts from the
-runner's output, and records the first error with its step.
+runner's output, and records the first error with its step and, under a batch
+queue, which requests' outputs the caller lost.
 """
 
+from collections import deque
+from concurrent.futures import Future
 from types import SimpleNamespace
 
 from hisparse_model.engine import traffic
@@ -108,3 +111,61 @@ def test_crash_is_recorded_with_its_step():
     _, rec = _serve([_req(3, 0), _req(2, 0)], crash_at=5)
     assert rec["crash"] == {"step": 0, "error": "ValueError: boom"}
     assert rec["finished"] == []
+
+
+class FakeAsyncEngine(FakeEngine):
+    """``step_with_batch_queue`` in miniature: schedule and run step N + 1 (raising
+    in-line), then hand back step N's output; each output carries the tokens so far."""
+
+    def __init__(self, sched, runner):
+        super().__init__(sched, runner)
+        self.engine_core = SimpleNamespace(engine_core=SimpleNamespace(batch_queue=deque()))
+        self.tokens: dict = {}
+
+    def step(self):
+        queue = self.engine_core.engine_core.batch_queue
+        so = self.sched.schedule()
+        if so.num_scheduled_tokens:
+            future = Future()
+            future.set_result(self.runner.execute_model(so))  # raises before the pop
+            queue.appendleft((future, so, None))
+            if len(queue) < 2:
+                return []
+        if not queue:
+            return []
+        future, so, _ = queue.pop()
+        mro = future.result()
+        done = self.sched.update_from_output(so, mro)
+        out = []
+        for r, ids in zip(mro.req_ids, mro.sampled_token_ids):
+            self.tokens[r] = self.tokens.get(r, 0) + len(ids)
+            out.append(SimpleNamespace(request_id=r, finished=r in done,
+                                       outputs=[SimpleNamespace(token_ids=[0] * self.tokens[r])]))
+        return out
+
+
+class OneTokenRunner(FakeRunner):
+    def execute_model(self, so):
+        out = super().execute_model(so)
+        out.sampled_token_ids = [[7] for _ in out.req_ids]  # one token per request
+        return out
+
+
+def test_a_crash_loses_the_previous_steps_output():
+    """A request whose last token ran in the step before the crash is lost, not finished."""
+    sched_cls = type("S", (FakeScheduler,), {})
+    runner_cls = type("R", (OneTokenRunner,), {})
+    log = RouteLog()
+    llm = SimpleNamespace(llm_engine=FakeAsyncEngine(sched_cls(), runner_cls(log, 6)),
+                          sampling_params=lambda max_tokens: max_tokens)
+    # step 0: r0 prefills 3 (token 1, handed back in step 1); step 1: r0 decodes 1 (token
+    # 2 = max_tokens, handed back in step 2); step 2: r1 arrives, r0 1 + r1 5 = 6 tokens:
+    # the forward raises before step 1's output is popped
+    rec = traffic.serve(llm, log, [_req(3, 0), _req(5, 2)], classes=(sched_cls, runner_cls))
+    assert rec["crash"] == {"step": 2, "error": "ValueError: boom"}
+    assert rec["finished"] == []
+    assert rec["lost"] == [
+        {"request": 0, "tokens_returned": 1, "why": "computed but never returned",
+         "tokens_unreturned": 1},  # 1 returned + 1 in the unpopped output = max_tokens 2
+        {"request": 1, "tokens_returned": 0, "why": "still running", "tokens_unreturned": 0},
+    ]

@@ -143,6 +143,7 @@ def run_workload(cfg: dict, workload: list[dict], accepted, max_steps: int = 100
             "finished": [],
             "runner_order": [int(r) for r in order],
             "resident": None if meta is None else bool(meta.all_context_pages_resident),
+            "drafts": not getattr(so, "skip_drafts", False),  # a 0.33.0 field
         }
         steps.append(row)
         by_so[id(so)] = row

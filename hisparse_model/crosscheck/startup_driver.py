@@ -21,7 +21,11 @@ cudagraph_mode, forwards, routed, route, error}`` (draft-decode batches also car
 ``label: "draft decode"``; a start-up failure outside the routing is one batch
 with no tokens, ``forwards: 0``, the exception text and ``where`` (file:line)).
 The list stops at the first error: the engine is dead after it.  A knob set that
-fails inside the driver carries ``driver_error`` and ``traceback``.
+fails inside the driver carries ``driver_error`` and ``traceback``.  A knob set
+with MTP that started also carries ``serving``: ``[{"num_reqs", "batches"}]``,
+verify steps served after start-up (``serving_drafts.py``: the target forward
+unless a FULL replay, the drafter's prefill, its draft steps unless replayed),
+or ``serving_error``.
 
 Batches: one per captured graph (``forwards`` = its forwards: 2 passes, times
 K-1 for a fused draft-decode graph; 1 if the first pass raised), one per warmup
@@ -127,6 +131,7 @@ from hisparse_model.crosscheck.driver_io import _format_exc, device_and_knobs, j
 from hisparse_model.crosscheck.rejections import check_rejection
 from hisparse_model.crosscheck.routing_standin import _Routing
 from hisparse_model.crosscheck.scheduler_build import plan_kv_cache
+from hisparse_model.crosscheck.serving_drafts import serve_steps
 from hisparse_model.crosscheck.standins import H200_DEVICE
 from hisparse_model.crosscheck.startup_attention import _Attention
 from hisparse_model.crosscheck.startup_captures import (
@@ -247,6 +252,11 @@ def _one(knobs: dict, device: dict) -> dict:
                          "where": _where(exc)})
     res["batches"] = _group_rows(rec.rows)
     res["error"] = error
+    if error is None:  # 5. serving steps: the drafter's draft steps (serving_drafts.py)
+        try:
+            res["serving"] = serve_steps(V, eng, knobs, q)
+        except Exception as exc:  # noqa: BLE001 - reported per knob set
+            res["serving_error"] = f"{_format_exc(exc)} at {_where(exc)}"
     return res
 
 

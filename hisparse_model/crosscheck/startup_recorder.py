@@ -78,7 +78,7 @@ def _group_rows(rows: list[dict]) -> list[dict]:
             prev["forwards"] += 1
             continue
         if (same and prev["runner"] == "target" and row["runner"] == "drafter"
-                and row["phase"] == "jit_warmup"):
+                and row["phase"] in ("jit_warmup", "serving")):
             prev["runner"] = "both"
             prev["_closed"] = True
             continue

@@ -226,7 +226,7 @@ def _serve_workload(llm, log: instrument.RouteLog, raw, startup: dict,
     from . import dp_serve, traffic
 
     work = Workload.from_json(raw)
-    body = {"workload": work.as_json()["requests"], "steps": [], "finished": [],
+    body = {"workload": work.as_json()["requests"], "steps": [], "finished": [], "lost": [],
             "accepted": None, "crash": None}
     if llm is None:  # the engine died at start-up: nothing is served
         body["crash"] = {"step": None, "error": startup["error"]}

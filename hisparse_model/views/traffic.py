@@ -12,6 +12,7 @@ import ipywidgets as W
 
 from .. import chart_data as cd
 from ..knobs import KnobSpec, knob_specs
+from ..lost import lost_line
 from ..predict import Prediction
 from ..recordings import load_all, recorded_dir, recording_knobs
 from ..report import _step_key
@@ -86,7 +87,7 @@ def steps_table(sched) -> str:
 def crash_html(sched) -> str:
     """The crash (or none) with vLLM's exact text, and in words why that step crashed."""
     crash, p, n = sched.crash, sched.plan, len(sched.workload)
-    done = f"finished: <b class='hs-finished'>{len(sched.finished)}</b> of {n} requests"
+    done = f"finished (received): <b class='hs-finished'>{len(sched.finished)}</b> of {n} requests"
     if sched.finished:  # numbered from 1, as the reader counts
         done += f" (r{esc(ranges(sorted(r + 1 for r in sched.finished)))})"
     if crash is None:
@@ -105,7 +106,7 @@ def crash_html(sched) -> str:
     return (f"<div class='hs-big'><b style='color:{PALETTE[cd.CRASH]}'>crash at "
             f"{'start-up' if crash['step'] is None else 'step ' + str(crash['step'])}</b>"
             f"<br><code class='hs-error-text'>{esc(crash['error'])}</code></div>"
-            f"<div class='hs-note'>{why} {done}</div>")
+            f"<div class='hs-note'>{why} {done}<br>{esc(lost_line(sched.lost, crash))}</div>")
 
 
 def schedule_report(sched) -> str:
