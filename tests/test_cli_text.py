@@ -44,7 +44,7 @@ def test_simulate_full_expands_the_column_and_counts_read_right(tmp_path):
     one = tmp_path / "one.json"
     one.write_text(json.dumps([{"prompt_len": 3}]))
     out = run("simulate", "--max-num-seqs", "2", "--workload", str(one)).stdout
-    assert "  1 request\n" in out and "finished: 0 of 1 request\n" in out
+    assert "  1 request\n" in out and "finished: 0 of 1 request (what the caller received)\n" in out
     assert "1 requests" not in out
 
 

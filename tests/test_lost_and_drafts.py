@@ -40,10 +40,12 @@ def test_returned_and_lost(crash, arrivals, finished, lost):
 
 
 def test_lost_line_names_each_request_and_why():
-    """The one line the CLI and notebook 5 print lists the lost requests by label."""
+    """The one line the CLI and notebook 5 print lists the lost requests by label, numbered
+    from 1 as a person counts (r1 is vLLM's request 0)."""
     crash = {"step": 2, "error": "x"}
     assert lost_line([Lost(0, COMPUTED), Lost(1, RUNNING)], crash) == (
-        "lost at the crash: 2 requests: r0 (computed but never returned); r1 (still running)")
+        "lost at the crash: 2 requests: r1 (computed but never returned); r2 (still running)")
+    assert lost_line([Lost(3, RUNNING)], crash) == "lost at the crash: 1 request: r4 (still running)"
     assert lost_line([], None) == "lost: none (no crash)"
     assert lost_line([], {"step": None, "error": "x"}).startswith("lost: none (the engine died")
 

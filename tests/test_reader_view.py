@@ -326,7 +326,7 @@ def test_requests_are_numbered_from_1_and_vllms_index_is_labelled():
 def test_finished_requests_are_numbered_from_1():
     """12 steps apart (S = 4) both finish: vLLM's 0 and 1 read as r1-2."""
     dash = TrafficDashboard(max_num_seqs=4, arrival_spacing=12)
-    assert "finished: 2 of 2 requests (r1-2)" in _visible(dash.numbers.value)
+    assert "finished (received): 2 of 2 requests (r1-2)" in _visible(dash.numbers.value)
 
 
 @pytest.mark.parametrize("factory", [startup_dashboard, versions_dashboard, TrafficDashboard],
