@@ -28,10 +28,9 @@ import functools
 import numpy as np
 
 from .advice import SearchCapped, advise
-from .knobs import VLLM_VERSIONS, Knobs
+from .knobs import DEFAULT_ATTENTION_BACKEND, VLLM_VERSIONS, Knobs
 from .plan import Plan, default_max_num_batched_tokens, plan, refusal
 from .predict import Prediction, predict
-from .routing import route_tokens
 from .serving import prompt_batches
 from .simulate import Schedule, simulate
 from .startup import startup_batches
@@ -86,10 +85,12 @@ def route_lanes(capacity: int, n_values=None, lanes=None, *, has_prefill: bool =
     out = {"n": ns, "lanes": {}, "crash_sizes": {}, "errors": {}, "C": capacity,
            "W": capacity + 1}
     for label, key in lanes.items():
-        routes = [route_tokens(RULES[key], n, capacity, has_prefill=has_prefill) for n in ns]
-        out["lanes"][label] = [CRASH if r.error else r.path for r in routes]
-        out["crash_sizes"][label] = [n for n, r in zip(ns, routes) if r.error]
-        out["errors"][label] = next((r.error for r in routes if r.error), None)
+        # one request of n tokens: a pure prefill (no decode token) or n decode tokens
+        route = RULES[key].router(DEFAULT_ATTENTION_BACKEND, capacity)
+        routes = [route(n, 0 if has_prefill else n) for n in ns]  # (routed, path, error)
+        out["lanes"][label] = [CRASH if err else path for _, path, err in routes]
+        out["crash_sizes"][label] = [n for n, (_, _, err) in zip(ns, routes) if err]
+        out["errors"][label] = next((err for _, _, err in routes if err), None)
     return out
 
 

@@ -58,8 +58,9 @@ ROUTE_CASES = [
 def test_route(v, mode, n, c, pre, path, err):
     """0.31.0 sends n <= C+1 to swap_in and only n = C+1 overflows; 0.32.0 routes on C."""
     rules = RULES[v + ("+fix" if mode == "fix" else "")]
-    r = routing.route_tokens(rules, n, c, has_prefill=pre)
-    assert (r.path, r.error) == (path, err)
+    # one request of n tokens: a pure prefill (0 decode tokens) or n decode tokens
+    routed, got_path, got_err = rules.router("FLASH_ATTN_MLA_SPARSE", c)(n, 0 if pre else n)
+    assert (routed, got_path, got_err) == (n, path, err)  # this backend hands over all n
 
 
 OUTCOME_CASES = [
