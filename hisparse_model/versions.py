@@ -229,7 +229,3 @@ def rules_for(knobs) -> VersionRules:
     key = knobs.vllm_version + ("+fix" if knobs.routing == "fix" else "")
     return RULES[key]
 
-
-def all_cites() -> list[tuple[str, Cite]]:
-    """(vllm version, citation) for every rule of every version (for the citation test)."""
-    return [(v, c) for per_version in _CITES.values() for v, c in per_version.items()]

@@ -14,7 +14,8 @@ import pytest
 from hisparse_model.recordings import compare_recording, expected_log
 from hisparse_model.knobs import Knobs
 from hisparse_model.predict import predict
-from hisparse_model.recordings import check_provenance, load_all, recorded_dir
+from hisparse_model.recordings import load_all, recorded_dir
+from provenance import check_provenance
 
 RECORDINGS = load_all()
 IDS = [os.path.basename(r["_path"]) for r in RECORDINGS]

@@ -13,8 +13,11 @@ import os
 
 import pytest
 
-from hisparse_model.recordings import check_provenance, load, recorded_dir
+from hisparse_model.recordings import load, recorded_dir, recording_knobs
+from hisparse_model.simulate import simulate
+from hisparse_model.workload import Workload
 from hisparse_model.workload_recordings import compare_workload_recording
+from provenance import check_provenance
 
 PATHS = sorted(glob.glob(os.path.join(recorded_dir(), "workloads", "*.json")))
 RECORDINGS = [load(p) for p in PATHS]
@@ -22,7 +25,7 @@ IDS = [os.path.basename(p) for p in PATHS]
 
 
 def test_the_issue_workloads_are_recorded():
-    """>= 8 workloads on 0.31.0 (stock and fix) and 0.32.0, incl. a concurrency-only crash."""
+    """Inventory: >= 8 workloads on 0.31.0 (stock and fix) and 0.32.0, incl. a concurrency-only crash."""
     names = set(IDS)
     for must in ("w-v0.31.0-stock-concurrent.json", "w-v0.31.0-stock-spaced.json",
                  "w-v0.31.0-fix-concurrent.json", "w-v0.32.0-stock-concurrent.json",
@@ -49,20 +52,28 @@ CRASHES = {
 }
 
 
+def _simulated(rec: dict):
+    return simulate(recording_knobs(rec), Workload.from_json(rec["workload"]), rec.get("accepted"))
+
+
 @pytest.mark.parametrize("name,expected", sorted(CRASHES.items()))
 def test_recorded_crashes(name, expected):
-    """The engine crashed exactly where the hand arithmetic says, with vLLM's text."""
+    """The engine and simulate() both crash exactly where the hand arithmetic says, with vLLM's text."""
     rec = RECORDINGS[IDS.index(name)]
     step, stop, cap = expected
-    assert rec["crash"] == {"step": step, "error": (
+    want = {"step": step, "error": (
         "ValueError: HiSparse swap rows exceed the configured speculative decode capacity: "
         f"stop={stop}, capacity={cap}.")}
+    assert rec["crash"] == want  # the engine
+    assert _simulated(rec).crash == want  # the model
 
 
 def test_spaced_out_requests_do_not_crash():
-    """The same two requests 12 steps apart never share a step: no crash, both finish."""
+    """The same two requests 12 steps apart never share a step: no crash, both finish (engine and model)."""
     rec = RECORDINGS[IDS.index("w-v0.31.0-stock-spaced.json")]
     assert rec["crash"] is None and rec["finished"] == [0, 1]
+    sched = _simulated(rec)
+    assert sched.crash is None and sorted(sched.finished) == [0, 1]
 
 
 def test_a_changed_step_is_caught():
