@@ -122,7 +122,7 @@ MUTATIONS: list[Mutation] = [
       ("tests/test_plan_table.py",)),
     M("MTP drafter: fused draft steps run 2 forwards, not 2 (K - 1)",
       "hisparse_model/startup.py", "forwards = 2 * (k - 1) if fused else 2", "forwards = 2",
-      ("tests/test_recordings.py",)),
+      ("tests/test_model_tables.py",)),
     # -- serving-time dispatch ----------------------------------------------------------------
     M("dispatch: a FULL graph replays a batch of more requests than it captured",
       "hisparse_model/dispatch.py", "if uniform == q and reqs >= num_reqs:", "if uniform == q:",

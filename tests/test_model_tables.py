@@ -126,3 +126,24 @@ def test_startup_crash_phase_for_pr_case():
     bad = predict(Knobs(max_num_seqs=1)).startup_crash_batch
     assert (bad.phase, bad.cudagraph_mode, bad.num_tokens, bad.num_reqs) == (
         "cudagraph_memory_profile", "PIECEWISE", 2, 1)
+
+
+DRAFT_STEP_CASES = [
+    # MTP K = 3, S = 2: capture sizes 1, 2, 4, 8, 16 (grid up to min(640, 2*2*4) = 16); the
+    # drafter's K - 1 = 2 one-token draft steps get a FULL graph per size <= S: 2, then 1.
+    # version, backend -> forwards of each draft-step capture
+    ("0.31.0", FA, 2),  # a graph per draft step: its eager pass + its capture pass
+    ("0.32.0", FA, 4),  # the 2 draft steps share one graph, run in both passes: 2 x 2
+    ("0.33.0", FA, 4),
+    ("0.32.0", FM, 2),  # FLASHMLA_SPARSE does not share it
+]
+
+
+@pytest.mark.parametrize("version,backend,forwards", DRAFT_STEP_CASES)
+def test_mtp_draft_step_captures(version, backend, forwards):
+    """The drafter's draft-step graphs (sizes <= S) run 2 forwards, or 2 (K - 1) where 0.32.0+ fuses them."""
+    pred = predict(Knobs(vllm_version=version, max_num_seqs=2, num_speculative_tokens=3,
+                         attention_backend=backend), [])
+    got = [(b.num_tokens, b.forwards) for b in pred.startup
+           if b.phase == "capture" and b.label == "FULL capture (MTP draft step)"]
+    assert got == [(2, forwards), (1, forwards)]
