@@ -62,3 +62,32 @@ def test_main_says_what_was_not_measured(monkeypatch, capsys):
     text = capsys.readouterr().out
     assert "vLLM's own config path:    not measured" in text
     assert "widget latency in the browser: not measured yet" in text
+
+
+def test_measure_puts_one_runs_figures_together(monkeypatch):
+    """measure(): each timer once, rounded; ratio_cold = vLLM's seconds / the cold prediction's."""
+    monkeypatch.setattr(bench, "time_predict", lambda cold=False: 40.0 if cold else 3.0)
+    monkeypatch.setattr(bench, "time_vllm_config_path", lambda configs: 0.08)  # 80 ms a config
+    monkeypatch.setattr(bench, "time_model_config_path", lambda configs: 2e-6)
+    monkeypatch.setattr(bench, "time_sweep", lambda: 0.25)
+    monkeypatch.setattr(bench, "_simulate_figures", lambda: {"simulate_10k_s": 0.5})
+    monkeypatch.setattr(bench, "browser_latency", lambda: None)
+    assert bench.measure() == {
+        "predict_warm_us": 3.0, "predict_cold_us": 40.0, "plan_us": 2.0,
+        "vllm_config_path_us": 80000.0,
+        "ratio_cold": 2000,  # 0.08 s / 40 µs
+        "sweep_100k_s": 0.25, "simulate_10k_s": 0.5, "browser_latency_ms": None}
+
+
+def test_run_vllm_reads_the_last_json_line(tmp_path, monkeypatch, capsys):
+    """With a tree in place the module runs with it on the path and its last JSON line is the answer."""
+    (tmp_path / ".vllm" / "0.31.0").mkdir(parents=True)
+    (tmp_path / ".vllm" / "0.31.0" / ".hisparse-installed").write_text("")
+    monkeypatch.setattr(bench, "REPO", str(tmp_path))
+    # a module on the child's path (REPO) that logs a line, then echoes its input as JSON
+    (tmp_path / "echo_last.py").write_text(
+        "import json, sys\nprint('some log line')\nprint(json.dumps(json.load(sys.stdin)))\n")
+    assert bench._run_vllm("echo_last", {"n": 2, "seconds": 1.0}, "0.31.0") == {
+        "n": 2, "seconds": 1.0}
+    assert bench._run_vllm("no_such_module_here", {}, "0.31.0") is None  # a failed child
+    assert "no_such_module_here" in capsys.readouterr().err

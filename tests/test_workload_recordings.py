@@ -83,3 +83,30 @@ def test_a_changed_step_is_caught():
     key = next(iter(first))
     first[key] += 1
     assert any("step #1" in d for d in compare_workload_recording(rec))
+
+
+@pytest.mark.parametrize("field,change,needle", [
+    ("startup", lambda r: r["startup"].update(error="IndexError: list index out of range"),
+     "startup:"),
+    ("steps", lambda r: r["steps"].pop(), "steps: engine scheduled"),
+    ("crash", lambda r: r.update(crash={"step": 3, "error": "ValueError: x"}), "crash: engine"),
+    ("finished", lambda r: r["finished"].pop(), "finished: engine"),
+])
+def test_each_changed_field_is_caught(field, change, needle):
+    """Altering the recording's start-up, step count, crash or finished requests is reported."""
+    rec = copy.deepcopy(RECORDINGS[IDS.index("w-v0.31.0-stock-spaced.json")])
+    assert compare_workload_recording(rec) == []
+    change(rec)
+    assert any(d.startswith(needle) for d in compare_workload_recording(rec)), field
+
+
+def test_after_a_startup_crash_no_step_is_logged():
+    """S=1 dies on the 2-token capture (C = 1, stop = 2): the expected log ends there, no step rows."""
+    from hisparse_model.knobs import Knobs
+    from hisparse_model.workload_recordings import expected_workload_log
+
+    sched = simulate(Knobs(max_num_seqs=1), Workload.from_json([{"prompt_len": 3}]))
+    rows = expected_workload_log(sched)
+    assert not any(r["phase"].startswith("step:") for r in rows)
+    assert rows[-1]["error"] == ("ValueError: HiSparse swap rows exceed the configured "
+                                 "speculative decode capacity: stop=2, capacity=1.")
