@@ -1,0 +1,24 @@
+"""CI runs the README's set-up-and-test commands verbatim, each able to stop it (.ci/run)."""
+
+import os
+import re
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _read(name: str) -> str:
+    with open(os.path.join(ROOT, name)) as f:
+        return f.read()
+
+
+def test_ci_runs_the_readme_commands_in_order():
+    """Every line of the README's first bash block is a line of .ci/run, in the same order, under set -e."""
+    block = re.search(r"## Set up and test.*?```bash\n(.*?)```", _read("README.md"), re.S)
+    commands = [line for line in block.group(1).splitlines() if line.strip()]
+    assert commands[0].startswith("pip install -e") and len(commands) >= 2
+    ci = _read(".ci/run").splitlines()
+    assert "set -euo pipefail" in ci
+    at = [ci.index(c) for c in commands]  # ValueError: a README command CI does not run
+    assert at == sorted(at)
+    # `a && b` under set -e does not stop on a failing `a`: each command is a line of its own
+    assert not any("&&" in c for c in commands)
