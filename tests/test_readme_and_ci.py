@@ -1,4 +1,4 @@
-"""CI runs the README's set-up-and-test commands verbatim, each able to stop it (.ci/run)."""
+"""CI runs the README's set-up-and-test commands verbatim (.ci/run); the tests the README names exist."""
 
 import os
 import re
@@ -22,3 +22,12 @@ def test_ci_runs_the_readme_commands_in_order():
     assert at == sorted(at)
     # `a && b` under set -e does not stop on a failing `a`: each command is a line of its own
     assert not any("&&" in c for c in commands)
+
+
+def test_every_test_the_readme_names_exists():
+    """Each ``tests/<file>.py::<test>`` in the README is a test function of that file."""
+    named = set(re.findall(r"tests/(test_\w+\.py)::(test_\w+)", _read("README.md")))
+    assert len(named) >= 20
+    missing = [f"{f}::{t}" for f, t in sorted(named)
+               if not re.search(rf"^def {t}\(", _read(os.path.join("tests", f)), re.M)]
+    assert not missing, f"the README names tests that do not exist: {missing}"
