@@ -54,7 +54,7 @@ M = Mutation
 _V = "hisparse_model/versions.py"
 _P = "hisparse_model/plan.py"
 _S = "hisparse_model/scheduler.py"
-_XC_ROUTING = "tests/test_vllm_crosscheck.py::test_routing_matches_vllm"
+_XC_ROUTING = "tests/test_vllm_crosscheck.py::test_routing_matches_vllm[0.31.0]"  # one driver run
 
 MUTATIONS: list[Mutation] = [
     # -- the routing (VersionRules.router: the one routing declaration) ----------------
@@ -124,13 +124,14 @@ MUTATIONS: list[Mutation] = [
       "hisparse_model/startup.py", "forwards = 2 * (k - 1) if fused else 2", "forwards = 2",
       ("tests/test_model_tables.py",)),
     # -- serving-time dispatch ----------------------------------------------------------------
-    M("dispatch: a FULL graph replays a batch of more requests than it captured",
-      "hisparse_model/dispatch.py", "if uniform == q and reqs >= num_reqs:", "if uniform == q:",
+    M("dispatch: a FULL decode graph replays a batch that is not a uniform decode",
+      "hisparse_model/dispatch.py", "if uniform == q and reqs >= num_reqs:",
+      "if reqs >= num_reqs:",
       ("tests/test_workload_recordings.py", "tests/test_recordings.py")),
     M("dispatch: a step replays the largest PIECEWISE graph, not the smallest that holds it",
       "hisparse_model/dispatch.py", "for tokens, _, _ in reversed(plan.piecewise):",
       "for tokens, _, _ in plan.piecewise:",
-      ("tests/test_cli.py",)),
+      ("tests/test_cli_simulate.py",)),
     # -- the scheduler (simulate, predict's prefix hits) --------------------------------------
     M("chunked prefill: a new request may take one token past the budget",
       _S, "n = min(n, budget)  #", "n = min(n, budget + 1)  #",

@@ -111,7 +111,6 @@ re-exported here.
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import json
 import sys
