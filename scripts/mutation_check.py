@@ -1,6 +1,6 @@
 """Mutation check: deliberate small bugs in the model must each fail a test.
 
-    python scripts/mutation_check.py [--only NAME ...] [--list] [--jobs-timeout S]
+    python scripts/mutation_check.py [--only WORD ...] [--list]
 
 Each row of :data:`MUTATIONS` names one rule of the model, the file that states it,
 an exact text that must occur in that file exactly once, what replaces it (a wrong
@@ -21,7 +21,8 @@ the rows' tests runs on the unmutated copy and must pass, so that a failure coun
 only when the mutant caused it.
 
 Adding a rule (e.g. another branch's): append a :class:`Mutation`; nothing else
-changes.
+changes.  Measured on 2 CPU cores shared with other work (load average 5-7): 27 rows,
+3 to 4.5 minutes, most of it the unmutated run and the one vLLM cross-check row.
 """
 
 from __future__ import annotations
@@ -157,6 +158,7 @@ MUTATIONS: list[Mutation] = [
     M("KV pool: admission counts the null block as usable",
       "hisparse_model/kv_pool.py", "if n - 1 >= need:", "if n >= need:",
       ("tests/test_kv_pool.py",)),
+    # -- append here: tensor / data parallel sizes, outputs lost at a crash, draft steps ... --
 ]
 
 
@@ -231,6 +233,9 @@ def main(argv=None) -> int:
     rows = MUTATIONS
     if args.only:
         rows = [m for m in rows if any(w in m.name for w in args.only)]
+        if not rows:
+            print(f"mutation_check: no mutation's name holds any of {args.only}", file=sys.stderr)
+            return 2
     if args.list:
         for m in rows:
             print(f"{m.name}  [{m.path}]")
