@@ -2,11 +2,12 @@
 
 Every engine step (dummy or real) is reduced to what the routing needs: its
 query lengths in the runner's order, how many of its tokens are decodes, what
-is routed, where, and the error.  :func:`spread` is the dummy-batch shape of
-CUDA-graph captures (vllm/v1/worker/gpu/input_batch.py:127-153 `num_tokens // num_reqs`):
-``num_reqs`` requests get ``num_tokens // num_reqs`` tokens each and the
-*last* ``num_tokens % num_reqs`` requests one more, so a dummy batch is
-ordered decode-like first, prefill-like last.
+is routed, where, and the error.  The dummy batches of CUDA-graph captures
+(vllm/v1/worker/gpu/input_batch.py:127-153 `num_tokens // num_reqs`) give
+``num_reqs`` requests ``num_tokens // num_reqs`` tokens each and the *last*
+``num_tokens % num_reqs`` requests one more, so a dummy batch is ordered
+decode-like first, prefill-like last; :func:`spread_decode_tokens` counts its
+decode tokens.
 """
 
 from __future__ import annotations
@@ -15,19 +16,10 @@ import functools
 from typing import NamedTuple
 
 
-
-def spread(num_tokens: int, num_reqs: int) -> tuple[int, ...]:
-    """Query length of each dummy request."""
-    if not 0 < num_reqs <= num_tokens:
-        raise ValueError(f"num_reqs must be in 1..num_tokens, got {num_reqs} for {num_tokens}")
-    base = num_tokens // num_reqs  # tokens per request before the remainder
-    extra = num_tokens % num_reqs  # requests that get one more token (the last ones)
-    return (base,) * (num_reqs - extra) + (base + 1,) * extra
-
-
 def spread_decode_tokens(num_tokens: int, num_reqs: int, threshold: int,
                          uniform: bool = False) -> int:
-    """Decode tokens of ``spread(num_tokens, num_reqs)`` (``routing.decode_tokens`` in closed form)."""
+    """Decode tokens of the dummy batch of ``num_tokens`` over ``num_reqs`` requests
+    (``routing.decode_tokens`` of its query lengths, in closed form)."""
     base, extra = divmod(num_tokens, num_reqs)
     if base > threshold:
         return 0
@@ -52,13 +44,6 @@ class Batch(NamedTuple):
     forwards: int | None = 1  # forwards of this step (None: varies, e.g. MTP decodes)
     prompt_index: int | None = None
     runner: str = "target"  # whose layers route: "target", "drafter" (MTP) or "both"
-
-    @property
-    def has_prefill(self) -> bool:
-        return self.num_decode_tokens < self.num_tokens
-
-    def as_dict(self) -> dict:
-        return self._asdict()
 
 
 # A Batch from a tuple of its twelve fields in order: what Batch(*fields) builds,

@@ -28,10 +28,9 @@ import functools
 import numpy as np
 
 from .advice import SearchCapped, advise
-from .knobs import VLLM_VERSIONS, Knobs
+from .knobs import DEFAULT_ATTENTION_BACKEND, VLLM_VERSIONS, Knobs
 from .plan import Plan, default_max_num_batched_tokens, plan, refusal
 from .predict import Prediction, predict
-from .routing import route_tokens
 from .serving import prompt_batches
 from .simulate import Schedule, simulate
 from .startup import startup_batches
@@ -93,12 +92,13 @@ def route_lanes(capacity: int, n_values=None, lanes=None, *, has_prefill: bool =
            "W": capacity + 1, "B": max_tokens}
     possible = [max_tokens is None or n <= max_tokens for n in ns]
     for label, key in lanes.items():
-        routes = [route_tokens(RULES[key], n, capacity, has_prefill=has_prefill) if ok else None
-                  for n, ok in zip(ns, possible)]
-        out["lanes"][label] = [OVER_B if r is None else CRASH if r.error else r.path
-                               for r in routes]
-        out["crash_sizes"][label] = [n for n, r in zip(ns, routes) if r and r.error]
-        out["errors"][label] = next((r.error for r in routes if r and r.error), None)
+        # one request of n tokens: a pure prefill (no decode token) or n decode tokens
+        route = RULES[key].router(DEFAULT_ATTENTION_BACKEND, capacity)
+        routes = [route(n, 0 if has_prefill else n) if ok else None
+                  for n, ok in zip(ns, possible)]  # (routed, path, error), None past B
+        out["lanes"][label] = [OVER_B if r is None else CRASH if r[2] else r[1] for r in routes]
+        out["crash_sizes"][label] = [n for n, r in zip(ns, routes) if r and r[2]]
+        out["errors"][label] = next((r[2] for r in routes if r and r[2]), None)
     return out
 
 

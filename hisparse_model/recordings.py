@@ -45,7 +45,6 @@ from .predict import Prediction, predict
 from .reproduction import DRAFTER_LAYERS, TARGET_LAYERS
 
 SCHEMA_VERSION = 1
-PROVENANCE_KEYS = ("vllm", "torch", "gpu", "date", "engine_args", "mode", "command")
 
 
 def write_json_atomic(path: str, data: dict) -> None:
@@ -62,15 +61,6 @@ def write_json_atomic(path: str, data: dict) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-
-
-def check_provenance(rec: dict) -> list[str]:
-    """Names of the provenance fields a recording lacks (empty list: complete)."""
-    prov = rec.get("provenance") or {}
-    missing = [k for k in PROVENANCE_KEYS if not prov.get(k)]
-    if rec.get("schema") != SCHEMA_VERSION:
-        missing.append("schema")
-    return missing
 
 
 def recording_knobs(rec: dict) -> Knobs:

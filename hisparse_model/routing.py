@@ -17,30 +17,18 @@ Two questions per batch, both answered by the version's :class:`~hisparse_model.
 
 Dummy and warmup batches, and light serving load, keep every context page
 resident (``all_resident=True``, the default here).
+
+There is one routing rule, :meth:`VersionRules.router`; :func:`router` binds it
+to a plan, and everything that routes a batch (the walks, simulate, the charts,
+the vLLM cross-check) calls it.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from .versions import ALL_RESIDENT, ERROR_TEMPLATE, SWAP_IN, swap_error
 
-from .versions import ALL_RESIDENT, ERROR_TEMPLATE, SWAP_IN, VersionRules, swap_error
-
-__all__ = ["ALL_RESIDENT", "ERROR_TEMPLATE", "SWAP_IN", "Route", "Routed", "decode_tokens",
-           "route", "route_counts", "route_tokens", "routed_path", "router", "swap_error",
-           "UNIFORM_DECODE_BACKENDS"]
-
-
-class Route(NamedTuple):
-    path: str  # SWAP_IN or ALL_RESIDENT
-    error: str | None  # the exact ValueError text, or None
-
-
-class Routed(NamedTuple):
-    num_tokens: int  # tokens in the batch
-    num_decode_tokens: int  # of which decode tokens
-    routed: int  # tokens handed to the routing (0: it is not called)
-    route: str | None  # SWAP_IN, ALL_RESIDENT, or None when nothing is routed
-    error: str | None  # the exact ValueError text, or None
+__all__ = ["ALL_RESIDENT", "ERROR_TEMPLATE", "SWAP_IN", "decode_tokens", "routed_path",
+           "router", "swap_error", "UNIFORM_DECODE_BACKENDS"]
 
 
 # FLASHMLA_SPARSE's builder wants uniform decodes:
@@ -71,16 +59,6 @@ def decode_tokens(query_lens, threshold: int, uniform: bool = False) -> int:
     return total
 
 
-def route_tokens(rules: VersionRules, n: int, capacity: int, *, has_prefill: bool,
-                 all_resident: bool = True) -> Route:
-    """Where ``convert_logical_to_physical_topk`` sends ``n`` routed tokens."""
-    if not rules.swap_in(n, capacity, has_prefill=has_prefill, all_resident=all_resident):
-        return Route(ALL_RESIDENT, None)
-    if n > capacity:  # _step_rows: stop = n > capacity
-        return Route(SWAP_IN, swap_error(n, capacity))
-    return Route(SWAP_IN, None)
-
-
 def router(plan, all_resident: bool = True):
     """The plan's batch router: ``(n, decode) -> (routed tokens, route, error)``.
 
@@ -92,15 +70,3 @@ def router(plan, all_resident: bool = True):
 def routed_path(plan, n: int, decode: int, all_resident: bool = True):
     """(routed tokens, route, error) of a batch of ``n`` tokens, ``decode`` of them decodes."""
     return router(plan, all_resident)(n, decode)
-
-
-def route_counts(plan, n: int, decode: int, *, all_resident: bool = True) -> Routed:
-    """Route a batch of ``n`` tokens, ``decode`` of them decodes, under a :class:`~hisparse_model.plan.Plan`."""
-    return Routed(n, decode, *routed_path(plan, n, decode, all_resident))
-
-
-def route(query_lens, plan, *, all_resident: bool = True) -> Routed:
-    """Route one batch (query lengths in the runner's order) under a :class:`~hisparse_model.plan.Plan`."""
-    dec = decode_tokens(query_lens, plan.max_decode_query_len,
-                        plan.knobs.attention_backend in UNIFORM_DECODE_BACKENDS)
-    return route_counts(plan, sum(query_lens), dec, all_resident=all_resident)

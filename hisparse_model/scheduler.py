@@ -93,20 +93,6 @@ class Step:
     def runner_query_lens(self) -> list[int]:  # what the attention metadata sees, in order
         return [self.scheduled[r] for r in self.runner_order()]
 
-    def decode_split(self, threshold: int | None = None) -> tuple[int, int]:
-        """(decode requests, decode tokens) by split_decodes_and_prefills without
-        require_uniform (vllm/v1/attention/backends/utils.py:799-870
-        `def split_decodes_and_prefills`): leading queries <= threshold (1 + K)."""
-        lens = self.runner_query_lens()
-        t = 1 + self.num_speculative_tokens if threshold is None else threshold
-        n = next((i for i, x in enumerate(lens) if x > t), len(lens))
-        return n, sum(lens[:n])
-
-    def as_dict(self) -> dict:
-        return {"index": self.index, "scheduled": dict(self.scheduled), "spec": dict(self.spec),
-                "computed_before": dict(self.num_computed_before), "finished": list(self.finished),
-                "runner_order": self.runner_order(), "resident": self.resident,
-                "drafts": self.drafts}
 
 
 def acceptance(spec=None):

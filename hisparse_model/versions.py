@@ -167,14 +167,14 @@ class VersionRules:
             return lambda n, has_prefill: not has_prefill and n <= limit
         return lambda n, has_prefill: n <= limit
 
-    def swap_in(self, n: int, capacity: int, *, has_prefill: bool, all_resident: bool) -> bool:
-        """Whether one batch's ``n`` routed tokens go to swap_in (:meth:`swap_in_rule`)."""
-        return self.swap_in_rule(capacity, all_resident)(n, has_prefill)
-
     def router(self, backend: str, capacity: int, all_resident: bool = True):
         """:meth:`handoff_rule` then :meth:`swap_in_rule`: ``(n, decode) ->`` (routed tokens,
         route, error); (0, None, None) when nothing is handed over; swap_in raises past
-        C rows, so its ``stop`` is the routed count."""
+        C rows, so its ``stop`` is the routed count.
+
+        The model's one routing declaration: the start-up and serving walks, simulate,
+        the charts and the CPU cross-check against vLLM's own routing
+        (``tests/test_vllm_crosscheck.py``) all route through it."""
         handoff = self.handoff_rule(backend, all_resident)
         to_swap_in = self.swap_in_rule(capacity, all_resident)
 
@@ -229,7 +229,3 @@ def rules_for(knobs) -> VersionRules:
     key = knobs.vllm_version + ("+fix" if knobs.routing == "fix" else "")
     return RULES[key]
 
-
-def all_cites() -> list[tuple[str, Cite]]:
-    """(vllm version, citation) for every rule of every version (for the citation test)."""
-    return [(v, c) for per_version in _CITES.values() for v, c in per_version.items()]

@@ -3,7 +3,8 @@
 Each configuration runs in its own child process with a timeout
 (:func:`hisparse_model.engine.live.run_one`).  Off a GPU, or without vLLM, every
 test skips with the reason ``check_available`` gives.  Only configurations of
-the installed vLLM version run.
+the installed vLLM version run; every version has some
+(``tests/test_live_runner.py`` checks).
 """
 
 import os
@@ -27,6 +28,11 @@ SAMPLE = {
     "v0.31.0-stock-s1": (dict(vllm_version="0.31.0", max_num_seqs=1), [2, 3, 200]),
     "v0.32.0-stock-s1": (dict(vllm_version="0.32.0", max_num_seqs=1), [2, 3, 200]),
     "v0.32.0-stock-s2": (dict(vllm_version="0.32.0", max_num_seqs=2), [2, 3, 200]),
+    "v0.33.0-stock-s1": (dict(vllm_version="0.33.0", max_num_seqs=1), [2, 3, 200]),
+    "v0.33.0-stock-s2": (dict(vllm_version="0.33.0", max_num_seqs=2), [2, 3, 200]),
+    # prefills 0.32.0 sends to swap_in go to the all-resident path
+    "v0.33.0-stock-s4-prefill": (
+        dict(vllm_version="0.33.0", max_num_seqs=4, max_num_batched_tokens=256), [3, 4, 5]),
 }
 CHILD_TIMEOUT = float(os.environ.get("HISPARSE_LIVE_TIMEOUT", "420"))
 

@@ -286,3 +286,12 @@ def test_a_stopped_runner_leaves_no_engine_behind(fake, tmp_path):
     time.sleep(0.5)
     with pytest.raises(ProcessLookupError):  # the hung child is gone
         os.kill(pid, 0)
+
+
+def test_live_gpu_sample_covers_every_version():
+    """tests/test_live_gpu.py runs only the installed version's cases: every version has some."""
+    from hisparse_model import VLLM_VERSIONS
+    from test_live_gpu import SAMPLE
+
+    versions = {knobs["vllm_version"] for knobs, _ in SAMPLE.values()}
+    assert versions == set(VLLM_VERSIONS)

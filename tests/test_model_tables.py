@@ -40,26 +40,46 @@ def test_parallel_drafting_is_rejected_under_hisparse():
         plan(Knobs(max_num_seqs=2, num_speculative_tokens=2, parallel_drafting=True))
 
 
+FA, FM = "FLASH_ATTN_MLA_SPARSE", "FLASHMLA_SPARSE"
+
 ROUTE_CASES = [
-    # version, mode, n, C, has_prefill -> path, error?
-    ("0.31.0", "stock", 2, 2, True, "swap_in", None),  # n = C fits the swap rows
-    ("0.31.0", "stock", 3, 2, True, "swap_in", ERR.format(stop=3, capacity=2)),  # n = W = C+1
-    ("0.31.0", "stock", 4, 2, True, "all_resident", None),  # n > W
-    ("0.31.0", "fix", 3, 2, True, "all_resident", None),  # fix: n > C -> fallback
-    ("0.32.0", "stock", 3, 2, True, "all_resident", None),
-    ("0.32.0", "stock", 2, 2, True, "swap_in", None),
-    ("0.33.0", "stock", 2, 2, True, "all_resident", None),  # any prefill -> all-resident
-    ("0.33.0", "stock", 2, 2, False, "swap_in", None),  # decode-only, n <= C
-    ("0.31.0", "stock", 17, 16, True, "swap_in", ERR.format(stop=17, capacity=16)),
+    # rules, backend, n tokens, of them decode, C, all pages resident -> routed, path, error
+    # One request of n tokens, all resident: a pure prefill (0 decode tokens) or n decodes.
+    ("0.31.0", FA, 2, 0, 2, True, 2, "swap_in", None),  # n = C fits the swap rows
+    ("0.31.0", FA, 3, 0, 2, True, 3, "swap_in", ERR.format(stop=3, capacity=2)),  # n = W = C+1
+    ("0.31.0", FA, 4, 0, 2, True, 4, "all_resident", None),  # n > W
+    ("0.31.0+fix", FA, 3, 0, 2, True, 3, "all_resident", None),  # fix: n > C -> fallback
+    ("0.32.0", FA, 3, 0, 2, True, 3, "all_resident", None),
+    ("0.32.0", FA, 2, 0, 2, True, 2, "swap_in", None),
+    ("0.33.0", FA, 2, 0, 2, True, 2, "all_resident", None),  # any resident prefill -> all-resident
+    ("0.33.0", FA, 2, 2, 2, True, 2, "swap_in", None),  # decode-only, n <= C
+    ("0.31.0", FA, 17, 0, 16, True, 17, "swap_in", ERR.format(stop=17, capacity=16)),
+    # The hand-off (which tokens reach convert_logical_to_physical_topk at all):
+    # 0.31.0/0.32.0 FLASH_ATTN_MLA_SPARSE (flashattn_mla_sparse.py:204-260): the decode part
+    # first; the rest only when the batch has no decode token and is all resident.
+    ("0.31.0", FA, 10, 3, 4, True, 3, "swap_in", None),  # mixed: only the 3 decodes route
+    ("0.32.0", FA, 10, 3, 4, True, 3, "swap_in", None),
+    ("0.31.0", FA, 5, 0, 4, False, 0, None, None),  # prefill, not resident: staged, not routed
+    ("0.31.0", FA, 4, 4, 4, False, 4, "swap_in", None),  # decode-only: the whole batch
+    # FLASHMLA_SPARSE (flashmla_sparse.py:815-850): the decode part only, never a prefill.
+    ("0.31.0", FM, 3, 0, 2, True, 0, None, None),
+    ("0.31.0", FM, 10, 3, 4, True, 3, "swap_in", None),
+    # 0.33.0 (sparse_mla_attention.py:805-812): the whole batch when it is decode-only or all
+    # resident, else the decode part; not resident, swap_in takes n <= C, prefill or not.
+    ("0.33.0", FA, 10, 3, 4, True, 10, "all_resident", None),  # resident mixed: whole batch
+    ("0.33.0", FA, 10, 3, 4, False, 3, "swap_in", None),  # not resident mixed: 3 decodes
+    ("0.33.0", FA, 10, 0, 4, False, 0, None, None),  # not resident prefill: not routed
+    ("0.33.0", FA, 4, 4, 4, False, 4, "swap_in", None),  # decode-only, n = C
+    ("0.33.0", FM, 10, 3, 4, True, 10, "all_resident", None),  # every backend in 0.33.0
+    ("0.33.0", FM, 10, 3, 4, False, 3, "swap_in", None),
 ]
 
 
-@pytest.mark.parametrize("v,mode,n,c,pre,path,err", ROUTE_CASES)
-def test_route(v, mode, n, c, pre, path, err):
-    """0.31.0 sends n <= C+1 to swap_in and only n = C+1 overflows; 0.32.0 routes on C."""
-    rules = RULES[v + ("+fix" if mode == "fix" else "")]
-    r = routing.route_tokens(rules, n, c, has_prefill=pre)
-    assert (r.path, r.error) == (path, err)
+@pytest.mark.parametrize("key,backend,n,dec,c,resident,routed,path,err", ROUTE_CASES)
+def test_route(key, backend, n, dec, c, resident, routed, path, err):
+    """0.31.0 sends up to C+1 routed tokens to swap_in, which overflows at C+1; the others route on C."""
+    got = RULES[key].router(backend, c, resident)(n, dec)
+    assert got == (routed, path, err)
 
 
 OUTCOME_CASES = [
@@ -106,3 +126,24 @@ def test_startup_crash_phase_for_pr_case():
     bad = predict(Knobs(max_num_seqs=1)).startup_crash_batch
     assert (bad.phase, bad.cudagraph_mode, bad.num_tokens, bad.num_reqs) == (
         "cudagraph_memory_profile", "PIECEWISE", 2, 1)
+
+
+DRAFT_STEP_CASES = [
+    # MTP K = 3, S = 2: capture sizes 1, 2, 4, 8, 16 (grid up to min(640, 2*2*4) = 16); the
+    # drafter's K - 1 = 2 one-token draft steps get a FULL graph per size <= S: 2, then 1.
+    # version, backend -> forwards of each draft-step capture
+    ("0.31.0", FA, 2),  # a graph per draft step: its eager pass + its capture pass
+    ("0.32.0", FA, 4),  # the 2 draft steps share one graph, run in both passes: 2 x 2
+    ("0.33.0", FA, 4),
+    ("0.32.0", FM, 2),  # FLASHMLA_SPARSE does not share it
+]
+
+
+@pytest.mark.parametrize("version,backend,forwards", DRAFT_STEP_CASES)
+def test_mtp_draft_step_captures(version, backend, forwards):
+    """The drafter's draft-step graphs (sizes <= S) run 2 forwards, or 2 (K - 1) where 0.32.0+ fuses them."""
+    pred = predict(Knobs(vllm_version=version, max_num_seqs=2, num_speculative_tokens=3,
+                         attention_backend=backend), [])
+    got = [(b.num_tokens, b.forwards) for b in pred.startup
+           if b.phase == "capture" and b.label == "FULL capture (MTP draft step)"]
+    assert got == [(2, forwards), (1, forwards)]

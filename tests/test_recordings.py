@@ -14,7 +14,8 @@ import pytest
 from hisparse_model.recordings import compare_recording, expected_log
 from hisparse_model.knobs import Knobs
 from hisparse_model.predict import predict
-from hisparse_model.recordings import check_provenance, load_all, recorded_dir
+from hisparse_model.recordings import load_all, recorded_dir
+from provenance import check_provenance
 
 RECORDINGS = load_all()
 IDS = [os.path.basename(r["_path"]) for r in RECORDINGS]
@@ -79,3 +80,20 @@ def test_expected_log_folds_layers():
 def test_recorded_dir_is_the_tests_folder():
     """Recordings live next to the tests, where notebook 4 reads them."""
     assert recorded_dir().endswith(os.path.join("tests", "recorded"))
+
+
+def test_expected_log_leaves_mtp_decode_calls_open():
+    """MTP K=1, eager, S=2: the decode's verify steps are uncounted (accepted drafts), so calls is None.
+
+    q = 2, C = min(640, 2 * 2) = 4; eager: no capture, no JIT warmup.  The 3-token prompt
+    (3 > q: a prefill) routes 3 <= C to swap_in, on 8 target + 1 drafter layers; then its
+    decodes, 1 request of q = 2 tokens each, as many as the target's acceptance makes.
+    """
+    rows = expected_log(predict(Knobs(max_num_seqs=2, num_speculative_tokens=1,
+                                      enforce_eager=True), [3]))
+    keys = ("phase", "num_tokens", "num_decode_tokens", "num_actual_tokens", "route",
+            "cudagraph_mode", "error", "calls")
+    assert [tuple(r[k] for k in keys) for r in rows] == [
+        ("prompt:0", 3, 0, 3, "swap_in", "NONE", None, 9),
+        ("prompt:0", 2, 2, 2, "swap_in", "NONE", None, None),
+    ]

@@ -80,10 +80,17 @@ def random_cases(version: str, count: int = NUM_CASES, seed: int = 20260601) -> 
     return [random_case(rng, version) for _ in range(count)]
 
 
+def _step_dict(s) -> dict:
+    """A model Step in the driver's form (scheduler_driver's docstring)."""
+    return {"index": s.index, "scheduled": dict(s.scheduled), "spec": dict(s.spec),
+            "computed_before": dict(s.num_computed_before), "finished": list(s.finished),
+            "runner_order": s.runner_order(), "resident": s.resident}
+
+
 def model_steps(case: dict) -> list[dict]:
     workload = Workload.from_json(case["workload"])
-    return [s.as_dict() for s in schedule(SchedulerConfig(**case["config"]), workload,
-                                          case["accepted"])]
+    return [_step_dict(s) for s in schedule(SchedulerConfig(**case["config"]), workload,
+                                            case["accepted"])]
 
 
 def _norm(steps: list[dict]) -> list[dict]:

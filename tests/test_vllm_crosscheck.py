@@ -34,8 +34,7 @@ import pytest
 from hisparse_model import VLLM_VERSIONS
 from hisparse_model import Knobs, plan
 from hisparse_model.plan import capture_sizes as model_capture_sizes
-from hisparse_model.routing import route_tokens
-from hisparse_model.versions import RULES
+from hisparse_model.routing import router
 
 pytestmark = pytest.mark.vllm_cpu
 
@@ -277,13 +276,19 @@ def test_capture_sizes_match_vllm(driver_run):
 
 
 def test_routing_matches_vllm(driver_run):
-    """(c) The real routing's path and _step_rows' exact error text equal the model's route()."""
+    """(c) vLLM's routing path and _step_rows' exact error text equal the model's own router.
+
+    The model side is ``routing.router(plan)``, the function predict() and simulate()
+    route every batch through (``VersionRules.router``), not a second statement of the rule.
+    """
     version, out = driver_run
     diffs = []
     total = 0
     for r in out["results"]:
         kn = r["knobs"]
-        capacity = plan(_model_knobs(version, kn)).swap_capacity
+        p = plan(_model_knobs(version, kn))
+        capacity = p.swap_capacity
+        route = router(p)  # all context pages resident, as in the driver
         ns = {row["n"] for row in r["routing"]}
         # The driver routes 1..3 and C-3..C+3 (vLLM's C); so must the rows cover
         # the model's boundary C, C + 1 (= W) and C + 2.
@@ -292,12 +297,13 @@ def test_routing_matches_vllm(driver_run):
             diffs.append(f"{_fmt(kn)}: no routing rows for n in {sorted(missing)}")
         for row in r["routing"]:
             total += 1
-            want = route_tokens(RULES[version], row["n"], capacity,
-                                has_prefill=row["has_prefill"])
-            got = (row["path"], row["error"])
-            if got != (want.path, want.error):
+            n = row["n"]
+            # the driver's batch: one pure prefill of n tokens, or n decode tokens
+            routed, path, error = route(n, 0 if row["has_prefill"] else n)
+            got = (n, row["path"], row["error"])
+            if got != (routed, path, error):  # the default backend hands all n tokens over
                 kind = "pure prefill" if row["has_prefill"] else "decode-only"
-                diffs.append(f"{_fmt(kn)} C={capacity} n={row['n']} {kind}: "
-                             f"vLLM {got} model {(want.path, want.error)}")
+                diffs.append(f"{_fmt(kn)} C={capacity} n={n} {kind}: "
+                             f"vLLM {got} model {(routed, path, error)}")
     assert total >= len(out["results"]) * 2, total
     assert not diffs, _report(version, "routing (c)", diffs, total)

@@ -1,8 +1,8 @@
 """The notebooks' dashboards, driven without a browser (set ``.value``, read what they show).
 
 Every expectation is computed here from the model's own API
-(:func:`hisparse_model.predict`, :func:`hisparse_model.routing.route_tokens`) or
-from the arithmetic in the case tables, never read back from the widget code.
+(:func:`hisparse_model.predict`) or from the arithmetic in the case tables, never
+read back from the widget code.
 """
 
 from __future__ import annotations
@@ -87,7 +87,8 @@ def test_off_by_one_numbers_follow_the_sliders(off_by_one, knobs, expected):
 
 @pytest.mark.parametrize(("knobs", "expected"), OFF_BY_ONE_CASES)
 def test_off_by_one_plot_data_is_the_routing(off_by_one, knobs, expected):
-    """Each lane at n ≤ B is route_tokens(n), n > B holds no batch; 0.31.0 crashes at W ≤ B."""
+    """Each lane at n <= B is vLLM's rule, stated here: 0.31.0 swap_in up to W = C + 1 (a crash
+    at W), 0.32.0 up to C; n > B holds no batch."""
     s, k, b = knobs
     big_b, _, c, w = expected
     dash = off_by_one
@@ -95,13 +96,15 @@ def test_off_by_one_plot_data_is_the_routing(off_by_one, knobs, expected):
     data = dash.plot_data
     assert data["n"] == list(range(max(1, c - 5), w + 6))  # zoomed: C - 5 ... W + 5
     assert (data["C"], data["W"]) == (c, w)
-    for label, key in cd.OFF_BY_ONE_LANES.items():
-        want = []
-        for n in data["n"]:
-            r = routing.route_tokens(RULES[key], n, c, has_prefill=True)
-            want.append(cd.OVER_B if n > big_b else "crash" if r.error else r.path)
-        assert data["lanes"][label] == want
     stock, fixed = cd.OFF_BY_ONE_LANES
+    # 0.31.0 (index_group.py:236): swap_in while n <= W = C + 1; swap_in holds C rows, so n = W
+    # raises; no batch holds more than B tokens
+    assert data["lanes"][stock] == [
+        cd.OVER_B if n > big_b else "swap_in" if n <= c else "crash" if n == w else "all_resident"
+        for n in data["n"]]
+    # 0.32.0: swap_in while n <= C, all-resident above
+    assert data["lanes"][fixed] == [cd.OVER_B if n > big_b else "swap_in" if n <= c
+                                    else "all_resident" for n in data["n"]]
     assert data["crash_sizes"][stock] == ([] if w > big_b else [w])  # 0.31.0: one size, if any
     assert data["crash_sizes"][fixed] == []  # 0.32.0: none
     assert dash.chart.value.startswith(SVG)

@@ -16,8 +16,11 @@ import os
 
 import pytest
 
-from hisparse_model.recordings import check_provenance, load, recorded_dir
+from hisparse_model.recordings import load, recorded_dir, recording_knobs
+from hisparse_model.simulate import simulate
+from hisparse_model.workload import Workload
 from hisparse_model.workload_recordings import compare_workload_recording
+from provenance import check_provenance
 
 PATHS = sorted(glob.glob(os.path.join(recorded_dir(), "workloads", "*.json")))
 RECORDINGS = [load(p) for p in PATHS]
@@ -25,7 +28,7 @@ IDS = [os.path.basename(p) for p in PATHS]
 
 
 def test_the_issue_workloads_are_recorded():
-    """>= 8 workloads on 0.31.0 (stock and fix) and 0.32.0, incl. a concurrency-only crash."""
+    """Inventory: >= 8 workloads on 0.31.0 (stock and fix) and 0.32.0, incl. a concurrency-only crash."""
     names = set(IDS)
     for must in ("w-v0.31.0-stock-concurrent.json", "w-v0.31.0-stock-spaced.json",
                  "w-v0.31.0-fix-concurrent.json", "w-v0.32.0-stock-concurrent.json",
@@ -61,20 +64,28 @@ CRASHES = {
 }
 
 
+def _simulated(rec: dict):
+    return simulate(recording_knobs(rec), Workload.from_json(rec["workload"]), rec.get("accepted"))
+
+
 @pytest.mark.parametrize("name,expected", sorted(CRASHES.items()))
 def test_recorded_crashes(name, expected):
-    """The engine crashed exactly where the hand arithmetic says, with vLLM's text."""
+    """The engine and simulate() both crash exactly where the hand arithmetic says, with vLLM's text."""
     rec = RECORDINGS[IDS.index(name)]
     step, stop, cap = expected
-    assert rec["crash"] == {"step": step, "error": (
+    want = {"step": step, "error": (
         "ValueError: HiSparse swap rows exceed the configured speculative decode capacity: "
         f"stop={stop}, capacity={cap}.")}
+    assert rec["crash"] == want  # the engine
+    assert _simulated(rec).crash == want  # the model
 
 
 def test_spaced_out_requests_do_not_crash():
-    """The same two requests 12 steps apart never share a step: no crash, both finish."""
+    """The same two requests 12 steps apart never share a step: no crash, both finish (engine and model)."""
     rec = RECORDINGS[IDS.index("w-v0.31.0-stock-spaced.json")]
     assert rec["crash"] is None and rec["finished"] == [0, 1]
+    sched = _simulated(rec)
+    assert sched.crash is None and sorted(sched.finished) == [0, 1]
 
 
 def test_a_changed_step_is_caught():
@@ -156,3 +167,30 @@ def test_counting_the_unreturned_output_as_finished_is_caught(monkeypatch):
     diffs = compare_workload_recording(rec)
     assert any(d.startswith("finished:") for d in diffs)
     assert any(d.startswith("lost:") for d in diffs)
+
+
+@pytest.mark.parametrize("field,change,needle", [
+    ("startup", lambda r: r["startup"].update(error="IndexError: list index out of range"),
+     "startup:"),
+    ("steps", lambda r: r["steps"].pop(), "steps: engine scheduled"),
+    ("crash", lambda r: r.update(crash={"step": 3, "error": "ValueError: x"}), "crash: engine"),
+    ("finished", lambda r: r["finished"].pop(), "finished: engine"),
+])
+def test_each_changed_field_is_caught(field, change, needle):
+    """Altering the recording's start-up, step count, crash or finished requests is reported."""
+    rec = copy.deepcopy(RECORDINGS[IDS.index("w-v0.31.0-stock-spaced.json")])
+    assert compare_workload_recording(rec) == []
+    change(rec)
+    assert any(d.startswith(needle) for d in compare_workload_recording(rec)), field
+
+
+def test_after_a_startup_crash_no_step_is_logged():
+    """S=1 dies on the 2-token capture (C = 1, stop = 2): the expected log ends there, no step rows."""
+    from hisparse_model.knobs import Knobs
+    from hisparse_model.workload_recordings import expected_workload_log
+
+    sched = simulate(Knobs(max_num_seqs=1), Workload.from_json([{"prompt_len": 3}]))
+    rows = expected_workload_log(sched)
+    assert not any(r["phase"].startswith("step:") for r in rows)
+    assert rows[-1]["error"] == ("ValueError: HiSparse swap rows exceed the configured "
+                                 "speculative decode capacity: stop=2, capacity=1.")

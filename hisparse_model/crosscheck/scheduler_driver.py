@@ -11,7 +11,8 @@ stdin: ``{"cases": [{"config", "workload", "accepted"}, ...], "jobs": n}`` --
 ``accepted`` an acceptance spec (:func:`hisparse_model.scheduler.acceptance`),
 ``jobs`` forked workers -- or ``{"time_10k": {"config", "workload"}}`` to time one
 run.  stdout: one JSON object ``{"vllm_version", "vllm_file", "results"}``, one
-result per case: ``{"steps": [Step.as_dict()...], "alloc_failures": n}`` or
+result per case: ``{"steps": [{"index", "scheduled", "spec", "computed_before",
+"finished", "runner_order", "resident"}...], "alloc_failures": n}`` or
 ``{"driver_error", "traceback"}``.  :func:`run_driver` does all of this from a
 plain Python (used by the tests and the benchmark).
 
@@ -110,7 +111,6 @@ re-exported here.
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import json
 import sys
@@ -122,7 +122,7 @@ from hisparse_model.crosscheck.scheduler_loop import TOKEN_BASE, FakeWorker, run
 
 __all__ = [  # BLOCK_SIZE .. run_workload: re-exported from scheduler_build / scheduler_loop
     "BLOCK_SIZE", "HOST_POOL_GIB", "TOKEN_BASE", "FakeWorker", "build_scheduler", "run_workload",
-    "main", "run", "run_driver", "time_10k", "vllm_scheduler_10k_s",
+    "main", "run", "run_driver", "time_10k",
 ]
 
 
@@ -200,15 +200,6 @@ def run_driver(version: str, payload: dict, *, vllm_root=None, timeout: float = 
         raise RuntimeError(f"scheduler_driver ({version}) failed rc={proc.returncode}:\n"
                            f"{proc.stderr[-4000:]}")
     return json.loads(proc.stdout)
-
-
-def vllm_scheduler_10k_s(config, workload, *, vllm_root=None) -> float:
-    """The benchmark's ``vllm_scheduler_10k_s``: vLLM's own scheduler (config.vllm_version)
-    on ``workload`` (a Workload), in seconds; pass num_gpu_blocks large enough for it."""
-    payload = {"time_10k": {"config": dataclasses.asdict(config), "workload": [
-        {"prompt_token_ids": list(r.prompt_token_ids), "max_tokens": r.max_tokens,
-         "arrival_step": r.arrival_step} for r in workload.requests]}}
-    return run_driver(config.vllm_version, payload, vllm_root=vllm_root)["vllm_scheduler_s"]
 
 
 def main() -> int:

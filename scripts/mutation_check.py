@@ -1,0 +1,300 @@
+"""Mutation check: deliberate small bugs in the model must each fail a test.
+
+    python scripts/mutation_check.py [--only WORD ...] [--list]
+
+Each row of :data:`MUTATIONS` names one rule of the model, the file that states it,
+an exact text that must occur in that file exactly once, what replaces it (a wrong
+model), and the tests to run first.  For each row the script
+
+1. writes the mutated file into a temporary copy of the repository (the tracked and
+   untracked-but-not-ignored files, with ``.vllm`` linked to the installed vLLM
+   trees): the working tree itself is never edited, so nothing else sees a mutant;
+2. runs the row's tests with ``-x``; if none fails, the whole fast suite
+   (``-m "not vllm_cpu and not browser and not gpu"``) with ``-x``;
+3. puts the original file back.
+
+It prints a table, mutation -> the first failing test, and exits 1 if a mutation
+survives (no test failed), if a row's text is not found exactly once (a refactor
+moved the rule: update the row), or if a run ends in anything but passed/failed
+(an import or collection error proves nothing).  Before the mutants, the union of
+the rows' tests runs on the unmutated copy and must pass, so that a failure counts
+only when the mutant caused it.
+
+Adding a rule (e.g. another branch's): append a :class:`Mutation`; nothing else
+changes.  Measured on 2 CPU cores shared with other work (load average 5-7): 27 rows,
+3 to 4.5 minutes, most of it the unmutated run and the one vLLM cross-check row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import NamedTuple
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+FAST = "not vllm_cpu and not browser and not gpu"  # the fast suite's marker expression
+RUN_TIMEOUT_S = 600  # one pytest run; a hang past it counts as a failure to report
+
+
+class Mutation(NamedTuple):
+    name: str  # what is made wrong, in a few words
+    path: str  # file, relative to the repository root
+    old: str  # exact text, must occur exactly once in the file
+    new: str  # the wrong model
+    tests: tuple[str, ...]  # pytest node ids or files to run first (may include vllm_cpu tests)
+
+
+M = Mutation
+_V = "hisparse_model/versions.py"
+_P = "hisparse_model/plan.py"
+_S = "hisparse_model/scheduler.py"
+_XC_ROUTING = "tests/test_vllm_crosscheck.py::test_routing_matches_vllm[0.31.0]"  # one driver run
+
+MUTATIONS: list[Mutation] = [
+    # -- the routing (VersionRules.router: the one routing declaration) ----------------
+    M("predicate 0.31.0: swap_in up to C, not W = C + 1",
+      _V, "limit = capacity + 1 if self.routes_on_workspace else capacity",
+      "limit = capacity if self.routes_on_workspace else capacity",
+      (_XC_ROUTING,)),
+    M("predicate 0.32.0/fix: swap_in up to C + 1, not C",
+      _V, "limit = capacity + 1 if self.routes_on_workspace else capacity",
+      "limit = capacity + 1 if self.routes_on_workspace else capacity + 1",
+      ("tests/test_model_tables.py", "tests/test_properties.py")),
+    M("predicate 0.33.0: all-resident prefills go to swap_in",
+      _V, "return lambda n, has_prefill: not has_prefill and n <= limit",
+      "return lambda n, has_prefill: n <= limit",
+      ("tests/test_model_tables.py", "tests/test_recordings.py")),
+    M("error condition: swap_in raises at n >= C, not n > C",
+      _V, "if routed > capacity else None", "if routed >= capacity else None",
+      (_XC_ROUTING,)),
+    M("hand-off 0.31.0/0.32.0: a mixed batch hands over all its tokens",
+      _V, "return lambda n, decode: n if decode == 0 else decode",
+      "return lambda n, decode: n",
+      ("tests/test_recordings.py", "tests/test_workload_recordings.py")),
+    M("hand-off 0.33.0, pages not all resident: the whole mixed batch",
+      _V, "return lambda n, decode: n if decode == n else decode",
+      "return lambda n, decode: n",
+      ("tests/test_model_tables.py",)),
+    M("hand-off FLASHMLA_SPARSE: the whole batch, like FLASH_ATTN_MLA_SPARSE",
+      _V, 'if backend == "FLASHMLA_SPARSE" or not all_resident:',
+      "if not all_resident:",
+      ("tests/test_model_tables.py", "tests/test_properties.py")),
+    # -- sizes ----------------------------------------------------------------------------
+    M("C ignores B: C = S * q",
+      _P, "c = min(b, s * q)", "c = s * q",
+      ("tests/test_model_tables.py",)),
+    M("W = C + 2",
+      _P, "return Plan(knobs, rules, b, q, c, c + 1,", "return Plan(knobs, rules, b, q, c, c + 2,",
+      ("tests/test_model_tables.py",)),
+    M("q = max(1, K): the verified token not counted under MTP",
+      _P, "q = 1 + k\n", "q = max(1, k)\n",
+      ("tests/test_model_tables.py",)),
+    M("default B not capped at 16384",
+      _P, "return min(max_num_seqs * max_model_len, LLM_CLASS_MAX_BATCHED_TOKENS)",
+      "return max_num_seqs * max_model_len",
+      ("tests/test_model_tables.py", "tests/test_cli.py")),
+    M("capture sizes: B itself only when below the cap",
+      _P, "if b <= cap:\n        sizes.add(b)", "if b < cap:\n        sizes.add(b)",
+      ("tests/test_plan_table.py",)),
+    # -- start-up batches -------------------------------------------------------------------
+    M("decode split: a request of exactly q tokens counts as a prefill",
+      "hisparse_model/routing.py", "if (qlen not in (first, 0)) if uniform else (qlen > threshold):",
+      "if (qlen not in (first, 0)) if uniform else (qlen >= threshold):",
+      ("tests/test_batch_shapes.py",)),
+    M("dummy spread: the longer requests counted as decodes at q",
+      "hisparse_model/batches.py", "if base + 1 > threshold or", "if base + 1 > threshold + 1 or",
+      ("tests/test_batch_shapes.py",)),
+    M("JIT warmup: min(S, B // q) requests instead of B // (q + 1)",
+      "hisparse_model/startup.py", "num_reqs = min(s, b // prompt_len)",
+      "num_reqs = min(s, b // q)",
+      ("tests/test_model_tables.py", "tests/test_recordings.py")),
+    M("0.33.0 warms up once under MTP, not twice",
+      _V, "lookahead=True, spec_warmups=2,", "lookahead=True, spec_warmups=1,",
+      ("tests/test_recordings.py",)),
+    M("speculative slots: B = K accepted in 0.33.0",
+      _V, "        if b <= limit:\n", "        if b < limit:\n",
+      ("tests/test_plan_table.py",)),
+    M("MTP drafter: fused draft steps run 2 forwards, not 2 (K - 1)",
+      "hisparse_model/startup.py", "forwards = 2 * (k - 1) if fused else 2", "forwards = 2",
+      ("tests/test_model_tables.py",)),
+    # -- serving-time dispatch ----------------------------------------------------------------
+    M("dispatch: a FULL decode graph replays a batch that is not a uniform decode",
+      "hisparse_model/dispatch.py", "if uniform == q and reqs >= num_reqs:",
+      "if reqs >= num_reqs:",
+      ("tests/test_workload_recordings.py", "tests/test_recordings.py")),
+    M("dispatch: a step replays the largest PIECEWISE graph, not the smallest that holds it",
+      "hisparse_model/dispatch.py", "for tokens, _, _ in reversed(plan.piecewise):",
+      "for tokens, _, _ in plan.piecewise:",
+      ("tests/test_cli_simulate.py",)),
+    # -- the scheduler (simulate, predict's prefix hits) --------------------------------------
+    M("chunked prefill: a new request may take one token past the budget",
+      _S, "n = min(n, budget)  #", "n = min(n, budget + 1)  #",
+      ("tests/test_scheduler.py", "tests/test_workload_recordings.py")),
+    M("chunked prefill: a running request's chunk is not capped by the budget",
+      _S, "n = n if n < budget else budget", "n = n",
+      ("tests/test_scheduler.py", "tests/test_workload_recordings.py")),
+    M("async scheduling: one placeholder per step, drafts not counted",
+      _S, "r.ph += 1 + d", "r.ph += 1",
+      ("tests/test_scheduler.py", "tests/test_workload_recordings.py")),
+    M("prefix cache: a hit may cover the prompt's last full block (no num_tokens - 1)",
+      _S, "cap = r.P >> 6 if self.hit_cap_full else (r.P - 1) >> 6",
+      "cap = r.P >> 6",
+      ("tests/test_scheduler.py", "tests/test_workload_recordings.py")),
+    M("prefix cache under MTP: the last hit block is not dropped",
+      _S, "m -= 1 if self.K and m else 0", "m -= 0",
+      ("tests/test_scheduler.py", "tests/test_workload_recordings.py")),
+    # -- the KV pool ----------------------------------------------------------------------------
+    M("KV pool: the warmup cap counts the null block as usable",
+      "hisparse_model/kv_pool.py", "return max(1, (n - 1) // per_request)",
+      "return max(1, n // per_request)",
+      ("tests/test_kv_pool.py",)),
+    M("KV pool: admission counts the null block as usable",
+      "hisparse_model/kv_pool.py", "if n - 1 >= need:", "if n >= need:",
+      ("tests/test_kv_pool.py",)),
+    # -- append here: tensor / data parallel sizes, outputs lost at a crash, draft steps ... --
+]
+
+
+def _copy_repo(dest: pathlib.Path) -> None:
+    """The repository's files as git sees them (tracked + untracked not ignored), and .vllm."""
+    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                         cwd=REPO, check=True, capture_output=True).stdout
+    for rel in filter(None, out.decode().split("\0")):
+        src = REPO / rel
+        if not src.is_file() or src.is_symlink():
+            continue  # deleted in the working tree, or a link (recreated below if needed)
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, target)
+
+
+def _vllm_root() -> pathlib.Path:
+    return pathlib.Path(os.environ.get("VLLM_TARGET_ROOT") or REPO / ".vllm").resolve()
+
+
+def _env(copy: pathlib.Path) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(copy)  # the copy's package, never the working tree's
+    env["VLLM_TARGET_ROOT"] = str(_vllm_root())
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # no stale .pyc of a mutant (same size, same second)
+    return env
+
+
+def _pytest(copy: pathlib.Path, tests, marks: str) -> tuple[str, float, str]:
+    """('passed' | 'failed' | 'error: ...', seconds, first failing test or '')."""
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-rfE",
+           "-m", marks, *tests]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, cwd=copy, env=_env(copy), capture_output=True, text=True,
+                              timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return f"error: timed out after {RUN_TIMEOUT_S} s", time.perf_counter() - t0, ""
+    dt = time.perf_counter() - t0
+    # "FAILED <node id> - <message>"; a node id may hold spaces (parametrize ids)
+    first = next((m.group(1) for m in re.finditer(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$",
+                                                   proc.stdout, re.M)), "")
+    if proc.returncode == 0:
+        return "passed", dt, ""
+    if proc.returncode == 1 and first:
+        return "failed", dt, first
+    tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
+    return f"error: pytest exit {proc.returncode}: {' | '.join(tail)}", dt, first
+
+
+def _check_rows(rows) -> list[str]:
+    problems = []
+    names = [m.name for m in rows]
+    for m in rows:
+        if names.count(m.name) > 1:
+            problems.append(f"{m.name}: the name is used twice")
+        count = (REPO / m.path).read_text().count(m.old)
+        if count != 1:
+            problems.append(f"{m.name}: {m.path} holds the text {count} times, not once: "
+                            f"{m.old!r}")
+        if m.old == m.new:
+            problems.append(f"{m.name}: the mutation changes nothing")
+    return problems
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", nargs="*", default=None, help="run the rows whose name holds any "
+                    "of these words")
+    ap.add_argument("--list", action="store_true", help="list the rows and exit")
+    args = ap.parse_args(argv)
+    rows = MUTATIONS
+    if args.only:
+        rows = [m for m in rows if any(w in m.name for w in args.only)]
+        if not rows:
+            print(f"mutation_check: no mutation's name holds any of {args.only}", file=sys.stderr)
+            return 2
+    if args.list:
+        for m in rows:
+            print(f"{m.name}  [{m.path}]")
+        return 0
+    problems = _check_rows(rows)
+    for p in problems:
+        print(f"mutation_check: {p}", file=sys.stderr)
+    if problems:
+        return 1
+    t_start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="hisparse-mutants-") as tmp:
+        copy = pathlib.Path(tmp)
+        _copy_repo(copy)
+        (copy / ".vllm").symlink_to(_vllm_root(), target_is_directory=True)
+        probe = subprocess.run([sys.executable, "-c", "import hisparse_model; "
+                                "print(hisparse_model.__file__)"], cwd=copy, env=_env(copy),
+                               capture_output=True, text=True)
+        if not probe.stdout.strip().startswith(str(copy)):
+            print(f"mutation_check: the copy imports hisparse_model from {probe.stdout!r}"
+                  f"{probe.stderr[-500:]}", file=sys.stderr)
+            return 1
+        first_tests = list(dict.fromkeys(t for m in rows for t in m.tests))
+        status, dt, first = _pytest(copy, first_tests, "not browser and not gpu")
+        print(f"unmutated copy: the rows' tests {status} in {dt:.0f} s"
+              + (f" ({first})" if first else ""), flush=True)
+        if status != "passed":
+            return 1
+        results = []
+        for m in rows:
+            path = copy / m.path
+            original = path.read_text()
+            path.write_text(original.replace(m.old, m.new, 1))
+            try:
+                status, dt, first = _pytest(copy, m.tests, "not browser and not gpu")
+                where = "its tests"
+                if status == "passed":
+                    s2, dt2, first = _pytest(copy, [], FAST)
+                    status, dt, where = s2, dt + dt2, "fast suite"
+            finally:
+                path.write_text(original)
+            verdict = ("killed" if status == "failed" else
+                       "SURVIVED" if status == "passed" else status)
+            results.append((m, verdict, where, first, dt))
+            print(f"  {verdict:8} {dt:5.0f} s  {m.name}"
+                  + (f"  <- {first} ({where})" if first else ""), flush=True)
+    total = time.perf_counter() - t_start
+    w = max(len(m.name) for m, *_ in results)
+    print(f"\n{'mutation':{w}}  {'result':8}  first failing test")
+    for m, verdict, where, first, dt in results:
+        print(f"{m.name:{w}}  {verdict:8}  {first or '-'}"
+              + (" (fast suite)" if first and where == "fast suite" else ""))
+    bad = [m.name for m, verdict, *_ in results if verdict != "killed"]
+    print(f"\n{len(results) - len(bad)} of {len(results)} mutations killed in {total:.0f} s"
+          f" ({os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f})")
+    if bad:
+        print("not killed: " + "; ".join(bad), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

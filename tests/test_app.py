@@ -1,0 +1,61 @@
+"""``python -m hisparse_model app`` without a browser: how it ends (its page: tests/test_browser.py)."""
+
+import argparse
+import os
+import signal
+import sys
+import threading
+
+from hisparse_model import app
+
+ARGS = argparse.Namespace(port=8866, ip="127.0.0.1", no_browser=True)
+
+
+def _serve_with(monkeypatch, code: str) -> None:
+    """Make ``run`` start ``python -c code`` in place of Voila (same process group handling)."""
+    monkeypatch.setattr(app, "voila_command", lambda nb, port, ip, browser: [
+        sys.executable, "-c", code])
+
+
+def test_a_server_that_ends_by_itself_gives_its_status(monkeypatch, capsys):
+    """When the server exits on its own, run() returns its exit status."""
+    _serve_with(monkeypatch, "raise SystemExit(4)")
+    assert app.run(ARGS) == 4
+    assert "serving the HiSparse dashboards at http://127.0.0.1:8866/" in capsys.readouterr().out
+
+
+def test_sigterm_stops_the_server_and_exits_0(monkeypatch, capsys, tmp_path):
+    """SIGTERM to the app stops the server's process group, exits 0 and restores the handler."""
+    pid_file = tmp_path / "pid"
+    _serve_with(monkeypatch, f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid()));"
+                             " time.sleep(60)")
+    before = signal.getsignal(signal.SIGTERM)
+
+    def terminate_once_serving():
+        for _ in range(600):  # up to 30 s for the stand-in server to start
+            if pid_file.exists() and pid_file.read_text():
+                break
+            threading.Event().wait(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=terminate_once_serving, daemon=True).start()
+    assert app.run(ARGS) == 0
+    assert "app: stopping" in capsys.readouterr().out
+    server = int(pid_file.read_text())
+    try:
+        os.kill(server, 0)
+        alive = True
+    except ProcessLookupError:
+        alive = False
+    assert not alive, "the stand-in server outlived the app"
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_without_voila_it_says_so_exit_3(monkeypatch, capsys):
+    """Without Voila installed: one line saying how to install it, exit status 3."""
+    real = app.importlib.util.find_spec
+    monkeypatch.setattr(app.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "voila" else real(name, *a))
+    assert app.run(ARGS) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Voila is not installed" in err

@@ -1,0 +1,93 @@
+"""``python -m hisparse_model.bench``: each measurement runs and is reported; no time is asserted."""
+
+import json
+
+from hisparse_model import bench
+
+FIGURES = {  # a made-up run: what main() prints is these numbers, not new measurements
+    "predict_warm_us": 3.5, "predict_cold_us": 41.25, "plan_us": 2.0,
+    "vllm_config_path_us": 91000.0, "ratio_cold": 2206, "sweep_100k_s": 0.0123,
+    "simulate_10k_s": 0.456, "vllm_scheduler_10k_s": 12.3, "simulate_ratio": 27.0,
+    "browser_latency_ms": {"01_off_by_one/max_num_seqs": {"label_ms": 40.0}},
+}
+
+
+def test_each_measurement_runs_small():
+    """The timers run the model on small inputs and return positive seconds / microseconds."""
+    configs = bench._configs(8)
+    assert len(configs) == 8 and all(1 <= c["max_num_seqs"] <= 256 for c in configs)
+    assert configs == bench._configs(8)  # seeded: a second draw is the same grid
+    assert bench.time_predict(repeat=64) > 0
+    assert bench.time_predict(repeat=64, cold=True) > 0
+    assert bench.time_sweep(n=1000) > 0
+    assert bench.time_model_config_path(configs) > 0
+
+
+def test_without_vllm_trees_vllm_figures_are_none(tmp_path, monkeypatch):
+    """Where .vllm/<version> is not installed, vLLM's timings are None and no ratio is made up."""
+    monkeypatch.setattr(bench, "REPO", str(tmp_path))
+    assert bench.time_vllm_config_path(bench._configs(2)) is None
+    figs = bench._simulate_figures(n=2000)  # enough to take over the 1 ms it is rounded to
+    assert figs["simulate_10k_s"] > 0
+    assert figs["vllm_scheduler_10k_s"] is None and figs["simulate_ratio"] is None
+    assert bench.browser_latency() is None  # no test-artifacts/latency.json there
+
+
+def test_browser_latency_file_is_reported(tmp_path, monkeypatch):
+    """The browser test's latency file is returned as written."""
+    (tmp_path / "test-artifacts").mkdir()
+    (tmp_path / "test-artifacts" / "latency.json").write_text(json.dumps({"a/b": {"label_ms": 1}}))
+    monkeypatch.setattr(bench, "REPO", str(tmp_path))
+    assert bench.browser_latency() == {"a/b": {"label_ms": 1}}
+
+
+def test_main_prints_one_runs_figures(monkeypatch, capsys):
+    """main() prints the figures of one measure() call, with their targets; --json prints them as is."""
+    monkeypatch.setattr(bench, "measure", lambda: dict(FIGURES))
+    assert bench.main([]) == 0
+    text = capsys.readouterr().out
+    for needle in ("41.2 µs   (target < 50 µs)", "0.012 s    (target < 1 s)",
+                   "91000.0 µs per config", "2206 x  (target >= 1000x)",
+                   "simulate_ratio:", "27.0", "browser 01_off_by_one/max_num_seqs"):
+        assert needle in text, needle
+    assert bench.main(["--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == FIGURES
+
+
+def test_main_says_what_was_not_measured(monkeypatch, capsys):
+    """Without vLLM's trees or a browser run, main() says so instead of printing numbers."""
+    monkeypatch.setattr(bench, "measure", lambda: {
+        **FIGURES, "vllm_config_path_us": None, "ratio_cold": None, "browser_latency_ms": None})
+    assert bench.main([]) == 0
+    text = capsys.readouterr().out
+    assert "vLLM's own config path:    not measured" in text
+    assert "widget latency in the browser: not measured yet" in text
+
+
+def test_measure_puts_one_runs_figures_together(monkeypatch):
+    """measure(): each timer once, rounded; ratio_cold = vLLM's seconds / the cold prediction's."""
+    monkeypatch.setattr(bench, "time_predict", lambda cold=False: 40.0 if cold else 3.0)
+    monkeypatch.setattr(bench, "time_vllm_config_path", lambda configs: 0.08)  # 80 ms a config
+    monkeypatch.setattr(bench, "time_model_config_path", lambda configs: 2e-6)
+    monkeypatch.setattr(bench, "time_sweep", lambda: 0.25)
+    monkeypatch.setattr(bench, "_simulate_figures", lambda: {"simulate_10k_s": 0.5})
+    monkeypatch.setattr(bench, "browser_latency", lambda: None)
+    assert bench.measure() == {
+        "predict_warm_us": 3.0, "predict_cold_us": 40.0, "plan_us": 2.0,
+        "vllm_config_path_us": 80000.0,
+        "ratio_cold": 2000,  # 0.08 s / 40 µs
+        "sweep_100k_s": 0.25, "simulate_10k_s": 0.5, "browser_latency_ms": None}
+
+
+def test_run_vllm_reads_the_last_json_line(tmp_path, monkeypatch, capsys):
+    """With a tree in place the module runs with it on the path and its last JSON line is the answer."""
+    (tmp_path / ".vllm" / "0.31.0").mkdir(parents=True)
+    (tmp_path / ".vllm" / "0.31.0" / ".hisparse-installed").write_text("")
+    monkeypatch.setattr(bench, "REPO", str(tmp_path))
+    # a module on the child's path (REPO) that logs a line, then echoes its input as JSON
+    (tmp_path / "echo_last.py").write_text(
+        "import json, sys\nprint('some log line')\nprint(json.dumps(json.load(sys.stdin)))\n")
+    assert bench._run_vllm("echo_last", {"n": 2, "seconds": 1.0}, "0.31.0") == {
+        "n": 2, "seconds": 1.0}
+    assert bench._run_vllm("no_such_module_here", {}, "0.31.0") is None  # a failed child
+    assert "no_such_module_here" in capsys.readouterr().err
