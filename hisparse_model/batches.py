@@ -16,6 +16,16 @@ import functools
 from typing import NamedTuple
 
 
+def spread(num_tokens: int, num_reqs: int) -> tuple[int, ...]:
+    """Query length of each dummy request: ``num_tokens`` over ``num_reqs``, the last
+    ``num_tokens % num_reqs`` requests one token longer (the data-parallel dummy batch)."""
+    if not 0 < num_reqs <= num_tokens:
+        raise ValueError(f"num_reqs must be in 1..num_tokens, got {num_reqs} for {num_tokens}")
+    base = num_tokens // num_reqs  # tokens per request before the remainder
+    extra = num_tokens % num_reqs  # requests that get one more token (the last ones)
+    return (base,) * (num_reqs - extra) + (base + 1,) * extra
+
+
 def spread_decode_tokens(num_tokens: int, num_reqs: int, threshold: int,
                          uniform: bool = False) -> int:
     """Decode tokens of the dummy batch of ``num_tokens`` over ``num_reqs`` requests

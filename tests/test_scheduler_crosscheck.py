@@ -84,7 +84,7 @@ def _step_dict(s) -> dict:
     """A model Step in the driver's form (scheduler_driver's docstring)."""
     return {"index": s.index, "scheduled": dict(s.scheduled), "spec": dict(s.spec),
             "computed_before": dict(s.num_computed_before), "finished": list(s.finished),
-            "runner_order": s.runner_order(), "resident": s.resident}
+            "runner_order": s.runner_order(), "resident": s.resident, "drafts": s.drafts}
 
 
 def model_steps(case: dict) -> list[dict]:

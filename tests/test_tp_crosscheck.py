@@ -19,7 +19,7 @@ import pytest
 
 from hisparse_model.knobs import Knobs
 from hisparse_model.plan import plan
-from hisparse_model.routing import route_tokens
+from hisparse_model.routing import router
 
 pytestmark = pytest.mark.vllm_cpu
 
@@ -71,8 +71,11 @@ def test_tp_sizes_captures_and_routing_match_vllm(tp_run):
                 list(m.capture_sizes))
         if got != want:
             bad.append(f"{kn}: vLLM {got} model {want}")
+        route = router(m)  # the model's one routing declaration, all pages resident
         for row in r["routing"]:
-            w = route_tokens(m.rules, row["n"], m.swap_capacity, has_prefill=row["has_prefill"])
-            if (row["path"], row["error"]) != (w.path, w.error):
-                bad.append(f"{kn} n={row['n']}: vLLM {row['path']} model {w.path}")
+            # the driver's batch: one pure prefill of n tokens, or n decode tokens
+            n = row["n"]
+            _, path, error = route(n, 0 if row["has_prefill"] else n)
+            if (row["path"], row["error"]) != (path, error):
+                bad.append(f"{kn} n={n}: vLLM {row['path']} model {path}")
     assert not bad, f"{len(bad)} disagreements:\n" + "\n".join(bad[:20])
