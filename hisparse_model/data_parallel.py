@@ -274,7 +274,9 @@ def dp_schedule_json(sched: DPSchedule, advice: list[dict] | None = None) -> dic
         "steps": [{"step": s.step, "mode": s.mode, "ranks": [r.as_dict() for r in s.ranks]}
                   for s in sched.steps],
         "crash": crash,
-        "error_surface": error_surface(sched.knobs, crash and crash["error"]),
+        "error_surface": error_surface(sched.knobs, crash and crash["error"],
+                                       startup=sched.startup_error is not None,
+                                       dp_rank=crash["rank"] or 0 if crash else 0),
         "finished": sorted(sched.finished),
         "advice": advice or [],
         "assumptions": list(DP_ASSUMPTIONS),
@@ -328,7 +330,7 @@ def format_dp_schedule(sched: DPSchedule, *, full: bool = False,
                "a dummy batch: it scheduled nothing this step")
         lines.append(f"crash at step {crash['step']} on DP rank {crash['rank']} ({how}): "
                      f"{crash['error']}")
-        surface = error_surface(k, crash["error"])
+        surface = error_surface(k, crash["error"], dp_rank=crash["rank"])
         lines.append(f"  the caller sees: {surface['caller']}")
         lines += [f"  the log holds:   {line}" for line in surface["log"]]
     lines.append(f"finished: {len(sched.finished)} of {len(sched.workload)} requests")

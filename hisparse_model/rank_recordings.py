@@ -12,9 +12,10 @@ engine in ``ranks``: its status (``finished``, ``crashed``, ``hung``, ``timeout`
 * :func:`compare_tp_recording`: every rank, seen alone (:func:`tp_rank_view`),
   must agree with the model as a one-GPU recording does (:func:`compare_recording`
   / :func:`compare_workload_recording`): C, W, captures and routing do not depend
-  on the TP rank, so each worker logs what one GPU logs.  With the knobs of the
-  scale issue merged, the view's knobs carry ``tensor_parallel_size`` and the
-  model is asked for that size.
+  on the TP rank, so each worker logs what one GPU logs; the view's knobs carry
+  ``tensor_parallel_size`` and the model is asked for that size.  What the
+  caller saw (``caller_error``) must be the model's in-process text
+  (:func:`compare_caller_errors`).
 * :func:`compare_dp_recording`: the model of data parallelism (``simulate`` with
   ``data_parallel_size`` > 1, whose steps list every rank's forward:
   ``steps[].ranks[r]`` with ``scheduled``, ``dummy``, ``dispatch``,
@@ -29,6 +30,7 @@ engine in ``ranks``: its status (``finished``, ``crashed``, ``hung``, ``timeout`
 
 from __future__ import annotations
 
+from .parallel import caller_error
 from .predict import Prediction
 from .recordings import (LAYERS, ROW_KEYS, compare_engine, compare_recording, expected_log,
                          fmt_row, recording_knobs)
@@ -60,16 +62,34 @@ def tp_rank_view(rec: dict, tp_rank: int) -> dict:
     return {**rec, "engine": eng, "routing_log": rows}
 
 
+def compare_caller_errors(rec: dict) -> list[str]:
+    """What the runner's caller saw (``caller_error``, recorded at start-up and for each
+    prompt that failed) against the model's in-process text for that error
+    (:func:`~hisparse_model.parallel.caller_error`: the runner keeps the engine core
+    in-process).  A workload run's crash is recorded without it."""
+    knobs = recording_knobs(rec)
+    places = [("startup", rec["startup"], True)]
+    places += [(f"prompt {i}", p, False) for i, p in enumerate(rec.get("prompts", []))]
+    diffs = []
+    for where, got, startup in places:
+        if not got.get("error"):
+            continue
+        want = caller_error(knobs, got["error"], startup=startup, in_process=True)
+        if got.get("caller_error") != want:
+            diffs.append(f"{where}: caller saw {got.get('caller_error')!r}, model {want!r}")
+    return diffs
+
+
 def compare_tp_recording(rec: dict) -> list[str]:
     """Differences between every TP rank of a recording and the model (empty: all agree)."""
     ranks = tp_ranks(rec)
-    size = rec["knobs"].get("tensor_parallel_size", 1)
+    size = rec["knobs"]["tensor_parallel_size"]
     diffs = [] if len(ranks) == size else [f"ranks: recording holds {ranks}, "
                                            f"tensor_parallel_size is {size}"]
     compare = compare_workload_recording if "workload" in rec else compare_recording
     for r in ranks:
         diffs += [f"tp rank {r}: {d}" for d in compare(tp_rank_view(rec, r))]
-    return diffs
+    return diffs + compare_caller_errors(rec)
 
 
 def _dp_model(rec: dict):

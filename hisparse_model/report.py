@@ -27,7 +27,8 @@ def to_cli_json(pred: Prediction, advice: list[dict] | None = None) -> dict:
         "crash": pred.crashes,
         "advice": advice or [],
         "assumptions": list(ASSUMPTIONS),
-        "error_surface": error_surface(pred.knobs, first_error(pred)),
+        "error_surface": error_surface(pred.knobs, first_error(pred),
+                                       startup=pred.startup_error is not None),
     }
 
 
@@ -36,14 +37,16 @@ def first_error(pred: Prediction) -> str | None:
     return pred.startup_error or next((p.error for p in pred.prompts if p.error), None)
 
 
-def surface_lines(knobs, error: str | None) -> list[str]:
+def surface_lines(knobs, error: str | None, startup: bool) -> list[str]:
     """Under TP > 1, what the caller and the log show for ``error`` (parallel.error_surface)."""
-    surface = error_surface(knobs, error)
+    surface = error_surface(knobs, error, startup=startup)
     if surface is None or knobs.tensor_parallel_size == 1:
         return []
     error_line, wrapped = surface["log"]
     return [f"TP={knobs.tensor_parallel_size}: the same on every rank; the caller sees "
             f"{surface['caller']}",
+            "  (in process, VLLM_ENABLE_V1_MULTIPROCESSING=0: "
+            f"{surface['in_process_caller']})",
             f"  the log holds, in each of the {surface['workers']} workers' tracebacks:",
             f"    {error_line}", "  and from the engine core:", f"    {wrapped}"]
 
@@ -106,7 +109,7 @@ def format_table(pred: Prediction, *, show_batches: bool = True, full: bool = Fa
         lines.append(f"prompt of {p.n} tokens: {'ok' if p.ok else p.error}")
         if show_batches:
             lines += [_batch_line(b, n) for b, n in fold(p.batches, full)]
-    lines += surface_lines(k, first_error(pred))
+    lines += surface_lines(k, first_error(pred), pred.startup_error is not None)
     return "\n".join(lines + closing_lines(advice, ASSUMPTIONS))
 
 
@@ -132,7 +135,8 @@ def schedule_json(sched, advice: list[dict] | None = None) -> dict:
         "finished": sorted(sched.finished),
         "advice": advice or [],
         "assumptions": list(SIMULATE_ASSUMPTIONS),
-        "error_surface": error_surface(sched.knobs, sched.crash and sched.crash["error"]),
+        "error_surface": error_surface(sched.knobs, sched.crash and sched.crash["error"],
+                                       startup=sched.startup_error is not None),
     }
 
 
@@ -170,6 +174,6 @@ def format_schedule(sched, *, full: bool = False, advice: list[dict] | None = No
     lines.append("crash: none" if crash is None else
                  f"crash at {'start-up' if crash['step'] is None else 'step ' + str(crash['step'])}: "
                  f"{crash['error']}")
-    lines += surface_lines(k, crash and crash["error"])
+    lines += surface_lines(k, crash and crash["error"], sched.startup_error is not None)
     lines.append(f"finished: {len(sched.finished)} of {len(sched.workload)} requests")
     return "\n".join(lines + closing_lines(advice, SIMULATE_ASSUMPTIONS))

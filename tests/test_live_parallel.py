@@ -459,6 +459,13 @@ def _as_tp2(path: str) -> dict:
         rec = json.load(f)
     rows = [{"tp_rank": r, "dp_rank": 0, **row} for r in (0, 1) for row in rec["routing_log"]]
     ranks = [{"tp_rank": r, "dp_rank": 0, **rec["engine"]} for r in (0, 1)]
+    # what LLM raised in the runner (engine core in-process): the multiproc executor's
+    # RuntimeError around str(ValueError), i.e. the text without its "ValueError: "
+    for place in [rec["startup"], *rec["prompts"]]:
+        if place.get("error"):
+            place["caller_error"] = (f"RuntimeError: Worker failed with error "
+                                     f"'{place['error'][len('ValueError: '):]}', please check "
+                                     "the stack trace above for the root cause")
     return {**rec, "knobs": {**rec["knobs"], "tensor_parallel_size": 2},
             "engine": {**rec["engine"], "ranks": ranks}, "routing_log": rows}
 
@@ -478,6 +485,13 @@ def test_tp_comparison_checks_every_rank_on_its_own():
     bad["routing_log"] = [r for r in bad["routing_log"] if r["tp_rank"] == 0]
     bad["engine"]["ranks"] = bad["engine"]["ranks"][:1]
     assert compare_tp_recording(bad) == ["ranks: recording holds [0], tensor_parallel_size is 2"]
+    # what the caller saw must be the in-process wrap, not vLLM's default EngineDeadError
+    bad = json.loads(json.dumps(rec))
+    dead = ("vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
+            "See stack trace (above) for the root cause.")
+    bad["prompts"][1]["caller_error"] = dead  # the 3-token prompt: stop=3, capacity=2
+    diffs = compare_tp_recording(bad)
+    assert len(diffs) == 1 and diffs[0].startswith(f"prompt 1: caller saw {dead!r}, model ")
 
 
 @pytest.mark.parametrize("path", TWO_GPU_RECORDINGS, ids=os.path.basename)
