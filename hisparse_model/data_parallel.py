@@ -3,7 +3,8 @@
 ``simulate`` with ``data_parallel_size`` > 1 comes here.  Each rank is an
 offline engine of its own (vLLM's offline data-parallel example: one ``LLM``
 per process, ``VLLM_DP_RANK``) serving its share of the workload
-(``dp_rank``, else :func:`~hisparse_model.parallel.split_requests`) with the
+(``dp_rank``, else :func:`~hisparse_model.parallel.split_requests`; a rank
+given none serves a placeholder request, :func:`with_placeholders`) with the
 scheduler of ``scheduler.py``.  The ranks step in lockstep: in the DP engine
 core's busy loop each iteration runs one forward per rank, its scheduled batch
 or, when it scheduled nothing, a dummy batch
@@ -46,7 +47,7 @@ microbatching (off by default).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from .batches import spread
@@ -55,19 +56,22 @@ from .knobs import Knobs
 from .kv_pool import serving_shortfall
 from .parallel import error_surface, split_requests
 from .plan import Plan, plan
-from .reproduction import ASSUMPTIONS
+from .reproduction import ASSUMPTIONS, prompt_token_ids
 from .routing import UNIFORM_DECODE_BACKENDS, decode_tokens, routed_path
 from .scheduler import acceptance, schedule
 from .startup import startup_batches
-from .workload import Workload, WorkloadError
+from .workload import Request, Workload, WorkloadError
 
+PLACEHOLDER_PROMPT_LEN = 1  # tokens of an idle rank's placeholder request (with_placeholders)
 MODE_ORDER = {"NONE": 0, "PIECEWISE": 1, "FULL": 2}  # CUDAGraphMode values (config/compilation.py)
 
 DP_ASSUMPTIONS = ASSUMPTIONS[:2] + (
     "simulate -dp N: N offline engines (vLLM's offline data-parallel example, default "
     "multiprocessing), each with max_num_seqs, B and a KV pool of its own; requests without "
     "dp_rank are split as the example splits prompts (contiguous, the first ranks one more); "
-    "ranks step in lockstep, a rank that scheduled nothing runs vLLM's dummy batch",
+    "ranks step in lockstep, a rank that scheduled nothing runs vLLM's dummy batch; a rank "
+    "given no request serves a one-token placeholder request from step 0 (the example gives "
+    "an empty rank a placeholder prompt), in the model and in the live runner",
     "simulate: requests arrive before the engine step numbered arrival_step; async "
     "scheduling on (vLLM's default here); the KV pools never run short (no preemption)",
 )
@@ -135,9 +139,8 @@ class DPSchedule:
 
 
 def assign_ranks(workload: Workload, dp: int) -> list[int]:
-    """Each request's rank: its ``dp_rank``, else the offline example's split; every rank
-    must serve a request (the example gives an empty rank a placeholder prompt, without
-    which its engine never joins the others' collectives)."""
+    """Each request's rank: its ``dp_rank``, else the offline example's split
+    (:func:`~hisparse_model.parallel.split_requests`)."""
     split = split_requests(len(workload), dp)
     ranks = []
     for i, r in enumerate(workload.requests):
@@ -145,12 +148,27 @@ def assign_ranks(workload: Workload, dp: int) -> list[int]:
             raise WorkloadError(f"request {i}: dp_rank must be < data_parallel_size={dp}, "
                                 f"got {r.dp_rank}")
         ranks.append(split[i] if r.dp_rank is None else r.dp_rank)
-    idle = sorted(set(range(dp)) - set(ranks))
-    if idle:
-        raise WorkloadError(f"workload: DP rank {idle[0]} has no request (vLLM's offline "
-                            "example gives such a rank a placeholder prompt; add one with "
-                            f"\"dp_rank\": {idle[0]})")
     return ranks
+
+
+def with_placeholders(workload: Workload, dp: int) -> Workload:
+    """``workload`` as the ranks serve it: a rank given no request gets a placeholder.
+
+    vLLM's offline example gives a rank whose slice is empty the one prompt
+    ``"Placeholder"``, so that its engine steps (and joins the other ranks'
+    collectives) like any other; here that is a request of
+    :data:`PLACEHOLDER_PROMPT_LEN` token (the example's text is tokenizer-dependent)
+    arriving at step 0, appended after the given requests.  Every request is then
+    pinned to the rank it was assigned (``dp_rank``), so the split of the longer
+    list moves nothing.  The model and the live runner both serve this workload."""
+    ranks = assign_ranks(workload, dp)
+    idle = sorted(set(range(dp)) - set(ranks))
+    if not idle:
+        return workload
+    pinned = tuple(replace(r, dp_rank=rank) for r, rank in zip(workload.requests, ranks))
+    extra = tuple(Request(tuple(prompt_token_ids(PLACEHOLDER_PROMPT_LEN)), dp_rank=rank)
+                  for rank in idle)
+    return Workload(pinned + extra)
 
 
 class RankBatch(NamedTuple):
@@ -217,6 +235,7 @@ def simulate_dp(knobs: Knobs, workload: Workload, accepted=None) -> DPSchedule:
                          "data_parallel_size=1")
     p = plan(knobs)
     workload.validate(knobs.max_model_len)
+    workload = with_placeholders(workload, dp)
     ranks = assign_ranks(workload, dp)
     members = [[i for i, r in enumerate(ranks) if r == rank] for rank in range(dp)]
     for rank, idx in enumerate(members):

@@ -85,7 +85,8 @@ def caller_error(knobs, error: str, *, startup: bool, in_process: bool,
     engine raises ``error``, as its traceback's last line.
 
     In process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``: ``LLMEngine`` gets an
-    ``InprocClient``, vllm/v1/engine/llm_engine.py:164 `multiprocess_mode=envs.VLLM_ENABLE_V1_MULTIPROCESSING`,
+    ``InprocClient``, vllm/v1/engine/llm_engine.py:164
+    `multiprocess_mode=envs.VLLM_ENABLE_V1_MULTIPROCESSING`,
     vllm/v1/engine/core_client.py:133 `return InprocClient`), the engine core's
     exception is the caller's, at start-up and serving alike:
 
@@ -94,7 +95,8 @@ def caller_error(knobs, error: str, *, startup: bool, in_process: bool,
     * TP > 1: every worker process raises, replies ``str(exception)``, and the
       executor raises :func:`worker_failed`'s RuntimeError.  Serving, the sampling
       call that follows a failed forward returns nothing
-      (vllm/v1/worker/gpu/model_runner.py:2053-2055 `The prior execute_model call must have failed.`)
+      (vllm/v1/worker/gpu/model_runner.py:2053-2055
+      `The prior execute_model call must have failed.`)
       and the engine core re-raises the forward's failure
       (vllm/v1/engine/core.py:749 `exec_model_fut.result()`).
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from hisparse_model.data_parallel import assign_ranks, simulate_dp
+from hisparse_model.data_parallel import assign_ranks, simulate_dp, with_placeholders
 from hisparse_model.diagnose import parse
 from hisparse_model.knobs import Knobs
 from hisparse_model.parallel import caller_error, error_surface, split_requests, worker_failed
@@ -146,12 +146,34 @@ def test_requests_split_as_the_offline_example(n, dp, ranks):
     assert split_requests(n, dp) == ranks
 
 
-def test_assignment_refuses_idle_and_unknown_ranks():
-    """A dp_rank past the ranks, or a rank with no request, is one line naming it."""
+def test_assignment_refuses_unknown_ranks():
+    """A dp_rank past the ranks is one line naming the request."""
     with pytest.raises(WorkloadError, match="request 0: dp_rank must be < data_parallel_size=2"):
         assign_ranks(Workload.from_json([{"prompt_len": 2, "dp_rank": 2}]), 2)
-    with pytest.raises(WorkloadError, match="DP rank 1 has no request"):
-        assign_ranks(Workload.from_json([{"prompt_len": 2}, {"prompt_len": 3, "dp_rank": 0}]), 2)
+
+
+@pytest.mark.parametrize("requests, dp, ranks", [
+    # 1 request over 2: split [0]; rank 1 empty gets the placeholder, request 1
+    ([{"prompt_len": 2}], 2, [0, 1]),
+    # request 1 pinned to rank 0, request 0 split to rank 0: rank 1's placeholder
+    ([{"prompt_len": 2}, {"prompt_len": 3, "dp_rank": 0}], 2, [0, 0, 1]),
+    # split of 4 over 3 is [0, 0, 1, 2]: requests 2, 3 -> ranks 1, 2, rank 0 empty; its
+    # placeholder is request 4, and the split of 5 ([0, 0, 1, 1, 2]) must not move request 3
+    ([{"prompt_len": 2, "dp_rank": 1}, {"prompt_len": 2, "dp_rank": 1}, {"prompt_len": 2},
+      {"prompt_len": 2}], 3, [1, 1, 1, 2, 0]),
+    # nobody empty: nothing added
+    ([{"prompt_len": 2}, {"prompt_len": 2}], 2, [0, 1]),
+])
+def test_an_empty_rank_serves_a_placeholder(requests, dp, ranks):
+    """A rank given no request serves a one-token placeholder from step 0 (vLLM's example
+    gives an empty rank a placeholder prompt); the given requests keep their ranks."""
+    work = with_placeholders(Workload.from_json(requests), dp)
+    assert assign_ranks(work, dp) == ranks
+    extra = work.requests[len(requests):]
+    added = len(ranks) - len(requests)
+    assert [(r.prompt_len, r.arrival_step) for r in extra] == [(1, 0)] * added
+    sched = simulate(Knobs(max_num_seqs=2, data_parallel_size=dp), Workload.from_json(requests))
+    assert sched.assignment == ranks and sorted(sched.finished) == list(range(len(ranks)))
 
 
 @pytest.mark.parametrize("version, busy_routed, route, error", [
@@ -238,7 +260,8 @@ def test_cli_live_refuses_tp_with_dp(tmp_path):
     """live runs TP or DP, not both: -tp 2 -dp 2 is one line, exit 2, before any GPU probe."""
     (tmp_path / "w.json").write_text(json.dumps({"requests": [{"prompt_len": 2}] * 2}))
     out = subprocess.run([*CMD, "live", "-tp", "2", "-dp", "2", "--max-num-seqs", "2",
-                          "--workload", str(tmp_path / "w.json"), "--out", str(tmp_path / "r.json")],
+                          "--workload", str(tmp_path / "w.json"),
+                          "--out", str(tmp_path / "r.json")],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and out.stderr.count("\n") == 1
     assert "tensor_parallel_size or data_parallel_size above 1, not both" in out.stderr

@@ -24,7 +24,9 @@ the same on every rank and decided only by what every rank knows:
 * the loop ends when no rank has work and no request of the whole workload is
   still to arrive (each rank knows the whole workload).
 
-An idle rank does not get the example's placeholder prompt (:func:`.parallel.split_workload`).
+A rank given no request of its own serves the placeholder request the runner
+added for it (:func:`hisparse_model.data_parallel.with_placeholders`, as vLLM's
+example gives an empty rank a placeholder prompt).
 A rank whose engine raises stops; the other rank may then wait in its next
 collective until the runner kills it (:mod:`.dp_live` records it as ``hung``).
 Every step's start is written to the rank's stream (:mod:`.rank_log`) first, so a
