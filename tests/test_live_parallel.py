@@ -641,14 +641,17 @@ class _FakeDPRunner:
             raise ValueError(self.dummy_error.split(": ", 1)[1])
 
 
-def _serve_two_ranks(workload, dummy_error_on=None, stall=()):
-    """Both ranks' dp_serve.serve results (and logs), each rank in its own thread."""
+def _serve_two_ranks(workload, dummy_error_on=None, stall=(), streams=None):
+    """Both ranks' dp_serve.serve results (and logs), each rank in its own thread
+    (``streams``: a folder for each rank's stream, as a DP child writes it)."""
     import threading
 
     from hisparse_model.engine import dp_serve
     from hisparse_model.engine.instrument import RouteLog
 
-    group, results, logs = _FakeDPGroup(), [None, None], [RouteLog(), RouteLog()]
+    group, results = _FakeDPGroup(), [None, None]
+    logs = ([RouteLog(), RouteLog()] if streams is None else
+            [rank_log.StreamedRouteLog(str(streams / f"rank{r}.jsonl")) for r in (0, 1)])
 
     def run(rank):
         sched_cls = type(f"S{rank}", (_FakeDPScheduler,), {"stall": set(stall)})
@@ -672,13 +675,22 @@ def _req(n, max_tokens, arrival=0):
             "dp_rank": None}
 
 
-def test_dp_ranks_step_together_and_an_idle_rank_runs_dummy_batches():
+def test_dp_ranks_step_together_and_an_idle_rank_runs_dummy_batches(tmp_path):
     """Rank 0 busy at steps 0-1, rank 1 at steps 3-4: each runs dummies exactly while the
-    other works, nothing while both idle, and both stop after the same step."""
+    other works, nothing while both idle, and both stop after the same step; each rank's
+    stream holds what it scheduled and its dummies (what a killed rank is recorded from)."""
     # split of 2 over 2: request 0 -> rank 0 (2 steps: prefill, one decode),
     # request 1 -> rank 1, arriving at step 3 (prefill at 3, decode at 4)
     work = [_req(3, 2), _req(2, 2, arrival=3)]
-    (r0, r1), (log0, log1) = _serve_two_ranks(work)
+    (r0, r1), (log0, log1) = _serve_two_ranks(work, streams=tmp_path)
+    for r, rank in ((r0, 0), (r1, 1)):
+        stream = rank_log.read_stream(str(tmp_path / f"rank{rank}.jsonl"))
+        assert stream["steps"] == [{"step": s["step"], "scheduled": s["scheduled"]}
+                                   for s in r["steps"]]
+        assert stream["dummy_steps"] == r["dummy_steps"]
+    # rank 1 scheduled request 1's 2-token prefill at step 3, then its decode at step 4
+    assert rank_log.read_stream(str(tmp_path / "rank1.jsonl"))["steps"] == [
+        {"step": 3, "scheduled": {"1": 2}}, {"step": 4, "scheduled": {"1": 1}}]
     assert [s["step"] for s in r0["steps"]] == [0, 1] and r0["dummy_steps"] == [3, 4]
     assert [s["step"] for s in r1["steps"]] == [3, 4] and r1["dummy_steps"] == [0, 1]
     assert r0["engine_steps"] == r1["engine_steps"] == 5  # step 2: both idle, both step

@@ -15,7 +15,8 @@ A rank ends as one of (``ranks[r].status``):
 * ``hung``: still running :data:`HANG_GRACE_S` seconds after another rank ended
   (or at the timeout, after another rank ended): the survivor of a crash waiting
   in a collective.  Killed, and recorded from its stream (:mod:`.rank_log`): its
-  routing rows, its last step (``last_step``), whether start-up had finished;
+  routing rows, its last step (``last_step``), the steps it scheduled and its dummy
+  batches (``steps``, ``dummy_steps``), whether start-up had finished;
 * ``timeout``: still running at the timeout while no rank had ended;
 * ``died``: exited without a recording (its exit status and log tail).
 
@@ -47,12 +48,10 @@ def _rank_record(rank: int, rec: dict | None, stream: dict, exit_status: str | N
         body = {k: v for k, v in rec.items() if k not in ("schema", "knobs", "workload")}
         crashed = (not rec["startup"]["ok"]) or rec.get("crash") is not None
         return {**base, "status": "crashed" if crashed else "finished", **body}
-    if killed is not None:  # hung or timed out: what its stream holds
-        return {**base, "status": killed, "last_step": stream["last_step"],
-                "startup": stream["startup"], "engine": stream["engine"],
-                "routing_log": stream["rows"], "log_tail": log_tail}
-    return {**base, "status": "died", "last_step": stream["last_step"],
+    # hung or timed out (killed), or died: what its stream holds
+    return {**base, "status": killed or "died", "last_step": stream["last_step"],
             "startup": stream["startup"], "engine": stream["engine"],
+            "steps": stream["steps"], "dummy_steps": stream["dummy_steps"],
             "routing_log": stream["rows"], "log_tail": log_tail}
 
 
