@@ -278,16 +278,11 @@ def simulate_dp(knobs: Knobs, workload: Workload, accepted=None) -> DPSchedule:
 
 def dp_schedule_json(sched: DPSchedule, advice: list[dict] | None = None) -> dict:
     """The JSON object ``simulate -dp N --json`` prints."""
-    p, crash = sched.plan, sched.crash
+    from .report import sizes_json
+
+    crash = sched.crash
     return {
-        "inputs": {**sched.knobs.as_dict(), "workload": sched.workload.as_json()["requests"],
-                   "accepted": sched.accepted},
-        "max_num_batched_tokens": p.max_num_batched_tokens,
-        "max_decode_query_len": p.max_decode_query_len,
-        "swap_capacity": p.swap_capacity,
-        "workspace_rows": p.workspace_rows,
-        "cudagraph_mode": p.cudagraph_mode,
-        "capture_sizes": list(p.capture_sizes),
+        **sizes_json(sched),
         "dp_rank_of_request": list(sched.assignment),
         "startup": {"ok": sched.startup_error is None, "error": sched.startup_error},
         "steps": [{"step": s.step, "mode": s.mode, "ranks": [r.as_dict() for r in s.ranks]}

@@ -113,8 +113,8 @@ def format_table(pred: Prediction, *, show_batches: bool = True, full: bool = Fa
     return "\n".join(lines + closing_lines(advice, ASSUMPTIONS))
 
 
-def schedule_json(sched, advice: list[dict] | None = None) -> dict:
-    """The JSON object ``python -m hisparse_model simulate --json`` prints."""
+def sizes_json(sched) -> dict:
+    """What ``simulate --json`` prints first, on one GPU or DP: the inputs, then the sizes."""
     p = sched.plan
     return {
         "inputs": {**sched.knobs.as_dict(), "workload": sched.workload.as_json()["requests"],
@@ -125,6 +125,13 @@ def schedule_json(sched, advice: list[dict] | None = None) -> dict:
         "workspace_rows": p.workspace_rows,
         "cudagraph_mode": p.cudagraph_mode,
         "capture_sizes": list(p.capture_sizes),
+    }
+
+
+def schedule_json(sched, advice: list[dict] | None = None) -> dict:
+    """The JSON object ``python -m hisparse_model simulate --json`` prints."""
+    return {
+        **sizes_json(sched),
         "startup": {"ok": sched.startup_error is None, "error": sched.startup_error},
         "steps": [{"step": s.step, "scheduled": {str(r): n for r, n in s.scheduled.items()},
                    "num_tokens": s.num_tokens, "num_decode_tokens": s.num_decode_tokens,
