@@ -116,6 +116,7 @@ class DPSchedule:
     workload: Workload
     startup: tuple
     assignment: list  # the rank of each request
+    placeholders: tuple = ()  # indices of the requests added for idle ranks (with_placeholders)
     steps: list = field(default_factory=list)
     finished: list = field(default_factory=list)
     accepted: object = None
@@ -235,6 +236,7 @@ def simulate_dp(knobs: Knobs, workload: Workload, accepted=None) -> DPSchedule:
                          "data_parallel_size=1")
     p = plan(knobs)
     workload.validate(knobs.max_model_len)
+    given = len(workload)
     workload = with_placeholders(workload, dp)
     ranks = assign_ranks(workload, dp)
     members = [[i for i, r in enumerate(ranks) if r == rank] for rank in range(dp)]
@@ -244,7 +246,8 @@ def simulate_dp(knobs: Knobs, workload: Workload, accepted=None) -> DPSchedule:
                                   sequential=False)
         if short:
             raise ValueError(f"DP rank {rank}: {short}")
-    out = DPSchedule(knobs, p, workload, tuple(startup_batches(p)), ranks, accepted=accepted)
+    out = DPSchedule(knobs, p, workload, tuple(startup_batches(p)), ranks,
+                     tuple(range(given, len(workload))), accepted=accepted)
     if out.startup_error:
         return out  # every rank dies at start-up
     cfg = scheduler_config(knobs, p)
@@ -284,6 +287,7 @@ def dp_schedule_json(sched: DPSchedule, advice: list[dict] | None = None) -> dic
     return {
         **sizes_json(sched),
         "dp_rank_of_request": list(sched.assignment),
+        "placeholder_requests": list(sched.placeholders),
         "startup": {"ok": sched.startup_error is None, "error": sched.startup_error},
         "steps": [{"step": s.step, "mode": s.mode, "ranks": [r.as_dict() for r in s.ranks]}
                   for s in sched.steps],
@@ -316,7 +320,9 @@ def format_dp_schedule(sched: DPSchedule, *, full: bool = False,
         f"vLLM {k.vllm_version}{' + upstream fix' if k.routing == 'fix' else ''}  "
         f"DP={k.data_parallel_size} TP={k.tensor_parallel_size}  S={k.max_num_seqs} per rank "
         f"B={p.max_num_batched_tokens} q={p.max_decode_query_len}  C={p.swap_capacity} "
-        f"W={p.workspace_rows}  {len(sched.workload)} requests",
+        f"W={p.workspace_rows}  {len(sched.workload)} requests"
+        + "".join(f" (r{i}: rank {sched.assignment[i]}'s placeholder, it was given none)"
+                  for i in sched.placeholders),
         f"start-up: {'ok' if sched.startup_error is None else sched.startup_error}",
     ]
     prev = None
@@ -346,6 +352,8 @@ def format_dp_schedule(sched: DPSchedule, *, full: bool = False,
                      f"{crash['error']}")
         surface = error_surface(k, crash["error"], dp_rank=crash["rank"])
         lines.append(f"  the caller sees: {surface['caller']}")
+        lines.append(f"  (in process, VLLM_ENABLE_V1_MULTIPROCESSING=0: "
+                     f"{surface['in_process_caller']})")
         lines += [f"  the log holds:   {line}" for line in surface["log"]]
     lines.append(f"finished: {len(sched.finished)} of {len(sched.workload)} requests")
     return "\n".join(lines + closing_lines(advice, DP_ASSUMPTIONS))

@@ -174,6 +174,7 @@ def test_an_empty_rank_serves_a_placeholder(requests, dp, ranks):
     assert [(r.prompt_len, r.arrival_step) for r in extra] == [(1, 0)] * added
     sched = simulate(Knobs(max_num_seqs=2, data_parallel_size=dp), Workload.from_json(requests))
     assert sched.assignment == ranks and sorted(sched.finished) == list(range(len(ranks)))
+    assert sched.placeholders == tuple(range(len(requests), len(ranks)))  # shown to the user
 
 
 @pytest.mark.parametrize("version, busy_routed, route, error", [
