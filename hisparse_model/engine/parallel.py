@@ -22,8 +22,8 @@ caller as ``RuntimeError: Worker failed with error '<the worker's text>'``
 (vllm/v1/executor/multiproc_executor.py:438-442 `Worker failed with error`,
 the text is ``str(exception)`` from vllm/v1/executor/multiproc_executor.py:998-999
 `ResponseStatus.FAILURE`), not ``EngineDeadError`` (that is what a caller sees when
-the engine core is its own process); the per-rank rows carry the worker's own
-``ValueError``.
+the engine core is its own process; :func:`hisparse_model.parallel.caller_error`
+says which); the per-rank rows carry the worker's own ``ValueError``.
 
 DP = N runs N engine children, one per rank, as vLLM's offline data-parallel
 example does (``examples/features/data_parallel/data_parallel_offline.py`` in
@@ -35,7 +35,9 @@ vllm/entrypoints/llm.py:284-296 `data_parallel_size`).  Both GPUs stay visible:
 rank r's worker takes ``cuda:r`` itself (vllm/v1/worker/gpu_worker.py:409-420
 `dp_local_rank`).  Each rank serves the requests the model gives it
 (:func:`rank_requests`: a request's ``dp_rank``, else the example's contiguous
-split, :func:`hisparse_model.data_parallel.assign_ranks`).
+split, :func:`hisparse_model.data_parallel.assign_ranks`), an empty rank the
+one-token placeholder the runner adds for it, as the model does
+(:func:`hisparse_model.data_parallel.with_placeholders`).
 
 Which engine core a DP rank gets.  The example keeps vLLM's default
 (``VLLM_ENABLE_V1_MULTIPROCESSING=1``): the engine core is its own process, a
@@ -167,5 +169,6 @@ def provenance(knobs) -> dict:
         out["worker_extension_cls"] = WORKER_EXTENSION
     if knobs.data_parallel_size > 1:
         out["engine_core"] = ENGINE_CORE
-        out["workload_split"] = "contiguous, as vLLM's data_parallel_offline.py example"
+        out["workload_split"] = ("contiguous, as vLLM's data_parallel_offline.py example; an "
+                                 "empty rank serves a one-token placeholder request")
     return out
