@@ -140,7 +140,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=600.0,
                    help="seconds per child, counted from when it holds the GPU start-up lock")
     p.add_argument("--jobs", type=int, default=1, help="with --sweep: children at once on one GPU")
-    from .engine.parallel import add_live_args; add_live_args(p, _typed)  # noqa: E702
     from .app import add_parser as _app_parser; _app_parser(sub)  # noqa: E702
     return parser
 
@@ -243,16 +242,16 @@ def _live(args) -> int:
     if entries is None:
         if not args.out:
             raise ValueError("--out FILE.json is required (or --sweep FILE)")
-        par = parallel.sizes(knobs_from_args(args), parallel.from_args(args))
+        knobs = knobs_from_args(args)
         if args.workload:
             from .workload import load_workload
 
             workload = load_workload(args.workload)
             workload.validate(args.max_model_len)
-        parallel.check_live(par, workload is not None)  # bad knobs exit 2 before any GPU probe
-    sizes = [e["parallel"] for e in entries] if entries is not None else [par]
+        parallel.check_live(knobs, workload is not None)  # exit 2 before any GPU probe
+    every = [e["knobs"] for e in entries] if entries is not None else [knobs]
     try:
-        version = check_available(max(map(parallel.gpus_needed, sizes)))
+        version = check_available(max(map(parallel.gpus_needed, every)))
     except LiveUnavailable as exc:
         print(f"live: cannot run the engine here: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE
@@ -267,8 +266,7 @@ def _live(args) -> int:
         return EXIT_CRASH if [r for r in results if "startup" not in r] else EXIT_OK
     knobs = knobs_from_args(args, vllm_version=version)
     rec = run_one(knobs, args.prompt_lens, args.out, timeout=args.timeout, command=command,
-                  workload=None if workload is None else workload.as_json()["requests"],
-                  parallel_sizes=par)
+                  workload=None if workload is None else workload.as_json()["requests"])
     return EXIT_OK if "startup" in rec else EXIT_CRASH
 
 

@@ -3,7 +3,8 @@
 ``simulate`` with ``data_parallel_size`` > 1 comes here.  Each rank is an
 offline engine of its own (vLLM's offline data-parallel example: one ``LLM``
 per process, ``VLLM_DP_RANK``) serving its share of the workload
-(``dp_rank``, else :func:`~hisparse_model.parallel.split_requests`) with the
+(``dp_rank``, else :func:`~hisparse_model.parallel.split_requests`; a rank
+given none serves a placeholder request, :func:`with_placeholders`) with the
 scheduler of ``scheduler.py``.  The ranks step in lockstep: in the DP engine
 core's busy loop each iteration runs one forward per rank, its scheduled batch
 or, when it scheduled nothing, a dummy batch
@@ -46,7 +47,7 @@ microbatching (off by default).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from .batches import spread
@@ -55,19 +56,22 @@ from .knobs import Knobs
 from .kv_pool import serving_shortfall
 from .parallel import error_surface, split_requests
 from .plan import Plan, plan
-from .reproduction import ASSUMPTIONS
+from .reproduction import ASSUMPTIONS, prompt_token_ids
 from .routing import UNIFORM_DECODE_BACKENDS, decode_tokens, routed_path
 from .scheduler import acceptance, schedule
 from .startup import startup_batches
-from .workload import Workload, WorkloadError
+from .workload import Request, Workload, WorkloadError
 
+PLACEHOLDER_PROMPT_LEN = 1  # tokens of an idle rank's placeholder request (with_placeholders)
 MODE_ORDER = {"NONE": 0, "PIECEWISE": 1, "FULL": 2}  # CUDAGraphMode values (config/compilation.py)
 
 DP_ASSUMPTIONS = ASSUMPTIONS[:2] + (
     "simulate -dp N: N offline engines (vLLM's offline data-parallel example, default "
     "multiprocessing), each with max_num_seqs, B and a KV pool of its own; requests without "
     "dp_rank are split as the example splits prompts (contiguous, the first ranks one more); "
-    "ranks step in lockstep, a rank that scheduled nothing runs vLLM's dummy batch",
+    "ranks step in lockstep, a rank that scheduled nothing runs vLLM's dummy batch; a rank "
+    "given no request serves a one-token placeholder request from step 0 (the example gives "
+    "an empty rank a placeholder prompt), in the model and in the live runner",
     "simulate: requests arrive before the engine step numbered arrival_step; async "
     "scheduling on (vLLM's default here); the KV pools never run short (no preemption)",
 )
@@ -112,6 +116,7 @@ class DPSchedule:
     workload: Workload
     startup: tuple
     assignment: list  # the rank of each request
+    placeholders: tuple = ()  # indices of the requests added for idle ranks (with_placeholders)
     steps: list = field(default_factory=list)
     finished: list = field(default_factory=list)
     accepted: object = None
@@ -135,9 +140,8 @@ class DPSchedule:
 
 
 def assign_ranks(workload: Workload, dp: int) -> list[int]:
-    """Each request's rank: its ``dp_rank``, else the offline example's split; every rank
-    must serve a request (the example gives an empty rank a placeholder prompt, without
-    which its engine never joins the others' collectives)."""
+    """Each request's rank: its ``dp_rank``, else the offline example's split
+    (:func:`~hisparse_model.parallel.split_requests`)."""
     split = split_requests(len(workload), dp)
     ranks = []
     for i, r in enumerate(workload.requests):
@@ -145,12 +149,27 @@ def assign_ranks(workload: Workload, dp: int) -> list[int]:
             raise WorkloadError(f"request {i + 1}: dp_rank must be < data_parallel_size={dp}, "
                                 f"got {r.dp_rank}")
         ranks.append(split[i] if r.dp_rank is None else r.dp_rank)
-    idle = sorted(set(range(dp)) - set(ranks))
-    if idle:
-        raise WorkloadError(f"workload: DP rank {idle[0]} has no request (vLLM's offline "
-                            "example gives such a rank a placeholder prompt; add one with "
-                            f"\"dp_rank\": {idle[0]})")
     return ranks
+
+
+def with_placeholders(workload: Workload, dp: int) -> Workload:
+    """``workload`` as the ranks serve it: a rank given no request gets a placeholder.
+
+    vLLM's offline example gives a rank whose slice is empty the one prompt
+    ``"Placeholder"``, so that its engine steps (and joins the other ranks'
+    collectives) like any other; here that is a request of
+    :data:`PLACEHOLDER_PROMPT_LEN` token (the example's text is tokenizer-dependent)
+    arriving at step 0, appended after the given requests.  Every request is then
+    pinned to the rank it was assigned (``dp_rank``), so the split of the longer
+    list moves nothing.  The model and the live runner both serve this workload."""
+    ranks = assign_ranks(workload, dp)
+    idle = sorted(set(range(dp)) - set(ranks))
+    if not idle:
+        return workload
+    pinned = tuple(replace(r, dp_rank=rank) for r, rank in zip(workload.requests, ranks))
+    extra = tuple(Request(tuple(prompt_token_ids(PLACEHOLDER_PROMPT_LEN)), dp_rank=rank)
+                  for rank in idle)
+    return Workload(pinned + extra)
 
 
 class RankBatch(NamedTuple):
@@ -217,6 +236,8 @@ def simulate_dp(knobs: Knobs, workload: Workload, accepted=None) -> DPSchedule:
                          "data_parallel_size=1")
     p = plan(knobs)
     workload.validate(knobs.max_model_len)
+    given = len(workload)
+    workload = with_placeholders(workload, dp)
     ranks = assign_ranks(workload, dp)
     members = [[i for i, r in enumerate(ranks) if r == rank] for rank in range(dp)]
     for rank, idx in enumerate(members):
@@ -225,7 +246,8 @@ def simulate_dp(knobs: Knobs, workload: Workload, accepted=None) -> DPSchedule:
                                   sequential=False)
         if short:
             raise ValueError(f"DP rank {rank}: {short}")
-    out = DPSchedule(knobs, p, workload, tuple(startup_batches(p)), ranks, accepted=accepted)
+    out = DPSchedule(knobs, p, workload, tuple(startup_batches(p)), ranks,
+                     tuple(range(given, len(workload))), accepted=accepted)
     if out.startup_error:
         return out  # every rank dies at start-up
     cfg = scheduler_config(knobs, p)
@@ -259,22 +281,20 @@ def simulate_dp(knobs: Knobs, workload: Workload, accepted=None) -> DPSchedule:
 
 def dp_schedule_json(sched: DPSchedule, advice: list[dict] | None = None) -> dict:
     """The JSON object ``simulate -dp N --json`` prints."""
-    p, crash = sched.plan, sched.crash
+    from .report import sizes_json
+
+    crash = sched.crash
     return {
-        "inputs": {**sched.knobs.as_dict(), "workload": sched.workload.as_json()["requests"],
-                   "accepted": sched.accepted},
-        "max_num_batched_tokens": p.max_num_batched_tokens,
-        "max_decode_query_len": p.max_decode_query_len,
-        "swap_capacity": p.swap_capacity,
-        "workspace_rows": p.workspace_rows,
-        "cudagraph_mode": p.cudagraph_mode,
-        "capture_sizes": list(p.capture_sizes),
+        **sizes_json(sched),
         "dp_rank_of_request": list(sched.assignment),
+        "placeholder_requests": list(sched.placeholders),
         "startup": {"ok": sched.startup_error is None, "error": sched.startup_error},
         "steps": [{"step": s.step, "mode": s.mode, "ranks": [r.as_dict() for r in s.ranks]}
                   for s in sched.steps],
         "crash": crash,
-        "error_surface": error_surface(sched.knobs, crash and crash["error"]),
+        "error_surface": error_surface(sched.knobs, crash and crash["error"],
+                                       startup=sched.startup_error is not None,
+                                       dp_rank=crash["rank"] or 0 if crash else 0),
         "finished": sorted(sched.finished),
         "advice": advice or [],
         "assumptions": list(DP_ASSUMPTIONS),
@@ -300,7 +320,9 @@ def format_dp_schedule(sched: DPSchedule, *, full: bool = False,
         f"vLLM {k.vllm_version}{' + upstream fix' if k.routing == 'fix' else ''}  "
         f"DP={k.data_parallel_size} TP={k.tensor_parallel_size}  S={k.max_num_seqs} per rank "
         f"B={p.max_num_batched_tokens} q={p.max_decode_query_len}  C={p.swap_capacity} "
-        f"W={p.workspace_rows}  {len(sched.workload)} requests",
+        f"W={p.workspace_rows}  {len(sched.workload)} requests"
+        + "".join(f" (r{i}: rank {sched.assignment[i]}'s placeholder, it was given none)"
+                  for i in sched.placeholders),
         f"start-up: {'ok' if sched.startup_error is None else sched.startup_error}",
     ]
     prev = None
@@ -328,8 +350,10 @@ def format_dp_schedule(sched: DPSchedule, *, full: bool = False,
                "a dummy batch: it scheduled nothing this step")
         lines.append(f"crash at step {crash['step']} on DP rank {crash['rank']} ({how}): "
                      f"{crash['error']}")
-        surface = error_surface(k, crash["error"])
+        surface = error_surface(k, crash["error"], dp_rank=crash["rank"])
         lines.append(f"  the caller sees: {surface['caller']}")
+        lines.append(f"  (in process, VLLM_ENABLE_V1_MULTIPROCESSING=0: "
+                     f"{surface['in_process_caller']})")
         lines += [f"  the log holds:   {line}" for line in surface["log"]]
     lines.append(f"finished: {len(sched.finished)} of {len(sched.workload)} requests")
     return "\n".join(lines + closing_lines(advice, DP_ASSUMPTIONS))

@@ -28,7 +28,8 @@ def to_cli_json(pred: Prediction, advice: list[dict] | None = None) -> dict:
         "crash": pred.crashes,
         "advice": advice or [],
         "assumptions": list(ASSUMPTIONS),
-        "error_surface": error_surface(pred.knobs, first_error(pred)),
+        "error_surface": error_surface(pred.knobs, first_error(pred),
+                                       startup=pred.startup_error is not None),
     }
 
 
@@ -37,14 +38,16 @@ def first_error(pred: Prediction) -> str | None:
     return pred.startup_error or next((p.error for p in pred.prompts if p.error), None)
 
 
-def surface_lines(knobs, error: str | None) -> list[str]:
+def surface_lines(knobs, error: str | None, startup: bool) -> list[str]:
     """Under TP > 1, what the caller and the log show for ``error`` (parallel.error_surface)."""
-    surface = error_surface(knobs, error)
+    surface = error_surface(knobs, error, startup=startup)
     if surface is None or knobs.tensor_parallel_size == 1:
         return []
     error_line, wrapped = surface["log"]
     return [f"TP={knobs.tensor_parallel_size}: the same on every rank; the caller sees "
             f"{surface['caller']}",
+            "  (in process, VLLM_ENABLE_V1_MULTIPROCESSING=0: "
+            f"{surface['in_process_caller']})",
             f"  the log holds, in each of the {surface['workers']} workers' tracebacks:",
             f"    {error_line}", "  and from the engine core:", f"    {wrapped}"]
 
@@ -149,12 +152,12 @@ def format_table(pred: Prediction, *, show_batches: bool = True, full: bool = Fa
             lines += [_batch_line(b, n) for b, n in fold(ran, full)]
             if not_run:
                 lines.append(f"  not run: {_count(len(not_run), 'later batch')} (the engine died)")
-    lines += surface_lines(k, first_error(pred))
+    lines += surface_lines(k, first_error(pred), pred.startup_error is not None)
     return "\n".join(lines + closing_lines(advice, ASSUMPTIONS, name_change))
 
 
-def schedule_json(sched, advice: list[dict] | None = None) -> dict:
-    """The JSON object ``python -m hisparse_model simulate --json`` prints."""
+def sizes_json(sched) -> dict:
+    """What ``simulate --json`` prints first, on one GPU or DP: the inputs, then the sizes."""
     p = sched.plan
     return {
         "inputs": {**sched.knobs.as_dict(), "workload": sched.workload.as_json()["requests"],
@@ -165,6 +168,13 @@ def schedule_json(sched, advice: list[dict] | None = None) -> dict:
         "workspace_rows": p.workspace_rows,
         "cudagraph_mode": p.cudagraph_mode,
         "capture_sizes": list(p.capture_sizes),
+    }
+
+
+def schedule_json(sched, advice: list[dict] | None = None) -> dict:
+    """The JSON object ``python -m hisparse_model simulate --json`` prints."""
+    return {
+        **sizes_json(sched),
         "startup": {"ok": sched.startup_error is None, "error": sched.startup_error},
         "steps": [{"step": s.step, "scheduled": {str(r): n for r, n in s.scheduled.items()},
                    "num_tokens": s.num_tokens, "num_decode_tokens": s.num_decode_tokens,
@@ -177,7 +187,8 @@ def schedule_json(sched, advice: list[dict] | None = None) -> dict:
         "lost": [x.as_dict() for x in sched.lost],
         "advice": advice or [],
         "assumptions": list(SIMULATE_ASSUMPTIONS),
-        "error_surface": error_surface(sched.knobs, sched.crash and sched.crash["error"]),
+        "error_surface": error_surface(sched.knobs, sched.crash and sched.crash["error"],
+                                       startup=sched.startup_error is not None),
     }
 
 
@@ -241,7 +252,7 @@ def format_schedule(sched, *, full: bool = False, advice: list[dict] | None = No
     lines.append("crash: none" if crash is None else
                  f"crash at {'start-up' if crash['step'] is None else 'step ' + str(crash['step'])}: "
                  f"{crash['error']}")
-    lines += surface_lines(k, crash and crash["error"])
+    lines += surface_lines(k, crash and crash["error"], sched.startup_error is not None)
     lines.append(f"finished: {len(sched.finished)} of {n} (what the caller received)")
     lines.append(lost_line(sched.lost, crash))
     return "\n".join(lines + closing_lines(advice, SIMULATE_ASSUMPTIONS))

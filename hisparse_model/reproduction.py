@@ -39,8 +39,10 @@ def prompt_token_ids(n: int) -> list[int]:
 ASSUMPTIONS = (
     "DeepSeek-V3.2 (the fix PR's tiny config, dummy weights) through the offline vllm.LLM "
     "class, one NVIDIA H200 per rank; tensor parallel: C, W, captures and routing are the "
-    "same on every rank (so TP=N predicts what TP=1 does), a crash reaches the caller as "
-    "EngineDeadError with the HiSparse text in the log (vLLM's default multiprocessing); "
+    "same on every rank (so TP=N predicts what TP=1 does); with vLLM's default "
+    "multiprocessing a crash reaches the caller as 'Engine core initialization failed' at "
+    "start-up and EngineDeadError serving, the HiSparse text in the log (in process, as the "
+    "live runner runs: the ValueError itself, or under TP > 1 the 'Worker failed' wrap); "
     "data parallel: simulate -dp N; pipeline and decode context parallel are refused, as "
     "vLLM refuses them with HiSparse",
     "HiSparse on (so Model Runner V2), 64-token KV blocks, the default -O2 compilation "

@@ -49,7 +49,6 @@ def test_two_gpu_run_matches_model(name, two_gpus, tmp_path, request):
     folder = os.path.join(recorded_dir(), "two_gpu") if record else str(tmp_path)
     rec = run_one(entry["knobs"], entry["prompt_lens"], os.path.join(folder, f"{name}.json"),
                   timeout=entry.get("timeout", CHILD_TIMEOUT), workload=entry.get("workload"),
-                  parallel_sizes=entry["parallel"],
                   command=f"pytest -m gpu tests/test_live_gpu_two.py -k {name}"
                   + (" --record" if record else ""))
     assert "startup" in rec, f"engine child produced no recording: {rec}"
@@ -57,11 +56,8 @@ def test_two_gpu_run_matches_model(name, two_gpus, tmp_path, request):
                                          if "provenance" in r]
     for env in envs:
         assert {k: env.get(k) for k in parallel.MULTICAST_OFF_ENV} == parallel.MULTICAST_OFF_ENV
-    if entry["parallel"]["data_parallel_size"] > 1:
-        try:
-            diffs = compare_dp_recording(rec)
-        except NotImplementedError as exc:  # the model of DP comes with the scale issue
-            pytest.skip(f"recorded, not compared: {exc}")
+    if entry["knobs"].data_parallel_size > 1:
+        diffs = compare_dp_recording(rec)
     else:
         assert rec["provenance"]["engine_args"]["disable_custom_all_reduce"] is True
         diffs = compare_tp_recording(rec)

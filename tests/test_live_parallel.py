@@ -27,8 +27,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                  "NVSHMEM_DISABLE_NVLS": "1", "VLLM_ALLREDUCE_USE_SYMM_MEM": "0",
                  "VLLM_USE_NCCL_SYMM_MEM": "0"}  # the issue's list, written out here
-TP2 = {"tensor_parallel_size": 2, "data_parallel_size": 1}
-DP2 = {"tensor_parallel_size": 1, "data_parallel_size": 2}
+TP2 = Knobs(max_num_seqs=2, tensor_parallel_size=2)
+DP2 = Knobs(max_num_seqs=2, data_parallel_size=2)
 RECORDED_ENV = ("VLLM_", "NCCL_", "TORCH_SYMM_MEM_", "NVSHMEM_")
 
 FAKE_TP_CHILD = r'''
@@ -73,7 +73,7 @@ r = spec["dp_rank"]
 plan = json.load(open(os.environ["FAKE_PLAN"]))[str(r)]
 print(f"fake rank {r} starting", flush=True)
 log = rank_log.for_process()
-mine = parallel.rank_requests(spec["workload"], r, spec["parallel"]["data_parallel_size"])
+mine = parallel.rank_requests(spec["workload"], r, spec["knobs"]["data_parallel_size"])
 env = {k: v for k, v in os.environ.items() if k.startswith(%r)}
 log.write("startup", ok=True, error=None, seconds=0.0)
 crash = None
@@ -119,12 +119,13 @@ def fakes(tmp_path, monkeypatch):
         dp_argv = [sys.executable, str(tmp_path / "dp_child.py")]
         lock = str(tmp_path / "gpu.lock")
         out = tmp_path / "out"
+        workload = WORKLOAD
 
         def plan(self, per_rank: dict) -> None:
             plan_file.write_text(json.dumps(per_rank))
 
         def dp(self, name: str, hang_grace: float = 1.0, timeout: float = 60.0) -> dict:
-            return run_dp(Knobs(max_num_seqs=2), DP2, WORKLOAD, str(self.out / f"{name}.json"),
+            return run_dp(DP2, self.workload, str(self.out / f"{name}.json"),
                           timeout=timeout, command="test", lock_path=self.lock,
                           child_argv=self.dp_argv, hang_grace=hang_grace)
 
@@ -139,25 +140,33 @@ def fakes(tmp_path, monkeypatch):
 @pytest.mark.parametrize("n, size, shares", [
     (5, 2, [[0, 1, 2], [3, 4]]),     # floor 2, remainder 1: rank 0 takes 2 + 1
     (4, 2, [[0, 1], [2, 3]]),        # floor 2, remainder 0
-    (1, 2, [[0], []]),               # floor 0, remainder 1: rank 1 is empty (idle)
+    (1, 2, [[0], [1]]),              # floor 0, remainder 1: rank 1 empty, its placeholder is 1
     (7, 3, [[0, 1, 2], [3, 4], [5, 6]]),  # floor 2, remainder 1
-    (2, 3, [[0], [1], []]),          # floor 0, remainder 2
+    (2, 3, [[0], [1], [2]]),         # floor 0, remainder 2: rank 2's placeholder is request 2
 ])
-def test_workload_split_is_the_examples_contiguous_rule(n, size, shares):
-    """Rank r serves [r*floor + min(r, rem), (r+1)*floor + min(r+1, rem)) of n requests."""
-    assert [list(parallel.split_workload(n, r, size)) for r in range(size)] == shares
+def test_runner_shares_are_the_examples_contiguous_split(n, size, shares):
+    """Rank r serves [r*floor + min(r, rem), (r+1)*floor + min(r+1, rem)) of n requests, and
+    a rank left empty serves the placeholder appended for it, as the runner hands them out."""
+    from hisparse_model.data_parallel import with_placeholders
+    from hisparse_model.workload import Workload
+
+    work = with_placeholders(Workload.from_json([{"prompt_len": 2}] * n), size)
+    raw = work.as_json()["requests"]
+    assert [parallel.rank_requests(raw, r, size) for r in range(size)] == shares
+    assert [q["prompt_len"] for q in raw[n:]] == [1] * (len(raw) - n)  # one-token placeholders
 
 
 def test_a_requests_own_dp_rank_overrides_the_split():
     """Requests naming their rank go there; the rest follow the contiguous split of all n."""
-    work = [{"dp_rank": 1}, {}, {"dp_rank": 0}, {}]  # split of 4 over 2: 0, 0, 1, 1
+    work = [{"prompt_len": 2, "dp_rank": 1}, {"prompt_len": 2}, {"prompt_len": 2, "dp_rank": 0},
+            {"prompt_len": 2}]  # split of 4 over 2: 0, 0, 1, 1
     assert parallel.rank_requests(work, 0, 2) == [1, 2]
     assert parallel.rank_requests(work, 1, 2) == [0, 3]
 
 
 def test_tp_engine_arguments_and_dp_environment():
     """TP adds tensor_parallel_size, the worker extension and no custom all-reduce; DP the env."""
-    assert parallel.llm_kwargs({"tensor_parallel_size": 1, "data_parallel_size": 1}) == {}
+    assert parallel.llm_kwargs(Knobs(max_num_seqs=2)) == {}
     assert parallel.llm_kwargs(TP2) == {
         "tensor_parallel_size": 2, "disable_custom_all_reduce": True,
         "worker_extension_cls": "hisparse_model.engine.tp_worker.RankRecorder"}
@@ -185,22 +194,33 @@ def test_worker_extension_resolves_without_installing_anything(monkeypatch):
 
 
 @pytest.mark.parametrize("knobs, message", [
-    ({"max_num_seqs": 2, "tensor_parallel_size": 0}, "tensor_parallel_size must be between 1"),
-    ({"max_num_seqs": 2, "data_parallel_size": 9}, "data_parallel_size must be between 1"),
-    ({"max_num_seqs": 2, "tensor_parallel_size": "2"}, "tensor_parallel_size must be an integer"),
-    ({"max_num_seqs": 2, "tensor_parallel_size": 2, "data_parallel_size": 2}, "not both"),
-    ({"max_num_seqs": 2, "data_parallel_size": 2}, "serves a workload"),
+    # Knobs' own checks, its one line naming the knob
+    ({"max_num_seqs": 2, "tensor_parallel_size": 0}, "tensor_parallel_size must be >= 1, got 0"),
+    ({"max_num_seqs": 2, "data_parallel_size": 9}, "data_parallel_size must be <= 8, got 9"),
+    ({"max_num_seqs": 2, "tensor_parallel_size": "2"},
+     "tensor_parallel_size must be an integer, got '2'"),
+    # the runner's own rules
+    ({"max_num_seqs": 2, "tensor_parallel_size": 2, "data_parallel_size": 2},
+     "live runs tensor_parallel_size or data_parallel_size above 1, not both"),
+    ({"max_num_seqs": 2, "data_parallel_size": 2}, "data_parallel_size > 1 serves a workload"),
+    ({"max_num_seqs": 2, "pipeline_parallel_size": 2}, "pipeline_parallel_size: live runs"),
 ])
 def test_sweep_entries_with_bad_parallel_sizes_are_refused(tmp_path, knobs, message):
-    """A bad size, TP with DP, or DP on prompts: refused naming the entry before any child runs."""
+    """A bad size (Knobs' line), TP with DP, DP on prompts or PP: refused naming the entry
+    before any child runs; on the command line that is one line and exit status 2."""
     p = tmp_path / "sweep.json"
     p.write_text(json.dumps([{"name": "e", "knobs": knobs, "prompt_lens": [2]}]))
-    with pytest.raises(ValueError, match=rf"'e'.*{message}"):
+    with pytest.raises(ValueError, match=rf"^sweep entry 'e': {message}"):
         live.validate_sweep(str(p))
+    out = subprocess.run([sys.executable, "-m", "hisparse_model", "live", "--sweep", str(p),
+                          "--out-dir", str(tmp_path / "out")],
+                         capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and message in out.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_sweep_entry_carries_its_parallel_sizes(tmp_path):
-    """Sizes in a sweep entry's knobs reach the runner beside the knobs."""
+    """Sizes in a sweep entry's knobs are knobs: the runner reads them from Knobs."""
     p = tmp_path / "sweep.json"
     p.write_text(json.dumps([
         {"name": "tp", "knobs": {"max_num_seqs": 2, "tensor_parallel_size": 2},
@@ -209,15 +229,13 @@ def test_sweep_entry_carries_its_parallel_sizes(tmp_path):
          "workload": [{"prompt_len": 3}]},
         {"name": "one", "knobs": {"max_num_seqs": 2}, "prompt_lens": [2]}]))
     entries = live.validate_sweep(str(p))
-    assert [e["parallel"] for e in entries] == [TP2, DP2, {"tensor_parallel_size": 1,
-                                                           "data_parallel_size": 1}]
-    assert all(e["knobs"].max_num_seqs == 2 for e in entries)
+    assert [e["knobs"] for e in entries] == [TP2, DP2, Knobs(max_num_seqs=2)]
 
 
 def test_cli_refuses_dp_without_a_workload_before_any_gpu_probe():
-    """live --data-parallel-size 2 on prompts: one line naming the knob, exit status 2."""
+    """live -dp 2 on prompts: one line naming the knob, exit status 2."""
     out = subprocess.run([sys.executable, "-m", "hisparse_model", "live", "--max-num-seqs", "2",
-                          "--data-parallel-size", "2", "--out", "x.json"],
+                          "-dp", "2", "--out", "x.json"],
                          capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and "data_parallel_size" in out.stderr
@@ -225,10 +243,9 @@ def test_cli_refuses_dp_without_a_workload_before_any_gpu_probe():
 
 def test_tp_child_gets_the_spec_and_multicast_off_environment(fakes):
     """A TP=2 child is told its sizes and runs with every NVLink-multicast switch off."""
-    rec = live.run_one(Knobs(max_num_seqs=2), [2, 3], str(fakes.out / "tp.json"), timeout=30,
-                       command="test", lock_path=fakes.lock, child_argv=fakes.tp_argv,
-                       parallel_sizes=TP2)
-    assert rec["spec"]["parallel"] == TP2
+    rec = live.run_one(TP2, [2, 3], str(fakes.out / "tp.json"), timeout=30,
+                       command="test", lock_path=fakes.lock, child_argv=fakes.tp_argv)
+    assert rec["spec"]["knobs"] == TP2.as_dict()
     env = rec["provenance"]["env"]
     assert {k: env.get(k) for k in MULTICAST_OFF} == MULTICAST_OFF
     assert env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"  # engine core in the child
@@ -241,9 +258,9 @@ def test_workers_a_child_leaves_behind_are_gone_when_its_run_returns(fakes, tmp_
     script.write_text(FAKE_TP_WORKERS)
     pids = tmp_path / "workers.json"
     monkeypatch.setenv("FAKE_WORKER_PIDS", str(pids))
-    rec = live.run_one(Knobs(max_num_seqs=2), [2], str(fakes.out / "w.json"), timeout=30,
+    rec = live.run_one(TP2, [2], str(fakes.out / "w.json"), timeout=30,
                        command="test", lock_path=fakes.lock,
-                       child_argv=[sys.executable, str(script)], parallel_sizes=TP2)
+                       child_argv=[sys.executable, str(script)])
     assert rec["startup"]["ok"]
     for pid in json.loads(pids.read_text()):
         with pytest.raises(ProcessLookupError):
@@ -251,10 +268,11 @@ def test_workers_a_child_leaves_behind_are_gone_when_its_run_returns(fakes, tmp_
 
 
 def test_single_gpu_child_environment_is_unchanged(fakes):
-    """A TP=DP=1 run gets no parallel spec and none of the multicast switches."""
+    """A TP=DP=1 run gets sizes 1 and none of the multicast switches."""
     rec = live.run_one(Knobs(max_num_seqs=2), [2], str(fakes.out / "one.json"), timeout=30,
                        command="test", lock_path=fakes.lock, child_argv=fakes.tp_argv)
-    assert "parallel" not in rec["spec"]
+    assert rec["spec"]["knobs"]["tensor_parallel_size"] == 1
+    assert rec["spec"]["knobs"]["data_parallel_size"] == 1
     assert not set(MULTICAST_OFF) & set(rec["provenance"]["env"])
 
 
@@ -459,6 +477,13 @@ def _as_tp2(path: str) -> dict:
         rec = json.load(f)
     rows = [{"tp_rank": r, "dp_rank": 0, **row} for r in (0, 1) for row in rec["routing_log"]]
     ranks = [{"tp_rank": r, "dp_rank": 0, **rec["engine"]} for r in (0, 1)]
+    # what LLM raised in the runner (engine core in-process): the multiproc executor's
+    # RuntimeError around str(ValueError), i.e. the text without its "ValueError: "
+    for place in [rec["startup"], *rec["prompts"]]:
+        if place.get("error"):
+            place["caller_error"] = (f"RuntimeError: Worker failed with error "
+                                     f"'{place['error'][len('ValueError: '):]}', please check "
+                                     "the stack trace above for the root cause")
     return {**rec, "knobs": {**rec["knobs"], "tensor_parallel_size": 2},
             "engine": {**rec["engine"], "ranks": ranks}, "routing_log": rows}
 
@@ -478,6 +503,13 @@ def test_tp_comparison_checks_every_rank_on_its_own():
     bad["routing_log"] = [r for r in bad["routing_log"] if r["tp_rank"] == 0]
     bad["engine"]["ranks"] = bad["engine"]["ranks"][:1]
     assert compare_tp_recording(bad) == ["ranks: recording holds [0], tensor_parallel_size is 2"]
+    # what the caller saw must be the in-process wrap, not vLLM's default EngineDeadError
+    bad = json.loads(json.dumps(rec))
+    dead = ("vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
+            "See stack trace (above) for the root cause.")
+    bad["prompts"][1]["caller_error"] = dead  # the 3-token prompt: stop=3, capacity=2
+    diffs = compare_tp_recording(bad)
+    assert len(diffs) == 1 and diffs[0].startswith(f"prompt 1: caller saw {dead!r}, model ")
 
 
 @pytest.mark.parametrize("path", TWO_GPU_RECORDINGS, ids=os.path.basename)
@@ -491,9 +523,9 @@ def test_two_gpu_recording_agrees_with_the_model(path):
     assert check_provenance(rec) == []
     env = rec["provenance"]["env"]
     assert {k: env.get(k) for k in MULTICAST_OFF} == MULTICAST_OFF
-    sizes = parallel.sizes(None, {k: rec["knobs"].get(k, 1) for k in parallel.PARALLEL_KNOBS})
-    assert parallel.is_parallel(sizes)
-    compare = compare_dp_recording if sizes["data_parallel_size"] > 1 else compare_tp_recording
+    knobs = Knobs.from_dict(rec["knobs"])
+    assert parallel.is_parallel(knobs)
+    compare = compare_dp_recording if knobs.data_parallel_size > 1 else compare_tp_recording
     assert compare(rec) == []
 
 
@@ -609,14 +641,17 @@ class _FakeDPRunner:
             raise ValueError(self.dummy_error.split(": ", 1)[1])
 
 
-def _serve_two_ranks(workload, dummy_error_on=None, stall=()):
-    """Both ranks' dp_serve.serve results (and logs), each rank in its own thread."""
+def _serve_two_ranks(workload, dummy_error_on=None, stall=(), streams=None):
+    """Both ranks' dp_serve.serve results (and logs), each rank in its own thread
+    (``streams``: a folder for each rank's stream, as a DP child writes it)."""
     import threading
 
     from hisparse_model.engine import dp_serve
     from hisparse_model.engine.instrument import RouteLog
 
-    group, results, logs = _FakeDPGroup(), [None, None], [RouteLog(), RouteLog()]
+    group, results = _FakeDPGroup(), [None, None]
+    logs = ([RouteLog(), RouteLog()] if streams is None else
+            [rank_log.StreamedRouteLog(str(streams / f"rank{r}.jsonl")) for r in (0, 1)])
 
     def run(rank):
         sched_cls = type(f"S{rank}", (_FakeDPScheduler,), {"stall": set(stall)})
@@ -640,13 +675,22 @@ def _req(n, max_tokens, arrival=0):
             "dp_rank": None}
 
 
-def test_dp_ranks_step_together_and_an_idle_rank_runs_dummy_batches():
+def test_dp_ranks_step_together_and_an_idle_rank_runs_dummy_batches(tmp_path):
     """Rank 0 busy at steps 0-1, rank 1 at steps 3-4: each runs dummies exactly while the
-    other works, nothing while both idle, and both stop after the same step."""
+    other works, nothing while both idle, and both stop after the same step; each rank's
+    stream holds what it scheduled and its dummies (what a killed rank is recorded from)."""
     # split of 2 over 2: request 0 -> rank 0 (2 steps: prefill, one decode),
     # request 1 -> rank 1, arriving at step 3 (prefill at 3, decode at 4)
     work = [_req(3, 2), _req(2, 2, arrival=3)]
-    (r0, r1), (log0, log1) = _serve_two_ranks(work)
+    (r0, r1), (log0, log1) = _serve_two_ranks(work, streams=tmp_path)
+    for r, rank in ((r0, 0), (r1, 1)):
+        stream = rank_log.read_stream(str(tmp_path / f"rank{rank}.jsonl"))
+        assert stream["steps"] == [{"step": s["step"], "scheduled": s["scheduled"]}
+                                   for s in r["steps"]]
+        assert stream["dummy_steps"] == r["dummy_steps"]
+    # rank 1 scheduled request 1's 2-token prefill at step 3, then its decode at step 4
+    assert rank_log.read_stream(str(tmp_path / "rank1.jsonl"))["steps"] == [
+        {"step": 3, "scheduled": {"1": 2}}, {"step": 4, "scheduled": {"1": 1}}]
     assert [s["step"] for s in r0["steps"]] == [0, 1] and r0["dummy_steps"] == [3, 4]
     assert [s["step"] for s in r1["steps"]] == [3, 4] and r1["dummy_steps"] == [0, 1]
     assert r0["engine_steps"] == r1["engine_steps"] == 5  # step 2: both idle, both step
@@ -727,14 +771,14 @@ class Engine:
 if mode == "tp":
     os.environ["NCCL_NVLS_ENABLE"] = "0"
     llm_args.build_llm = tp_build
-    spec = {"knobs": {"max_num_seqs": 1}, "prompt_lens": [2], "command": "test",
-            "parallel": {"tensor_parallel_size": 2, "data_parallel_size": 1}}
+    spec = {"knobs": {"max_num_seqs": 1, "tensor_parallel_size": 2}, "prompt_lens": [2],
+            "command": "test"}
 else:
     os.environ[rank_log.STREAM_ENV] = where
     llm_args.build_llm = lambda kw: types.SimpleNamespace(
         llm_engine=Engine(), sampling_params=lambda max_tokens: max_tokens)
-    spec = {"knobs": {"max_num_seqs": 2}, "prompt_lens": [], "command": "test",
-            "parallel": {"tensor_parallel_size": 1, "data_parallel_size": 2}, "dp_rank": 1,
+    spec = {"knobs": {"max_num_seqs": 2, "data_parallel_size": 2}, "prompt_lens": [],
+            "command": "test", "dp_rank": 1,
             "workload": [{"prompt_len": 2}, {"prompt_len": 3}, {"prompt_len": 4}]}
 print(json.dumps(child.run(spec)))
 '''

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from hisparse_model.data_parallel import assign_ranks, simulate_dp
+from hisparse_model.data_parallel import assign_ranks, simulate_dp, with_placeholders
 from hisparse_model.diagnose import OFF_BY_ONE, diagnose
 from hisparse_model.knobs import Knobs
-from hisparse_model.parallel import error_surface, split_requests, worker_failed
+from hisparse_model.parallel import caller_error, error_surface, split_requests, worker_failed
 from hisparse_model.plan import plan
 from hisparse_model.predict import predict
 from hisparse_model.recordings import load_all, recording_knobs
@@ -78,20 +78,49 @@ def test_tp2_predicts_every_single_gpu_recording():
                 assert (got["ok"], got["error"]) == (want.ok, want.error), rec["_path"]
 
 
+ERR43 = ERR.format(4, 3)
+# str(ValueError) drops the type; the executor's f-string adds quotes and its advice
+WRAPPED = ("RuntimeError: Worker failed with error 'HiSparse swap rows exceed the configured "
+           "speculative decode capacity: stop=4, capacity=3.', please check the stack trace "
+           "above for the root cause")
+DEAD = ("vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
+        "See stack trace (above) for the root cause.")
+INIT = ("RuntimeError: Engine core initialization failed. See root cause above. "
+        "Failed core proc(s): {}")
+
+
+@pytest.mark.parametrize("sizes, startup, in_process, dp_rank, seen", [
+    # in process (VLLM_ENABLE_V1_MULTIPROCESSING=0): the engine core's exception is the caller's
+    ((1, 1), False, True, 0, ERR43),    # TP = 1: the worker's ValueError, re-raised as is
+    ((1, 1), True, True, 0, ERR43),     # ... at start-up too (LLM(...) raises it)
+    ((2, 1), False, True, 0, WRAPPED),  # TP = 2: the executor's wrap of str(ValueError)
+    ((2, 1), True, True, 0, WRAPPED),   # ... at start-up too (a collective_rpc like serving)
+    ((1, 2), False, True, 1, ERR43),    # a DP rank with TP = 1: as TP = 1
+    # vLLM's default multiprocessing: the engine core is a process of its own
+    ((1, 1), False, False, 0, DEAD),    # serving: it reports itself dead
+    ((2, 1), False, False, 0, DEAD),
+    ((1, 1), True, False, 0, INIT.format("{'EngineCore': 1}")),   # start-up: it exits 1
+    ((2, 1), True, False, 0, INIT.format("{'EngineCore': 1}")),
+    ((1, 2), True, False, 1, INIT.format("{'EngineCore_DP1': 1}")),  # DP names its rank
+])
+def test_what_the_caller_sees_by_engine_layout(sizes, startup, in_process, dp_rank, seen):
+    """The caller's traceback ends in the engine's own text in process (TP = 1) or the
+    executor's wrap (TP > 1); with multiprocessing in start-up failure or EngineDeadError."""
+    tp, dp = sizes
+    knobs = Knobs(tensor_parallel_size=tp, data_parallel_size=dp)
+    assert caller_error(knobs, ERR43, startup=startup, in_process=in_process,
+                        dp_rank=dp_rank) == seen
+
+
 def test_tp_error_surface():
-    """Under TP > 1 the caller sees EngineDeadError; the log, the error and the executor's wrap."""
-    err = ERR.format(4, 3)
-    # str(ValueError) drops the type; the executor's f-string adds quotes and its advice
-    wrapped = ("RuntimeError: Worker failed with error 'HiSparse swap rows exceed the "
-               "configured speculative decode capacity: stop=4, capacity=3.', please check "
-               "the stack trace above for the root cause")
-    assert worker_failed(err) == wrapped
-    two = error_surface(Knobs(tensor_parallel_size=2), err)
-    assert two == {"caller": "EngineDeadError: EngineCore encountered an issue. See stack "
-                             "trace (above) for the root cause.",
-                   "log": [err, wrapped], "workers": 2, "in_process_caller": None}
-    one = error_surface(Knobs(), err)
-    assert one["log"] == [err] and one["in_process_caller"] == err
+    """error_surface: both callers, and the log's texts (the error, under TP > 1 its wrap)."""
+    assert worker_failed(ERR43) == WRAPPED
+    two = error_surface(Knobs(tensor_parallel_size=2), ERR43)
+    assert two == {"caller": DEAD, "log": [ERR43, WRAPPED], "workers": 2,
+                   "in_process_caller": WRAPPED}
+    one = error_surface(Knobs(), ERR43, startup=True)
+    assert one == {"caller": INIT.format("{'EngineCore': 1}"), "log": [ERR43], "workers": 1,
+                   "in_process_caller": ERR43}
     assert error_surface(Knobs(), None) is None
 
 
@@ -120,12 +149,35 @@ def test_requests_split_as_the_offline_example(n, dp, ranks):
     assert split_requests(n, dp) == ranks
 
 
-def test_assignment_refuses_idle_and_unknown_ranks():
-    """A dp_rank past the ranks, or a rank with no request, is one line naming it."""
+def test_assignment_refuses_unknown_ranks():
+    """A dp_rank past the ranks is one line naming the request."""
     with pytest.raises(WorkloadError, match="request 1: dp_rank must be < data_parallel_size=2"):
         assign_ranks(Workload.from_json([{"prompt_len": 2, "dp_rank": 2}]), 2)
-    with pytest.raises(WorkloadError, match="DP rank 1 has no request"):
-        assign_ranks(Workload.from_json([{"prompt_len": 2}, {"prompt_len": 3, "dp_rank": 0}]), 2)
+
+
+@pytest.mark.parametrize("requests, dp, ranks", [
+    # 1 request over 2: split [0]; rank 1 empty gets the placeholder, request 1
+    ([{"prompt_len": 2}], 2, [0, 1]),
+    # request 1 pinned to rank 0, request 0 split to rank 0: rank 1's placeholder
+    ([{"prompt_len": 2}, {"prompt_len": 3, "dp_rank": 0}], 2, [0, 0, 1]),
+    # split of 4 over 3 is [0, 0, 1, 2]: requests 2, 3 -> ranks 1, 2, rank 0 empty; its
+    # placeholder is request 4, and the split of 5 ([0, 0, 1, 1, 2]) must not move request 3
+    ([{"prompt_len": 2, "dp_rank": 1}, {"prompt_len": 2, "dp_rank": 1}, {"prompt_len": 2},
+      {"prompt_len": 2}], 3, [1, 1, 1, 2, 0]),
+    # nobody empty: nothing added
+    ([{"prompt_len": 2}, {"prompt_len": 2}], 2, [0, 1]),
+])
+def test_an_empty_rank_serves_a_placeholder(requests, dp, ranks):
+    """A rank given no request serves a one-token placeholder from step 0 (vLLM's example
+    gives an empty rank a placeholder prompt); the given requests keep their ranks."""
+    work = with_placeholders(Workload.from_json(requests), dp)
+    assert assign_ranks(work, dp) == ranks
+    extra = work.requests[len(requests):]
+    added = len(ranks) - len(requests)
+    assert [(r.prompt_len, r.arrival_step) for r in extra] == [(1, 0)] * added
+    sched = simulate(Knobs(max_num_seqs=2, data_parallel_size=dp), Workload.from_json(requests))
+    assert sched.assignment == ranks and sorted(sched.finished) == list(range(len(ranks)))
+    assert sched.placeholders == tuple(range(len(requests), len(ranks)))  # shown to the user
 
 
 @pytest.mark.parametrize("version, busy_routed, route, error", [
@@ -203,16 +255,20 @@ def test_cli_simulate_dp_json(tmp_path):
     assert set(got["steps"][-1]["ranks"][1]) == {
         "rank", "scheduled", "num_tokens", "dispatch", "padded", "dummy", "resident",
         "routed_tokens", "route", "error"}
-    assert got["error_surface"]["caller"].startswith("EngineDeadError")
+    assert got["error_surface"]["caller"] == DEAD  # serving, vLLM's default multiprocessing
+    assert got["error_surface"]["in_process_caller"] == ERR.format(4, 3)  # TP = 1 per rank
     assert {"max_num_seqs": 4} in [a["change"] for a in got["advice"]]
 
 
-def test_cli_live_refuses_parallel_layouts(tmp_path):
-    """live records one GPU: -tp 2 is one line, exit 2, before any GPU probe."""
-    out = subprocess.run([*CMD, "live", "-tp", "2", "--max-num-seqs", "2", "--out",
-                          str(tmp_path / "r.json")], capture_output=True, text=True, timeout=60)
+def test_cli_live_refuses_tp_with_dp(tmp_path):
+    """live runs TP or DP, not both: -tp 2 -dp 2 is one line, exit 2, before any GPU probe."""
+    (tmp_path / "w.json").write_text(json.dumps({"requests": [{"prompt_len": 2}] * 2}))
+    out = subprocess.run([*CMD, "live", "-tp", "2", "-dp", "2", "--max-num-seqs", "2",
+                          "--workload", str(tmp_path / "w.json"),
+                          "--out", str(tmp_path / "r.json")],
+                         capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and out.stderr.count("\n") == 1
-    assert "tensor_parallel_size, data_parallel_size: the live runner records one GPU" in out.stderr
+    assert "tensor_parallel_size or data_parallel_size above 1, not both" in out.stderr
     assert not (tmp_path / "r.json").exists()
 
 

@@ -111,10 +111,11 @@ def _error_text(log: instrument.RouteLog, phase_prefix: str, exc: BaseException)
     return log.first_error(phase_prefix) or instrument.format_exception(exc)
 
 
-def _caller_error(par: dict, exc: BaseException) -> dict:
+def _caller_error(knobs: Knobs, exc: BaseException) -> dict:
     """Under TP, what ``LLM`` raised in the caller (the executor's wrap of the worker's
-    text, docs/gpu.md), kept beside the worker's own ``error``."""
-    if par["tensor_parallel_size"] == 1:
+    text, :func:`hisparse_model.parallel.caller_error`), kept beside the worker's own
+    ``error``."""
+    if knobs.tensor_parallel_size == 1:
         return {}
     return {"caller_error": instrument.format_exception(exc)}
 
@@ -125,8 +126,7 @@ def run(spec: dict, gate: GpuGate | None = None) -> dict:
     gate = gate or GpuGate(None, None)
     knobs = Knobs(**spec["knobs"])
     prompt_lens = [int(n) for n in spec["prompt_lens"]]
-    par = spec.get("parallel") or parallel.sizes(knobs)  # TP / DP runs: parallel.py
-    if par["tensor_parallel_size"] > 1:  # the routing runs in the workers (tp_worker.py)
+    if knobs.tensor_parallel_size > 1:  # the routing runs in the workers (tp_worker.py)
         from . import tp_worker
 
         log = tp_worker.prepare_child(tempfile.mkdtemp(prefix="hisparse-ranks-"), knobs.routing)
@@ -138,17 +138,17 @@ def run(spec: dict, gate: GpuGate | None = None) -> dict:
     narrow = os.environ.get(LL_BF16_ENV, "full") == "narrow"
     instrument.install(log, routing=knobs.routing, narrow_router_warmup=narrow,
                        on_kv_cache_ready=gate.release)
-    if par["tensor_parallel_size"] > 1:
+    if knobs.tensor_parallel_size > 1:
         tp_worker.stamp_scheduler_outputs(log)
     if os.environ.get("VLLM_DEEP_GEMM_WARMUP") == "skip":
         log.patches.append(
             "VLLM_DEEP_GEMM_WARMUP=skip: no DeepGEMM JIT warmup (GEMM kernels only; "
             "they compile on first use instead)")
     model_dir = llm_args.write_model_dir(tempfile.mkdtemp(prefix="dsv32-tiny-"))
-    kwargs = {**llm_args.llm_kwargs(knobs, model_dir), **parallel.llm_kwargs(par)}
+    kwargs = {**llm_args.llm_kwargs(knobs, model_dir), **parallel.llm_kwargs(knobs)}
     rec: dict = {
         "schema": SCHEMA_VERSION,
-        "knobs": {**knobs.as_dict(), **par} if parallel.is_parallel(par) else knobs.as_dict(),
+        "knobs": knobs.as_dict(),
         "prompt_lens": prompt_lens,
         "provenance": {
             **_versions(),
@@ -158,12 +158,12 @@ def run(spec: dict, gate: GpuGate | None = None) -> dict:
             "mode": knobs.routing,
             "command": spec.get("command", ""),
             "env": {k: os.environ[k] for k in sorted(os.environ)
-                    if k.startswith(parallel.ENV_PREFIXES if parallel.is_parallel(par)
+                    if k.startswith(parallel.ENV_PREFIXES if parallel.is_parallel(knobs)
                                     else "VLLM_") or k == LL_BF16_ENV},
         },
     }
-    if parallel.is_parallel(par):
-        rec["provenance"]["parallel"] = parallel.provenance(par)
+    if parallel.is_parallel(knobs):
+        rec["provenance"]["parallel"] = parallel.provenance(knobs)
     llm = None
     gate.acquire()  # serialise start-ups up to the KV-cache allocation (live.py)
     if gate.waited_s is not None:
@@ -174,7 +174,7 @@ def run(spec: dict, gate: GpuGate | None = None) -> dict:
         rec["startup"] = {"ok": True, "error": None}
     except BaseException as exc:  # noqa: BLE001 - the point is to record it
         rec["startup"] = {"ok": False, "error": _error_text(log, "", exc),
-                          **_caller_error(par, exc)}
+                          **_caller_error(knobs, exc)}
     finally:
         gate.release()
     rec["startup"]["seconds"] = round(time.monotonic() - t0, 1)
@@ -185,7 +185,7 @@ def run(spec: dict, gate: GpuGate | None = None) -> dict:
 
     if "workload" in spec:  # several requests, step by step (live --workload)
         rec.update(_serve_workload(llm, log, spec["workload"], rec["startup"],
-                                   spec.get("dp_rank"), par["data_parallel_size"]))
+                                   spec.get("dp_rank"), knobs.data_parallel_size))
         rec["routing_log"] = log.rows
         rec["provenance"]["patches"] = log.patches
         return rec
@@ -209,7 +209,7 @@ def run(spec: dict, gate: GpuGate | None = None) -> dict:
             except BaseException as exc:  # noqa: BLE001
                 prompts.append(
                     {"n": n, "ran": True, "ok": False, "error": _error_text(log, phase, exc),
-                     **_caller_error(par, exc)}
+                     **_caller_error(knobs, exc)}
                 )
                 alive = False
     rec["prompts"] = prompts

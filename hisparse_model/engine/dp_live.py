@@ -15,7 +15,8 @@ A rank ends as one of (``ranks[r].status``):
 * ``hung``: still running :data:`HANG_GRACE_S` seconds after another rank ended
   (or at the timeout, after another rank ended): the survivor of a crash waiting
   in a collective.  Killed, and recorded from its stream (:mod:`.rank_log`): its
-  routing rows, its last step (``last_step``), whether start-up had finished;
+  routing rows, its last step (``last_step``), the steps it scheduled and its dummy
+  batches (``steps``, ``dummy_steps``), whether start-up had finished;
 * ``timeout``: still running at the timeout while no rank had ended;
 * ``died``: exited without a recording (its exit status and log tail).
 
@@ -47,12 +48,10 @@ def _rank_record(rank: int, rec: dict | None, stream: dict, exit_status: str | N
         body = {k: v for k, v in rec.items() if k not in ("schema", "knobs", "workload")}
         crashed = (not rec["startup"]["ok"]) or rec.get("crash") is not None
         return {**base, "status": "crashed" if crashed else "finished", **body}
-    if killed is not None:  # hung or timed out: what its stream holds
-        return {**base, "status": killed, "last_step": stream["last_step"],
-                "startup": stream["startup"], "engine": stream["engine"],
-                "routing_log": stream["rows"], "log_tail": log_tail}
-    return {**base, "status": "died", "last_step": stream["last_step"],
+    # hung or timed out (killed), or died: what its stream holds
+    return {**base, "status": killed or "died", "last_step": stream["last_step"],
             "startup": stream["startup"], "engine": stream["engine"],
+            "steps": stream["steps"], "dummy_steps": stream["dummy_steps"],
             "routing_log": stream["rows"], "log_tail": log_tail}
 
 
@@ -78,14 +77,19 @@ def _watch(procs: list[subprocess.Popen], timeout: float, hang_grace: float) -> 
         time.sleep(live.POLL_S)
 
 
-def run_dp(knobs, par: dict, workload: list[dict], out: str, *, timeout: float,
+def run_dp(knobs, workload: list[dict], out: str, *, timeout: float,
            command: str, lock_path: str | None = None, child_argv: list[str] | None = None,
            hang_grace: float = HANG_GRACE_S) -> dict:
-    """Run ``knobs`` with ``par["data_parallel_size"]`` ranks on ``workload``; the recording."""
+    """Run ``knobs`` with ``data_parallel_size`` ranks on ``workload``; the recording.
+
+    The ranks serve ``workload`` with a placeholder request for a rank given none, as the
+    model does (:func:`hisparse_model.data_parallel.with_placeholders`); the recording's
+    ``workload`` is that one."""
+    from ..data_parallel import with_placeholders
     from ..workload import Workload
 
-    size = par["data_parallel_size"]
-    workload = Workload.from_json(workload).as_json()["requests"]
+    size = knobs.data_parallel_size
+    workload = with_placeholders(Workload.from_json(workload), size).as_json()["requests"]
     child_argv = list(child_argv or live.CHILD_ARGV)
     lock_path = lock_path or os.environ.get(live.LOCK_ENV) or live.DEFAULT_LOCK
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
@@ -102,7 +106,7 @@ def run_dp(knobs, par: dict, workload: list[dict], out: str, *, timeout: float,
         try:
             for r in range(size):
                 spec = {"knobs": knobs.as_dict(), "prompt_lens": [], "command": command,
-                        "workload": workload, "parallel": par, "dp_rank": r}
+                        "workload": workload, "dp_rank": r}
                 spec_path = os.path.join(tmp, f"spec{r}.json")
                 with open(spec_path, "w") as f:
                     json.dump(spec, f)
@@ -141,7 +145,7 @@ def run_dp(knobs, par: dict, workload: list[dict], out: str, *, timeout: float,
             ranks.append(_rank_record(r, rec, stream, status, killed[r], names[r],
                                       live._log_tail(live._side_path(out, f".rank{r}.log"))))
     wall = round(time.monotonic() - t0, 1)
-    return _write(knobs, par, workload, out, ranks, command, wall, lock_wait)
+    return _write(knobs, workload, out, ranks, command, wall, lock_wait)
 
 
 def _first_crash(ranks: list[dict]) -> dict | None:
@@ -150,10 +154,10 @@ def _first_crash(ranks: list[dict]) -> dict | None:
     return min(crashes, key=lambda c: (c["step"] is not None, c["step"] or 0), default=None)
 
 
-def _write(knobs, par, workload, out, ranks, command, wall, lock_wait) -> dict:
+def _write(knobs, workload, out, ranks, command, wall, lock_wait) -> dict:
     recorded = [r for r in ranks if r["status"] in ("finished", "crashed")]
     if not recorded and not any(r.get("routing_log") or r.get("startup") for r in ranks):
-        stub = {"knobs": {**knobs.as_dict(), **par}, "workload": workload,
+        stub = {"knobs": knobs.as_dict(), "workload": workload,
                 "child": "; ".join(f"rank {r['dp_rank']}: {r['status']} ({r['exit']})"
                                    for r in ranks),
                 "wall_seconds": wall, "ranks": ranks}
@@ -167,11 +171,11 @@ def _write(knobs, par, workload, out, ranks, command, wall, lock_wait) -> dict:
     startup_errors = [s["error"] for s in startups if not s["ok"]]
     prov = dict(first.get("provenance", {}))
     prov.update({"command": command, "wall_seconds": wall, "lock_wait_seconds": lock_wait,
-                 "parallel": parallel.provenance(par),
+                 "parallel": parallel.provenance(knobs),
                  "logs": [r["log"] for r in ranks]})
     rec = {
         "schema": SCHEMA_VERSION,
-        "knobs": {**knobs.as_dict(), **par},
+        "knobs": knobs.as_dict(),
         "prompt_lens": [],
         "workload": workload,
         "provenance": prov,

@@ -24,11 +24,14 @@ the same on every rank and decided only by what every rank knows:
 * the loop ends when no rank has work and no request of the whole workload is
   still to arrive (each rank knows the whole workload).
 
-An idle rank does not get the example's placeholder prompt (:func:`.parallel.split_workload`).
+A rank given no request of its own serves the placeholder request the runner
+added for it (:func:`hisparse_model.data_parallel.with_placeholders`, as vLLM's
+example gives an empty rank a placeholder prompt).
 A rank whose engine raises stops; the other rank may then wait in its next
 collective until the runner kills it (:mod:`.dp_live` records it as ``hung``).
-Every step's start is written to the rank's stream (:mod:`.rank_log`) first, so a
-killed rank's last step is known.
+Every step's start is written to the rank's stream (:mod:`.rank_log`) first, and
+what it scheduled and its dummy batches as they happen, so a killed rank's last
+step, steps and dummies are known.
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ def serve(llm, log, workload: list[dict], rank: int, size: int, *,
         try:
             if is_dummy:
                 dummy.append(k)
+                write("dummy", step=k)
                 with log.in_phase(f"dummy:{k}"):
                     outputs = engine.step() or []
             else:
@@ -84,12 +88,16 @@ def serve(llm, log, workload: list[dict], rank: int, size: int, *,
                 if unfinished and len(steps) == scheduled_before:  # no forward ran here
                     is_dummy = True
                     dummy.append(k)
+                    write("dummy", step=k)
                     with log.in_phase(f"dummy:{k}"):
                         engine.engine_core.execute_dummy_batch()
         except BaseException as exc:  # noqa: BLE001 - the point is to record it
             crash = _dummy_crash(log, k) if is_dummy else None
             crash = crash or traffic._crash(log, k, exc)
             break
+        finally:  # what it scheduled, streamed: a rank killed later keeps it
+            for s in steps[scheduled_before:]:
+                write("scheduled", step=s["step"], scheduled=s["scheduled"])
         finished += [traffic._request_index(o.request_id) for o in outputs if o.finished]
         counter["step"] += 1
     write("served")

@@ -137,9 +137,7 @@ def validate_sweep(path: str) -> list[dict]:
         if not isinstance(entry.get("knobs"), dict):
             raise ValueError(f"{where}: knobs must be an object")
         try:
-            raw_knobs, par = parallel.split_knobs(entry["knobs"])
-            knobs = Knobs(**raw_knobs)
-            par = parallel.sizes(knobs, par)
+            knobs = Knobs(**entry["knobs"])
         except TypeError as exc:  # an unknown knob name
             raise ValueError(f"{where}: {exc}") from exc
         except ValueError as exc:
@@ -162,14 +160,14 @@ def validate_sweep(path: str) -> list[dict]:
                            for n in lens)):
                 raise ValueError(f"{where}: prompt_lens must be a list of positive integers")
         try:
-            parallel.check_live(par, "workload" in entry)
+            parallel.check_live(knobs, "workload" in entry)
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from exc
         timeout = entry.get("timeout")
         if timeout is not None and (isinstance(timeout, bool)
                                     or not isinstance(timeout, (int, float)) or timeout <= 0):
             raise ValueError(f"{where}: timeout must be a positive number of seconds")
-        entries.append({**entry, "knobs": knobs, "prompt_lens": list(lens), "parallel": par})
+        entries.append({**entry, "knobs": knobs, "prompt_lens": list(lens)})
     return entries
 
 
@@ -326,12 +324,10 @@ def _retry_reason(rec: dict, log_path: str) -> str | None:
 
 def _attempt(knobs: Knobs, prompt_lens: list[int], log_path: str, *, timeout: float,
              command: str, lock_path: str, lock_wait_limit: float,
-             child_argv: list[str], workload=None, par: dict | None = None) -> dict:
+             child_argv: list[str], workload=None) -> dict:
     spec = {"knobs": knobs.as_dict(), "prompt_lens": prompt_lens, "command": command}
     if workload is not None:
         spec["workload"] = workload
-    if parallel.is_parallel(par):  # TP: NVLink multicast off in the child and its workers
-        spec["parallel"] = par
     with tempfile.TemporaryDirectory(prefix="hisparse-live-") as tmp:
         spec_path = os.path.join(tmp, "spec.json")
         child_out = os.path.join(tmp, "recording.json")
@@ -340,7 +336,8 @@ def _attempt(knobs: Knobs, prompt_lens: list[int], log_path: str, *, timeout: fl
         with open(spec_path, "w") as f:
             json.dump(spec, f)
         env = {**os.environ, **ENGINE_ENV, LOCK_ENV: lock_path, CONTROL_ENV: control,
-               **(parallel.MULTICAST_OFF_ENV if "parallel" in spec else {})}
+               # TP: NVLink multicast off in the child and its workers
+               **(parallel.MULTICAST_OFF_ENV if parallel.is_parallel(knobs) else {})}
         status, timings = _spawn_and_watch(
             [*child_argv, spec_path, child_out], env, log_path, control,
             timeout=timeout, lock_path=lock_path, lock_wait_limit=lock_wait_limit)
@@ -361,7 +358,7 @@ def _side_path(out: str, suffix: str) -> str:
 def run_one(
     knobs: Knobs, prompt_lens: list[int], out: str, *, timeout: float, command: str,
     lock_path: str | None = None, lock_wait_limit: float | None = None,
-    child_argv: list[str] | None = None, workload=None, parallel_sizes: dict | None = None,
+    child_argv: list[str] | None = None, workload=None,
 ) -> dict:
     """Run one configuration in a child process; always leaves a recording or a failure stub.
 
@@ -371,15 +368,15 @@ def run_one(
     holds the exit status and the log's tail, and the same dict is returned (it
     has no ``"startup"`` key).  A run that died of a neighbour's memory change
     during profiling is run once more (``provenance["retried"]``).
-    ``parallel_sizes`` (:func:`.parallel.sizes`): TP runs one child whose workers
-    record per rank; DP runs one child per rank (:func:`.dp_live.run_dp`).
+    ``knobs.tensor_parallel_size`` > 1 runs one child whose workers record per
+    rank; ``knobs.data_parallel_size`` > 1 runs one child per rank
+    (:func:`.dp_live.run_dp`).
     """
-    par = parallel_sizes or parallel.sizes(knobs)
-    if par["data_parallel_size"] > 1:
+    if knobs.data_parallel_size > 1:
         from .dp_live import run_dp
 
-        parallel.check_live(par, workload is not None)
-        return run_dp(knobs, par, workload, out, timeout=timeout, command=command,
+        parallel.check_live(knobs, workload is not None)
+        return run_dp(knobs, workload, out, timeout=timeout, command=command,
                       lock_path=lock_path, child_argv=child_argv)
     lock_path = lock_path or os.environ.get(LOCK_ENV) or DEFAULT_LOCK
     lock_wait_limit = 4 * timeout if lock_wait_limit is None else lock_wait_limit
@@ -387,8 +384,7 @@ def run_one(
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     log_path = _side_path(out, ".log")
     kw = dict(timeout=timeout, command=command, lock_path=lock_path,
-              lock_wait_limit=lock_wait_limit, child_argv=child_argv, workload=workload,
-              par=par)
+              lock_wait_limit=lock_wait_limit, child_argv=child_argv, workload=workload)
     rec = _attempt(knobs, prompt_lens, log_path, **kw)
     reason = _retry_reason(rec, log_path)
     if reason is not None:
@@ -432,7 +428,7 @@ def run_sweep(
                        os.path.join(out_dir, f"{entry['name']}.json"), timeout=t,
                        command=command, lock_path=lock_path,
                        lock_wait_limit=jobs * t + 120, child_argv=child_argv,
-                       workload=entry.get("workload"), parallel_sizes=entry.get("parallel"))
+                       workload=entry.get("workload"))
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         return list(pool.map(one, entries))

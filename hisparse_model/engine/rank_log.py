@@ -82,10 +82,11 @@ def for_process() -> RouteLog:
 
 def read_stream(path: str) -> dict:
     """One process's stream: ``{"rank", "rows" (folded), "engine", "patches", "startup",
-    "last_step", "served"}``.  A last line cut short by a kill is ignored."""
+    "last_step", "served", "steps", "dummy_steps"}`` (a DP rank's scheduled steps and
+    dummy batches, :mod:`.dp_serve`).  A last line cut short by a kill is ignored."""
     log = RouteLog()
     out: dict = {"rank": {}, "engine": {}, "patches": [], "startup": None, "last_step": None,
-                 "served": False}
+                 "served": False, "steps": [], "dummy_steps": []}
     try:
         with open(path) as f:
             lines = f.read().splitlines()
@@ -113,6 +114,10 @@ def read_stream(path: str) -> dict:
             out["startup"] = {k: v for k, v in rec.items() if k != "kind"}
         elif kind == "served":
             out["served"] = True
+        elif kind == "scheduled":
+            out["steps"].append({"step": rec["step"], "scheduled": rec["scheduled"]})
+        elif kind == "dummy":
+            out["dummy_steps"].append(rec["step"])
     out["rows"] = log.rows
     return out
 

@@ -79,7 +79,8 @@ class TwoGpusDashboard(Dashboard):
         if crash is None:
             verdict = "<div class='hs-big'>No rank crashes.</div>"
         else:
-            surface = error_surface(knobs, crash["error"])
+            surface = error_surface(knobs, crash["error"], startup=crash["step"] is None,
+                                    dp_rank=crash["rank"] or 0)
             how = ("its own batch" if crash["scheduled"]
                    else "a dummy batch: it scheduled nothing in that step")
             verdict = (f"<div class='hs-big' style='color:#d73027'>DP rank {crash['rank']} "
