@@ -21,6 +21,7 @@ def test_each_measurement_runs_small():
     assert bench.time_predict(repeat=64, cold=True) > 0
     assert bench.time_sweep(n=1000) > 0
     assert bench.time_model_config_path(configs) > 0
+    assert bench.time_simulate_dp(n=200, dp=2) > 0
 
 
 def test_without_vllm_trees_vllm_figures_are_none(tmp_path, monkeypatch):
@@ -71,12 +72,14 @@ def test_measure_puts_one_runs_figures_together(monkeypatch):
     monkeypatch.setattr(bench, "time_model_config_path", lambda configs: 2e-6)
     monkeypatch.setattr(bench, "time_sweep", lambda: 0.25)
     monkeypatch.setattr(bench, "_simulate_figures", lambda: {"simulate_10k_s": 0.5})
+    monkeypatch.setattr(bench, "time_simulate_dp", lambda: 0.3)
     monkeypatch.setattr(bench, "browser_latency", lambda: None)
     assert bench.measure() == {
         "predict_warm_us": 3.0, "predict_cold_us": 40.0, "plan_us": 2.0,
         "vllm_config_path_us": 80000.0,
         "ratio_cold": 2000,  # 0.08 s / 40 µs
-        "sweep_100k_s": 0.25, "simulate_10k_s": 0.5, "browser_latency_ms": None}
+        "sweep_100k_s": 0.25, "simulate_10k_s": 0.5, "simulate_dp8_10k_s": 0.3,
+        "browser_latency_ms": None}
 
 
 def test_run_vllm_reads_the_last_json_line(tmp_path, monkeypatch, capsys):

@@ -27,7 +27,7 @@ def engine(monkeypatch):
         calls["sweep"].append(([e["name"] for e in entries], out_dir, kw))
         return calls["sweep_results"]
 
-    monkeypatch.setattr(live, "check_available", lambda: "0.31.0")
+    monkeypatch.setattr(live, "check_available", lambda gpus=1: "0.31.0")  # GPUs asked for
     monkeypatch.setattr(live, "run_one", run_one)
     monkeypatch.setattr(live, "run_sweep", run_sweep)
     monkeypatch.setattr(live, "kill_children_on_termination", lambda: None)

@@ -36,14 +36,15 @@ def test_one_request_every_step(tmp_path):
         # no decode token and every page resident: all 3 routed; 3 <= C = 4 -> swap_in
         {"step": 0, "scheduled": {"0": 3}, "num_tokens": 3, "num_decode_tokens": 0,
          "dispatch": "PIECEWISE", "padded": 4, "resident": True, "routed_tokens": 3,
-         "route": "swap_in", "error": None},
+         "route": "swap_in", "error": None, "draft": None},  # no MTP: no draft steps
         # async scheduling: the second output token is scheduled before the first is back;
         # 1 request of 1 token is a uniform decode: the FULL graph of 1 replays, routes nothing
         {"step": 1, "scheduled": {"0": 1}, "num_tokens": 1, "num_decode_tokens": 1,
          "dispatch": "FULL", "padded": 1, "resident": True, "routed_tokens": 0,
-         "route": None, "error": None},
+         "route": None, "error": None, "draft": None},
     ]  # 3 + 1 = prompt + max_tokens - 1 tokens: the last output is never fed back
     assert got["crash"] is None and got["finished"] == [0] and got["advice"] == []
+    assert got["lost"] == []  # no crash: the caller received everything
     # the workload is echoed with its defaults filled in
     assert got["inputs"]["workload"] == [{"prompt_len": 3, "max_tokens": 2, "arrival_step": 0}]
     assert any("async scheduling" in a for a in got["assumptions"])
@@ -62,10 +63,13 @@ def test_two_prompts_together_crash_031(tmp_path):
         # replay the PIECEWISE graph of 8; all 5 routed; 5 <= W = 5 -> swap_in, 5 > C = 4
         {"step": 0, "scheduled": {"0": 3, "1": 2}, "num_tokens": 5, "num_decode_tokens": 0,
          "dispatch": "PIECEWISE", "padded": 8, "resident": True, "routed_tokens": 5,
-         "route": "swap_in", "error": ERR.format(stop=5, capacity=4)},
+         "route": "swap_in", "error": ERR.format(stop=5, capacity=4), "draft": None},
     ]
     assert got["crash"] == {"step": 0, "error": ERR.format(stop=5, capacity=4)}
     assert got["finished"] == []
+    # both prompts were in the step that raised: neither has an output yet
+    assert got["lost"] == [{"request": 0, "why": "still running"},
+                           {"request": 1, "why": "still running"}]
     # the advice names a change that avoids the crash (each is verified by the model)
     assert got["advice"]
 
@@ -84,7 +88,7 @@ def test_check_exit_status(tmp_path, version, check, status):
 
 
 @pytest.mark.parametrize("workload,needle", [
-    ({"requests": [{"prompt_len": 3}, {"prompt_len": 0}]}, "request 1: prompt_len"),
+    ({"requests": [{"prompt_len": 3}, {"prompt_len": 0}]}, "request 2: prompt_len"),  # from 1
     ({"requests": [{"prompt_len": 400}]}, "max_model_len"),  # 400 >= max_model_len 320
 ])
 def test_bad_workload_is_one_line_exit_2(tmp_path, workload, needle):
