@@ -54,6 +54,7 @@ from .batches import spread
 from .dispatch import decode_graph_eligible, graph
 from .knobs import Knobs
 from .kv_pool import serving_shortfall
+from .lost import Lost, lost_line, returned_and_lost
 from .parallel import error_surface, split_requests
 from .plan import Plan, plan
 from .reproduction import ASSUMPTIONS, prompt_token_ids
@@ -118,7 +119,8 @@ class DPSchedule:
     assignment: list  # the rank of each request
     placeholders: tuple = ()  # indices of the requests added for idle ranks (with_placeholders)
     steps: list = field(default_factory=list)
-    finished: list = field(default_factory=list)
+    finished: list = field(default_factory=list)  # what each rank's caller received
+    lost: list = field(default_factory=list)  # Lost (global request index) at a crash
     accepted: object = None
 
     @property
@@ -272,10 +274,21 @@ def simulate_dp(knobs: Knobs, workload: Workload, accepted=None) -> DPSchedule:
             row.append(RankStep(rank, {local[r]: n for r, n in st.scheduled.items()},
                                 st.num_tokens, mode, padded, None, st.resident, routed, route,
                                 error))
-            out.finished += [local[r] for r in st.finished]
         out.steps.append(DPStep(i, agreed, tuple(row)))
         if any(r.error for r in row):
+            crash = i
             break  # that rank is dead; what the others do next is not modelled
+    else:
+        crash = None
+    # What each rank's caller receives: the same hand-back rule as one engine (lost.py);
+    # at a crash every rank stops in that step (the survivors wait in its collectives),
+    # so no rank hands back the step before it.
+    for rank, local in enumerate(members):
+        got, lost = returned_and_lost([per_rank[rank][j] for j in sorted(per_rank[rank])],
+                                      crash, [workload.requests[g].arrival_step for g in local])
+        out.finished += [local[r] for r in got]
+        out.lost += [Lost(local[x.request], x.why) for x in lost]
+    out.lost.sort()
     return out
 
 
@@ -296,6 +309,7 @@ def dp_schedule_json(sched: DPSchedule, advice: list[dict] | None = None) -> dic
                                        startup=sched.startup_error is not None,
                                        dp_rank=crash["rank"] or 0 if crash else 0),
         "finished": sorted(sched.finished),
+        "lost": [x.as_dict() for x in sched.lost],
         "advice": advice or [],
         "assumptions": list(DP_ASSUMPTIONS),
     }
@@ -355,5 +369,7 @@ def format_dp_schedule(sched: DPSchedule, *, full: bool = False,
         lines.append(f"  (in process, VLLM_ENABLE_V1_MULTIPROCESSING=0: "
                      f"{surface['in_process_caller']})")
         lines += [f"  the log holds:   {line}" for line in surface["log"]]
-    lines.append(f"finished: {len(sched.finished)} of {len(sched.workload)} requests")
+    lines.append(f"finished: {len(sched.finished)} of {len(sched.workload)} requests "
+                 "(what the callers received)")
+    lines.append(lost_line(sched.lost, crash))
     return "\n".join(lines + closing_lines(advice, DP_ASSUMPTIONS))

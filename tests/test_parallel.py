@@ -330,3 +330,33 @@ def test_dp_scenarios_on_0_31_0(requests, knobs, crash):
     step, rank, scheduled, stop = crash
     assert got == {"step": step, "rank": rank, "scheduled": scheduled,
                    "error": ERR.format(stop, knobs["max_num_seqs"])}
+
+
+# workload -> (finished, lost) under DP = 2, S = 3 (C = 3, W = 4; captures 1, 2, 3, 4)
+DP_LOSSES = [
+    # rank 0: r0 (2 tokens) decodes through step 2; r1 (3 tokens) joins at step 2: 1 + 3 = 4
+    # tokens, rank 0 routes only its decode; idle rank 1's dummy is one 4-token prefill: 4 = W
+    # raises at step 2.  Nothing had finished: r0 and r1 are still running; rank 1's request
+    # (arrival 30) was never submitted, so it is not lost.
+    ([{"prompt_len": 2, "dp_rank": 0}, {"prompt_len": 3, "arrival_step": 2, "dp_rank": 0},
+      {"prompt_len": 2, "arrival_step": 30, "dp_rank": 1}],
+     [], [(0, "still running"), (1, "still running")]),
+    # rank 0: r0 (2 tokens, 2 outputs) prefills at step 0 and decodes its last token at step 1;
+    # step 1's output is handed back only after step 2's forward, and step 2 (r1's 4-token
+    # prefill on rank 0, a 4-token dummy on rank 1) raises: r0 computed but never returned
+    ([{"prompt_len": 2, "max_tokens": 2, "dp_rank": 0},
+      {"prompt_len": 4, "arrival_step": 2, "dp_rank": 0},
+      {"prompt_len": 2, "arrival_step": 30, "dp_rank": 1}],
+     [], [(0, "computed but never returned"), (1, "still running")]),
+]
+
+
+@pytest.mark.parametrize("requests,finished,lost", DP_LOSSES)
+def test_dp_crash_loses_what_one_engine_would(requests, finished, lost):
+    """Under DP every rank stops in the crash step: the callers get what was handed back before
+    it, and each rank's lost requests are labelled as on one engine."""
+    sched = simulate_dp(Knobs(vllm_version="0.31.0", max_num_seqs=3, data_parallel_size=2),
+                        Workload.from_json(requests))
+    assert sched.crash["step"] == 2
+    assert sorted(sched.finished) == finished
+    assert [(x.request, x.why) for x in sched.lost] == lost

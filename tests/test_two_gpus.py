@@ -35,6 +35,9 @@ def test_dashboard_moves(version, s, crash):
     if crash != "none":
         assert "To avoid it" in dash.numbers.value  # the advice is shown with the numbers
         assert sched.crash["scheduled"] is False
+        # rank 0's two requests (2 tokens from step 0, S tokens from step 2) were both still
+        # running in step 2; rank 1's (arrival 30) was never submitted
+        assert "lost at the crash: 2 requests: r1 r2 (still running)" in dash.numbers.value
 
 
 def test_notebook_runs_headless():

@@ -14,6 +14,7 @@ from __future__ import annotations
 from ..advice import advise
 from ..data_parallel import DPSchedule
 from ..knobs import Knobs
+from ..lost import lost_line
 from ..parallel import error_surface
 from ..simulate import simulate
 from ..workload import Workload
@@ -86,7 +87,9 @@ class TwoGpusDashboard(Dashboard):
             verdict = (f"<div class='hs-big' style='color:#d73027'>DP rank {crash['rank']} "
                        f"dies at step {crash['step']} on {how}.</div>"
                        f"<div class='hs-note'>The caller sees <code>{esc(surface['caller'])}"
-                       f"</code>; the log holds <code>{esc(crash['error'])}</code></div>")
+                       f"</code>; the log holds <code>{esc(crash['error'])}</code></div>"
+                       f"<div class='hs-note hs-lost'>{esc(lost_line(sched.lost, crash))} "
+                       f"({esc(NUMBERING)})</div>")
         fixes = "".join(f"<li><b>{esc(', '.join(f'{n}={v}' for n, v in a['change'].items()))}"
                         f"</b>: {esc(a['why'])}</li>" for a in advice)
         body = (f"{verdict}<div class='hs-note'>C = {p.swap_capacity}, W = "
