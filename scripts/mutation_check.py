@@ -21,7 +21,7 @@ the rows' tests runs on the unmutated copy and must pass, so that a failure coun
 only when the mutant caused it.
 
 Adding a rule (e.g. another branch's): append a :class:`Mutation`; nothing else
-changes.  Measured on 2 CPU cores shared with other work (load average 5-7): 27 rows,
+changes.  Measured on 2 CPU cores shared with other work (load average 5-7): 27 rows (34 now),
 3 to 4.5 minutes, most of it the unmutated run and the one vLLM cross-check row.
 """
 
@@ -158,7 +158,37 @@ MUTATIONS: list[Mutation] = [
     M("KV pool: admission counts the null block as usable",
       "hisparse_model/kv_pool.py", "if n - 1 >= need:", "if n >= need:",
       ("tests/test_kv_pool.py",)),
-    # -- append here: tensor / data parallel sizes, outputs lost at a crash, draft steps ... --
+    # -- data parallel: the per-step sync across ranks (data_parallel.py) ------------------
+    M("DP: ranks pad to the smallest rank's count, not the largest",
+      "hisparse_model/data_parallel.py", "    top = max(w[0] for w in wants)",
+      "    top = min(w[0] for w in wants)",
+      ("tests/test_parallel.py", "tests/test_two_gpu_sweep.py")),
+    M("DP: ranks agree on the highest CUDA-graph mode, not the lowest",
+      "hisparse_model/data_parallel.py",
+      "    agreed = min((w[3][0] for w in wants), key=MODE_ORDER.__getitem__)",
+      "    agreed = max((w[3][0] for w in wants), key=MODE_ORDER.__getitem__)",
+      ("tests/test_parallel.py", "tests/test_two_gpu_sweep.py")),
+    M("DP: each rank pads to its own count (no sync)",
+      "hisparse_model/data_parallel.py", "else graph(p, top, reqs, uniform)",
+      "else graph(p, n, reqs, uniform)",
+      ("tests/test_parallel.py", "tests/test_two_gpu_sweep.py")),
+    M("DP: an idle rank's dummy batch is all resident even after a real step",
+      "hisparse_model/data_parallel.py", "            resident[rank] = st.resident\n",
+      "            pass\n",
+      ("tests/test_parallel.py", "tests/test_two_gpu_sweep.py", "tests/test_rank_recordings.py")),
+    # -- tensor parallel: what the caller sees (parallel.py) --------------------------------
+    M("TP in process: the caller sees the bare ValueError, not the workers' wrap",
+      "hisparse_model/parallel.py", "return error if tp == 1 else worker_failed(error)",
+      "return error",
+      ("tests/test_parallel.py",)),
+    # -- outputs lost at a crash (lost.py) and the drafter's uncaptured steps ---------------
+    M("lost: the step before the crash counts as handed back",
+      "hisparse_model/lost.py", "st.returned_at < crash_step", "st.returned_at <= crash_step",
+      ("tests/test_lost_and_drafts.py", "tests/test_workload_recordings.py")),
+    M("draft steps: replayed from a graph whatever the request count",
+      "hisparse_model/draft_steps.py", "return tuple(t for t in plan.capture_sizes if t <= plan.knobs.max_num_seqs)",
+      "return tuple(plan.capture_sizes)",
+      ("tests/test_lost_and_drafts.py", "tests/test_workload_recordings.py")),
 ]
 
 

@@ -360,3 +360,27 @@ def test_dp_crash_loses_what_one_engine_would(requests, finished, lost):
     assert sched.crash["step"] == 2
     assert sorted(sched.finished) == finished
     assert [(x.request, x.why) for x in sched.lost] == lost
+
+
+def test_an_idle_ranks_dummy_keeps_its_last_steps_residency():
+    """A dummy run leaves all_context_pages_resident as the rank's last real step set it
+    (the connector is off for dummies), so a rank whose last step was not all resident
+    hands its dummy prefill to nothing and cannot crash on it."""
+    # rank 1: r1 (100 tokens, 1 output) writes page 0 and finishes before the page's transfer
+    # completes: r2 (100 tokens at step 20) hits that page with no GPU copy -> steps 20 and 21
+    # are not all resident (test_scheduler's detached publication), then rank 1 is idle.
+    # rank 0: r3 (2 tokens) at 22, r4 (3 tokens) at 24: step 24 is 1 + 3 = 4 = W tokens
+    # (S = 3: C = 3, captures 1, 2, 3, 4), so idle rank 1 runs a 4-token dummy prefill.
+    work = Workload.from_json([
+        {"prompt_len": 100, "max_tokens": 1, "dp_rank": 1},
+        {"prompt_len": 100, "arrival_step": 20, "max_tokens": 2, "dp_rank": 1},
+        {"prompt_len": 2, "arrival_step": 22, "dp_rank": 0},
+        {"prompt_len": 3, "arrival_step": 24, "dp_rank": 0}])
+    sched = simulate_dp(Knobs(vllm_version="0.31.0", max_num_seqs=3, data_parallel_size=2), work)
+    step24 = next(s for s in sched.steps if s.step == 24)
+    idle = step24.ranks[1]
+    assert (idle.dummy, idle.padded, idle.resident) == ((4,), 4, False)
+    # not all resident: FLASH_ATTN_MLA_SPARSE hands over only decode tokens, a dummy prefill
+    # has none -> nothing routed; were it all resident, 4 = C + 1 would go to swap_in and raise
+    assert (idle.routed_tokens, idle.route, idle.error) == (0, None, None)
+    assert sched.crash is None
