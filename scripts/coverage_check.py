@@ -1,6 +1,6 @@
 """Per-module coverage of the model after ``coverage run -m pytest``: print it, fail under the bar.
 
-    coverage run -m pytest && python scripts/coverage_check.py
+    coverage run -m pytest; python scripts/coverage_check.py   (scripts/run_tests.py runs both)
 
 ``coverage run`` (``[tool.coverage.run]`` in pyproject.toml) measures the pytest
 process and, through ``patch = ["subprocess"]``, every Python process it starts:

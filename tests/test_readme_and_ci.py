@@ -31,3 +31,20 @@ def test_every_test_the_readme_names_exists():
     missing = [f"{f}::{t}" for f, t in sorted(named)
                if not re.search(rf"^def {t}\(", _read(os.path.join("tests", f)), re.M)]
     assert not missing, f"the README names tests that do not exist: {missing}"
+
+
+def test_run_tests_runs_the_suite_measured_then_both_checks():
+    """scripts/run_tests.py: the whole suite under coverage, then the coverage and mutation
+    checks; a selection of tests runs measured and stops there."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "run_tests", os.path.join(ROOT, "scripts", "run_tests.py"))
+    run_tests = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_tests)
+    full = [cmd[1:] for cmd in run_tests.steps([])]
+    assert full == [["-m", "coverage", "run", "-m", "pytest"],
+                    [os.path.join("scripts", "coverage_check.py")],
+                    [os.path.join("scripts", "mutation_check.py")]]
+    assert [cmd[1:] for cmd in run_tests.steps(["-k", "cli"])] == [
+        ["-m", "coverage", "run", "-m", "pytest", "-k", "cli"]]
