@@ -44,6 +44,7 @@ from .knobs import MODEL_MAX_LEN, Knobs, knob_specs
 from .vllm_flags import (ASSUMED, CHECK_OPTIONS, CONFIG_KEYS, IGNORED, KNOB_FLAGS, KnobFlag,
                          field_of, json_config, parse_bool, parse_command, parse_int,
                          rows_by_key)
+from .workload import read_json_file
 
 SERVE_MAX_BATCHED_TOKENS = 8192  # tokens/step: vllm serve's default on a >= 70 GiB GPU
 OFFLINE_MAX_BATCHED_TOKENS = 16384  # tokens/step: the offline LLM class's (plan.py)
@@ -193,13 +194,7 @@ def from_command(argv: list[str], vllm_version: str) -> Launch:
 
 def from_engine_args(path: str, vllm_version: str) -> Launch:
     """The knobs of an engine-args JSON file: ``vllm.LLM(**args)``'s keyword arguments."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            args = json.load(f)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"engine args {path}: malformed JSON: {exc}") from None
-    except OSError as exc:
-        raise ValueError(f"engine args {path}: {exc.strerror}") from None
+    args = read_json_file(path, "engine args")
     if not isinstance(args, dict) or "model" not in args:
         raise ValueError(f"engine args {path}: expected an object with \"model\"")
     args = dict(args)

@@ -143,16 +143,21 @@ class Workload:
                     "output tokens).")
 
 
-def load_workload(path: str | os.PathLike) -> Workload:
-    """Read a workload file; malformed JSON is a WorkloadError naming the file."""
+def read_json_file(path: str | os.PathLike, what: str, error=ValueError):
+    """A user's JSON file (a workload, engine arguments); a missing file or malformed JSON
+    is one ``error`` line naming ``what`` and the file."""
     try:
         with open(path, encoding="utf-8") as f:
-            obj = json.load(f)
+            return json.load(f)
     except json.JSONDecodeError as exc:
-        raise WorkloadError(f"workload {os.fspath(path)}: malformed JSON: {exc}") from None
+        raise error(f"{what} {os.fspath(path)}: malformed JSON: {exc}") from None
     except OSError as exc:
-        raise WorkloadError(f"workload {os.fspath(path)}: {exc.strerror}") from None
-    return Workload.from_json(obj)
+        raise error(f"{what} {os.fspath(path)}: {exc.strerror}") from None
+
+
+def load_workload(path: str | os.PathLike) -> Workload:
+    """Read a workload file; malformed JSON is a WorkloadError naming the file."""
+    return Workload.from_json(read_json_file(path, "workload", WorkloadError))
 
 
 def synthetic(n_requests: int, prompt_lens=(16,), spacing: int = 0,
