@@ -92,6 +92,21 @@ def batch_rows(batches) -> tuple[list[list[str]], list[str]]:
     return rows, classes
 
 
+def advice_list_html(advice: list[dict]) -> str:
+    """The advice as the command line orders it (``report.advice_lines``): the fix first, then
+    by cost, each with what it costs; changes that cripple the engine apart, not advised."""
+    def item(a: dict) -> str:
+        change = ", ".join(f"{k} = {v}" for k, v in a["change"].items())
+        return (f"<li><b>{esc(change)}</b>: {esc(a['why'])}<br>"
+                f"<span class='hs-cost'>cost: {esc(a['cost']['text'])}</span></li>")
+    usable = "".join(item(a) for a in advice if not a["cost"]["cripples"])
+    crippling = "".join(item(a) for a in advice if a["cost"]["cripples"])
+    return (f"<ol class='hs-advice'>{usable or '<li>none that keeps the engine usable</li>'}</ol>"
+            + (f"<div class='hs-note'>also avoid it, but <b>cripple the engine</b> (not "
+               f"advised):</div><ul class='hs-advice hs-crippling'>{crippling}</ul>"
+               if crippling else ""))
+
+
 def assumptions_html() -> str:
     """What every prediction on the screen assumes (``reproduction.ASSUMPTIONS``)."""
     items = "".join(f"<li>{esc(a)}</li>" for a in ASSUMPTIONS)

@@ -26,7 +26,7 @@ from .dashboard import Dashboard, Screen
 from .engine_runs import knobs_text, live_output_path
 from .first_request import ranges, ranges_text
 from .svg import PALETTE
-from .tables import esc, formulas_html, static_html, swatch, table
+from .tables import advice_list_html, esc, formulas_html, static_html, swatch, table
 from .traffic_charts import (REQUEST_COLOURS, STRIP, request_name,  # noqa: F401  re-exported
                              seqs_chart, timeline_chart)
 
@@ -119,14 +119,12 @@ def schedule_report(sched) -> str:
 
 
 def advice_html(found: dict) -> str:
-    items = "".join(f"<li><b>{esc(', '.join(f'{k} = {v}' for k, v in a['change'].items()))}"
-                    f"</b>: {esc(a['why'])}</li>" for a in found["advice"])
     capped = (f"<div class='hs-note'>not searched beyond ±{cd.ADVICE_CALLS // 2} values: "
               f"{esc(', '.join(found['capped']))} (<code>python -m hisparse_model simulate"
               f"</code> searches further)</div>" if found["capped"] else "")
-    return (f"<div class='hs-note'><b>the smallest single-knob changes that avoid it</b> "
-            f"(each re-simulated on this traffic):</div><ul class='hs-advice'>"
-            f"{items or '<li>none found</li>'}</ul>{capped}")
+    return (f"<div class='hs-note'><b>what avoids it</b>, in the order an engineer would take "
+            f"it (each re-simulated on this traffic):</div>"
+            f"{advice_list_html(found['advice'])}{capped}")
 
 
 class TrafficDashboard(Dashboard):

@@ -20,7 +20,7 @@ from ..simulate import simulate
 from ..workload import Workload
 from .controls import SPECS, knob_control
 from .dashboard import Dashboard, Screen
-from .tables import esc
+from .tables import advice_list_html, esc
 from .traffic import NUMBERING
 from .traffic_charts import request_name
 
@@ -90,12 +90,11 @@ class TwoGpusDashboard(Dashboard):
                        f"</code>; the log holds <code>{esc(crash['error'])}</code></div>"
                        f"<div class='hs-note hs-lost'>{esc(lost_line(sched.lost, crash))} "
                        f"({esc(NUMBERING)})</div>")
-        fixes = "".join(f"<li><b>{esc(', '.join(f'{n}={v}' for n, v in a['change'].items()))}"
-                        f"</b>: {esc(a['why'])}</li>" for a in advice)
         body = (f"{verdict}<div class='hs-note'>C = {p.swap_capacity}, W = "
                 f"{p.workspace_rows}, capture sizes {list(p.capture_sizes)}</div>"
                 f"{timelines_html(sched)}"
-                + (f"<div class='hs-note'>To avoid it:<ul>{fixes}</ul></div>" if fixes else ""))
+                + (f"<div class='hs-note'>To avoid it (in this order; each re-simulated on "
+                   f"this traffic):{advice_list_html(advice)}</div>" if advice else ""))
         return Screen(knobs.as_dict(), sched, labels, body,
                       lambda: {"steps": [[(r.routed_tokens, r.route, bool(r.error))
                                           for r in s.ranks] for s in sched.steps]})
