@@ -114,8 +114,8 @@ LOSSES = {
                                                    (2, "still running"),
                                                    (3, "still running")]),
     # the traffic of w-v0.31.0-stock-lost on 0.33.0: step 3's two prefills (3 + 2 = 5 = C + 1)
-    # go to the all-resident path, so no crash; r0 (max_tokens 3) is handed back first, r1
-    # and r2 (arriving together, the same lengths' outputs) after it: nothing lost
+    # go to the all-resident path, so no crash; r0 (max_tokens 3: steps 0-2) finishes first,
+    # r1 and r2 (8 output tokens each, the default: steps 3-10) together after it: nothing lost
     "w-v0.33.0-stock-lost.json": ([0, 1, 2], []),
     # start-up dies (B = 3 < K + 2 = 4): no request was ever submitted, so none is lost
     "w-v0.33.0-stock-mtp2-b3-startup.json": ([], []),
