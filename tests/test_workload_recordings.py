@@ -37,7 +37,10 @@ def test_the_issue_workloads_are_recorded():
                  # issue 20: a crash's lost outputs; the drafter's uncaptured draft steps
                  "w-v0.31.0-stock-lost.json", "w-v0.31.0-stock-mtp2-eager-lost.json",
                  "w-v0.31.0-stock-mtp2-eager.json", "w-v0.31.0-stock-mtp2-s5.json",
-                 "w-v0.31.0-stock-mtp2-piecewise.json"):
+                 "w-v0.31.0-stock-mtp2-piecewise.json",
+                 # issue 20 on 0.33.0: skip_drafts, no crash where 0.31.0 loses, start-up IndexError
+                 "w-v0.33.0-stock-mtp2-eager.json", "w-v0.33.0-stock-mtp2-s5.json",
+                 "w-v0.33.0-stock-lost.json", "w-v0.33.0-stock-mtp2-b3-startup.json"):
         assert must in names
     assert len(RECORDINGS) >= 8
     assert max(len(r["workload"]) for r in RECORDINGS) >= 50  # a long run of 50+ requests
@@ -110,6 +113,12 @@ LOSSES = {
     "w-v0.31.0-stock-mtp2-eager-lost.json": ([0], [(1, "computed but never returned"),
                                                    (2, "still running"),
                                                    (3, "still running")]),
+    # the traffic of w-v0.31.0-stock-lost on 0.33.0: step 3's two prefills (3 + 2 = 5 = C + 1)
+    # go to the all-resident path, so no crash; r0 (max_tokens 3: steps 0-2) finishes first,
+    # r1 and r2 (8 output tokens each, the default: steps 3-10) together after it: nothing lost
+    "w-v0.33.0-stock-lost.json": ([0, 1, 2], []),
+    # start-up dies (B = 3 < K + 2 = 4): no request was ever submitted, so none is lost
+    "w-v0.33.0-stock-mtp2-b3-startup.json": ([], []),
 }
 
 
@@ -194,3 +203,88 @@ def test_after_a_startup_crash_no_step_is_logged():
     assert not any(r["phase"].startswith("step:") for r in rows)
     assert rows[-1]["error"] == ("ValueError: HiSparse swap rows exceed the configured "
                                  "speculative decode capacity: stop=2, capacity=1.")
+
+
+def _draft_rows(rec: dict) -> set[int]:
+    """Steps whose routing rows hold an eager draft step: the drafter's one layer
+    (``calls`` 1), uncaptured, one token per request of the step."""
+    served = {s["step"]: len(s["scheduled"]) for s in rec["steps"]}
+    return {int(r["phase"][5:]) for r in rec["routing_log"] if r["phase"].startswith("step:")
+            and r["cudagraph_mode"] == "NONE" and r["calls"] == 1 and not r["error"]
+            and r["num_actual_tokens"] == served[int(r["phase"][5:])]}
+
+
+# name -> the draft steps after each serving step on 0.33.0 (K = 2, no draft accepted):
+# "eager" (routed, a row), "replay" (a FULL draft graph: no row) or "skipped" (skip_drafts:
+# every request of the step is a partial prefill chunk or samples its last output token;
+# with async scheduling a request with a step in flight counts that step's token too)
+SKIP_DRAFTS = {
+    # S = 4, enforce_eager (every draft step that runs is eager):
+    # step 0: r0 (max_tokens 1) alone samples its only token -> skipped;
+    # steps 1-4: r2 (max_tokens 6, first token at step 1) has outputs to come -> eager;
+    # step 5: r2 alone samples its 5th of 6 -> eager;
+    # step 6: r2 samples its 6th and last, r3 computes 253 of its 300 prompt tokens
+    #   (256 - 3 budget left) -> both sure to leave the drafts unused -> skipped;
+    # step 7: r3's last chunk (47 tokens) samples its 1st of 3 -> eager; step 8 its 2nd -> eager;
+    # step 9: r3 samples its last, r4 (max_tokens 3) prefills, its 1st -> eager;
+    # step 10: r4's 2nd -> eager; step 11: r4's 3rd and last, alone -> skipped
+    "w-v0.33.0-stock-mtp2-eager.json": {
+        0: "skipped", 1: "eager", 2: "eager", 3: "eager", 4: "eager", 5: "eager",
+        6: "skipped", 7: "eager", 8: "eager", 9: "eager", 10: "eager", 11: "skipped"},
+    # S = 5, default mode: draft graphs for 1, 2, 3, 4 requests (capture sizes <= S);
+    # steps 0-3: 5 requests, r0/r1/r2/r4 (max_tokens 6) sample their 1st..4th -> eager;
+    # step 4: r3 (max_tokens 4) finished at step 3, 4 requests -> replay;
+    # step 5: r0/r1/r2/r4 sample their 6th and last, r5 (max_tokens 1) its only one:
+    #   5 requests, so without skip_drafts an eager row -> skipped
+    "w-v0.33.0-stock-mtp2-s5.json": {
+        0: "eager", 1: "eager", 2: "eager", 3: "eager", 4: "replay", 5: "skipped"},
+}
+_MODEL_KIND = {None: "skipped", "NONE": "eager", "FULL": "replay"}
+
+
+@pytest.mark.parametrize("name,kinds", sorted(SKIP_DRAFTS.items()))
+def test_skip_drafts_fires_in_some_steps_only(name, kinds):
+    """0.33.0 drafts after exactly the steps the hand arithmetic names (engine rows and model)."""
+    rec = RECORDINGS[IDS.index(name)]
+    assert rec["accepted"] is None or set(rec["accepted"]["table"].values()) == {0}
+    assert sorted(s["step"] for s in rec["steps"]) == sorted(kinds)
+    assert _draft_rows(rec) == {k for k, v in kinds.items() if v == "eager"}  # the engine
+    model = {st.step: _MODEL_KIND[st.draft and st.draft.mode] for st in _simulated(rec).steps}
+    assert model == kinds  # the model
+
+
+@pytest.mark.parametrize("name", sorted(SKIP_DRAFTS))
+def test_without_skip_drafts_the_model_adds_rows(monkeypatch, name):
+    """A model that drafts after every 0.33.0 step disagrees with these recordings."""
+    sim = importlib.import_module("hisparse_model.simulate")
+    real = sim.schedule
+
+    def always_drafting(*args, **kwargs):
+        steps = real(*args, **kwargs)
+        for st in steps:
+            st.drafts = True
+        return steps
+
+    monkeypatch.setattr(sim, "schedule", always_drafting)
+    rec = RECORDINGS[IDS.index(name)]
+    assert any(d.startswith("routing row") for d in compare_workload_recording(rec))
+
+
+def test_v033_routes_the_031_crash_all_resident():
+    """The step that crashes 0.31.0 (3 + 2 = 5 = C + 1 prefill tokens, C = min(256, 4 * 1) = 4)
+    goes to 0.33.0's all-resident path, in the engine and the model."""
+    rec = RECORDINGS[IDS.index("w-v0.33.0-stock-lost.json")]
+    rows = [r for r in rec["routing_log"] if r["phase"] == "step:3"]
+    assert [(r["num_tokens"], r["swap_capacity"], r["route"], r["error"]) for r in rows] == [
+        (5, 4, "all_resident", None)]
+    step3 = next(st for st in _simulated(rec).steps if st.step == 3)
+    assert (step3.num_tokens, step3.route, step3.error) == (5, "all_resident", None)
+
+
+def test_v033_mtp_startup_index_error():
+    """B = 3 < K + 2 = 4 leaves 0.33.0's JIT warmup without a request: IndexError at start-up."""
+    rec = RECORDINGS[IDS.index("w-v0.33.0-stock-mtp2-b3-startup.json")]
+    want = {"step": None, "error": "IndexError: list index out of range"}
+    assert rec["crash"] == want and rec["steps"] == []  # the engine
+    sched = _simulated(rec)
+    assert sched.crash == want and sched.steps == []  # the model
