@@ -115,8 +115,9 @@ show(knobs.replace(enable_prefix_caching=False), synthetic(2, [64, 69], spacing=
 #   all, grey: vLLM refuses the knobs). Values nearest yours are simulated first; on very large
 #   workloads the farthest ones may be left "not computed" to keep the dashboard responsive;
 #   a max_num_seqs above 64 is pointed at past the map's right end;
-# * under the map, when it crashes, the smallest single-knob changes that avoid it (each one
-#   re-simulated). The map and the changes are searches: they are drawn after the numbers
+# * under the map, when it crashes, what avoids it, in the order an engineer would take it:
+#   the fix first, then single-knob changes by what they cost (requests and tokens per step,
+#   prefill chunks), the ones that cripple the engine apart (each one re-simulated). The map and the changes are searches: they are drawn after the numbers
 #   and the timeline, so they may arrive a moment later.
 #
 # Engine steps are counted from 0, as `arrival_step` counts them (a request with arrival step

@@ -246,7 +246,7 @@ def test_05_serves_the_traffic_and_compares_the_recorded_workloads(executed):
     assert routing.swap_error(5, 4) in numbers
     # the advice, under the charts: C = 5 fits the 5-token step
     chart = _widget_text(nb)
-    assert "max_num_seqs = 5" in chart.split("the smallest single-knob changes")[1]
+    assert "max_num_seqs = 5" in chart.split("what avoids it")[1]
     # the max_num_seqs map: S = 1 dies at start-up, S = 4 on this traffic, the rest serve it
     assert ("max_num_seqs start-up crash: 1 · crashes on this traffic: 4 · serves it all: "
             "2-3,5-64") in chart
