@@ -315,9 +315,11 @@ def dp_schedule_json(sched: DPSchedule, advice: list[dict] | None = None) -> dic
     }
 
 
-def _rank_cell(r: RankStep) -> str:
+def _rank_cell(r: RankStep, full: bool = False) -> str:
+    from .report import requests_column
+
     what = (f"dummy {list(r.dummy)}" if r.dummy is not None
-            else " ".join(f"r{i}:{n}" for i, n in r.scheduled.items())[:28])
+            else requests_column(r.scheduled, full))
     routed = (f"{r.routed_tokens}->{r.route}" if r.routed_tokens
               else "replay" if r.dispatch == "FULL" else "-")
     tail = " !!" if r.error else ""
@@ -327,7 +329,7 @@ def _rank_cell(r: RankStep) -> str:
 def format_dp_schedule(sched: DPSchedule, *, full: bool = False,
                        advice: list[dict] | None = None) -> str:
     """The text ``simulate -dp N`` prints: one line per engine step, one cell per rank."""
-    from .report import closing_lines
+    from .report import cli_request, closing_lines
 
     k, p = sched.knobs, sched.plan
     lines = [
@@ -335,8 +337,8 @@ def format_dp_schedule(sched: DPSchedule, *, full: bool = False,
         f"DP={k.data_parallel_size} TP={k.tensor_parallel_size}  S={k.max_num_seqs} per rank "
         f"B={p.max_num_batched_tokens} q={p.max_decode_query_len}  C={p.swap_capacity} "
         f"W={p.workspace_rows}  {len(sched.workload)} requests"
-        + "".join(f" (r{i}: rank {sched.assignment[i]}'s placeholder, it was given none)"
-                  for i in sched.placeholders),
+        + "".join(f" ({cli_request(i)}: rank {sched.assignment[i]}'s placeholder, it was "
+                  "given none)" for i in sched.placeholders),
         f"start-up: {'ok' if sched.startup_error is None else sched.startup_error}",
     ]
     prev = None
@@ -350,7 +352,7 @@ def format_dp_schedule(sched: DPSchedule, *, full: bool = False,
             lines.append(f"  ... {folded} more like it")
             folded = 0
         prev = key
-        cells = " | ".join(f"rank {r.rank}: {_rank_cell(r)}" for r in s.ranks)
+        cells = " | ".join(f"rank {r.rank}: {_rank_cell(r, full)}" for r in s.ranks)
         lines.append(f"  step {s.step:<5} [{s.mode:<9}] {cells}")
     if folded:
         lines.append(f"  ... {folded} more like it")
@@ -371,5 +373,5 @@ def format_dp_schedule(sched: DPSchedule, *, full: bool = False,
         lines += [f"  the log holds:   {line}" for line in surface["log"]]
     lines.append(f"finished: {len(sched.finished)} of {len(sched.workload)} requests "
                  "(what the callers received)")
-    lines.append(lost_line(sched.lost, crash))
+    lines.append(lost_line(sched.lost, crash, cli_request))
     return "\n".join(lines + closing_lines(advice, DP_ASSUMPTIONS))

@@ -77,8 +77,11 @@ def returned_and_lost(steps, crash_step: int | None,
     return returned, sorted(lost)
 
 
-def lost_line(lost: list[Lost], crash: dict | None) -> str:
-    """The lost requests in one line, as the command line and notebook 5 show them."""
+def lost_line(lost: list[Lost], crash: dict | None, name=None) -> str:
+    """The lost requests in one line, as the command line and notebooks 5 and 6 show them;
+    ``name`` writes request i (vLLM's index), by default ``r{i + 1}`` as the notebooks count
+    (the command line passes ``#{i + 1}``, its per-request column's numbering)."""
+    name = name or (lambda i: f"r{i + 1}")
     if crash is None:
         return "lost: none (no crash)"
     if crash["step"] is None:
@@ -87,7 +90,7 @@ def lost_line(lost: list[Lost], crash: dict | None) -> str:
         return "lost: none (the caller had received every submitted request)"
     parts = []
     for why in (COMPUTED, RUNNING):
-        reqs = [f"r{x.request + 1}" for x in lost if x.why == why]  # from 1: r1 is request 0
+        reqs = [name(x.request) for x in lost if x.why == why]
         if reqs:
             parts.append(f"{' '.join(reqs)} ({why})")
     many = "request" if len(lost) == 1 else "requests"

@@ -201,10 +201,15 @@ def _step_key(s) -> tuple:
 REQUESTS_WIDTH = 60  # characters of the per-request column before "… +N more" (not with --full)
 
 
+def cli_request(r: int) -> str:
+    """Request ``r`` (vLLM's index) as the command line numbers it: ``#1`` is request 0."""
+    return f"#{r + 1}"
+
+
 def requests_column(scheduled: dict, full: bool = False) -> str:
     """``#1:3 #2:2``: each request scheduled in a step (numbered from 1, as in the workload
     file) and its tokens; cut after the last whole entry that fits, saying how many are left."""
-    parts = [f"#{r + 1}:{n}" for r, n in scheduled.items()]
+    parts = [f"{cli_request(r)}:{n}" for r, n in scheduled.items()]
     text = " ".join(parts)
     if full or len(text) <= REQUESTS_WIDTH:
         return text
@@ -254,5 +259,5 @@ def format_schedule(sched, *, full: bool = False, advice: list[dict] | None = No
                  f"{crash['error']}")
     lines += surface_lines(k, crash and crash["error"], sched.startup_error is not None)
     lines.append(f"finished: {len(sched.finished)} of {n} (what the caller received)")
-    lines.append(lost_line(sched.lost, crash))
+    lines.append(lost_line(sched.lost, crash, cli_request))
     return "\n".join(lines + closing_lines(advice, SIMULATE_ASSUMPTIONS))

@@ -204,3 +204,41 @@ def test_other_ways_to_paste_the_same_command(argv):
     launch = from_command(argv, "0.31.0")
     assert (launch.knobs.max_num_seqs, launch.knobs.max_model_len,
             launch.knobs.max_num_batched_tokens) == (2, 320, 640)
+
+
+# a malformed command -> the one line that names what is wrong (vLLM's parser refuses each too)
+MALFORMED = [
+    (["vllm", "run", MODEL], "command: expected `vllm serve MODEL [flags]`"),
+    (serve(f"{MODEL} other-model {HS}"), "unexpected argument 'other-model' (one model only)"),
+    (serve(f"{HS} --max-num-seqs 2"), "command: no model"),
+    (serve(f"{MODEL} --enforce-eager=true {HS}"), "--enforce-eager: a switch takes no value"),
+    (serve(f"{MODEL} --no-max-num-seqs {HS}"), "--no-max-num-seqs: 'max-num-seqs' is not a switch"),
+    (serve(f"{MODEL} {HS} --max-num-seqs"), "--max-num-seqs: needs a value"),
+    (serve(f"""{MODEL} --speculative-config '{{"method": "mtp"}}' """
+           f"--speculative-config.num_speculative_tokens 1 {HS}"),
+     "speculative_config given both as JSON and by key"),
+    (serve(f"{MODEL} -cc [1] {HS}"), "expected a JSON object"),
+    (serve(f"{MODEL} -cc nope {HS}"), "not JSON"),
+    (serve(f"{MODEL} --max-model-len auto {HS}"), "fits max_model_len to the GPU's memory"),
+    (serve(f"{MODEL} --max-num-seqs 2x {HS}"), "max_num_seqs must be an integer, got '2x'"),
+]
+
+
+@pytest.mark.parametrize("argv,message", MALFORMED)
+def test_malformed_commands_are_one_line_naming_the_flag(argv, message):
+    """Each malformed command is refused with one line that names the flag or the part at fault."""
+    with pytest.raises(ValueError) as err:
+        from_command(argv, "0.31.0")
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_model_flag_and_a_bad_switch_value_in_a_file(tmp_path):
+    """`--model NAME` names the model like the positional form; an engine-args file's switch
+    must be true or false."""
+    launch = from_command(serve(f"--model {MODEL} --max-num-seqs 3 {HS}"), "0.31.0")
+    assert launch.knobs.max_num_seqs == 3
+    path = tmp_path / "engine.json"
+    path.write_text(json.dumps({"model": MODEL, "enforce_eager": "maybe",
+                                "attention_config": {"hisparse_config": {}}}))
+    out = run("--engine-args", str(path))
+    assert out.returncode == 2 and "expected true or false, got 'maybe'" in out.stderr

@@ -238,6 +238,6 @@ def test_simulate_reports_what_a_crash_loses(tmp_path):
     assert got["lost"] == [{"request": 0, "why": "computed but never returned"},
                            {"request": 1, "why": "still running"},
                            {"request": 2, "why": "still running"}]
-    # numbered from 1 where a person reads: r1 is the JSON's (vLLM's) request 0
-    assert ("lost at the crash: 3 requests: r1 (computed but never returned); r2 r3 "
+    # numbered from 1 as the per-request column numbers them: #1 is the JSON's (vLLM's) 0
+    assert ("lost at the crash: 3 requests: #1 (computed but never returned); #2 #3 "
             "(still running)") in run(*args).stdout

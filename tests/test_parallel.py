@@ -16,6 +16,7 @@ from hisparse_model.plan import plan
 from hisparse_model.predict import predict
 from hisparse_model.recordings import load_all, recording_knobs
 from hisparse_model.simulate import simulate
+from hisparse_model.versions import swap_error
 from hisparse_model.workload import Workload, WorkloadError
 
 CMD = [sys.executable, "-m", "hisparse_model"]
@@ -384,3 +385,74 @@ def test_an_idle_ranks_dummy_keeps_its_last_steps_residency():
     # has none -> nothing routed; were it all resident, 4 = C + 1 would go to swap_in and raise
     assert (idle.routed_tokens, idle.route, idle.error) == (0, None, None)
     assert sched.crash is None
+
+
+# rank 0: a 2-token prompt at step 0, a 3-token one at step 2; rank 1: a 2-token one at step 30
+SCENARIO_1 = [{"prompt_len": 2, "dp_rank": 0}, {"prompt_len": 3, "arrival_step": 2, "dp_rank": 0},
+              {"prompt_len": 2, "arrival_step": 30, "dp_rank": 1}]
+
+
+def _dp_text(tmp_path, requests, *args):
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps({"requests": requests}))
+    return subprocess.run([*CMD, "simulate", "--vllm", "0.31.0", "-dp", "2", "--workload",
+                           str(path), *args], capture_output=True, text=True, timeout=120)
+
+
+def test_cli_simulate_dp_text(tmp_path):
+    """simulate -dp 2 prints one line per step with a cell per rank, the crash with its rank and
+    what the caller sees, and what it loses; requests numbered from 1 (#1 is request 0)."""
+    out = _dp_text(tmp_path, SCENARIO_1, "--max-num-seqs", "3")
+    assert out.returncode == 0, out.stderr
+    err = swap_error(4, 3)
+    lines = out.stdout.splitlines()
+    # S = 3 per rank, B = 3 * 320 = 960, q = 1, C = 3, W = 4
+    assert lines[0] == "vLLM 0.31.0  DP=2 TP=1  S=3 per rank B=960 q=1  C=3 W=4  3 requests"
+    assert lines[1:5] == [
+        "start-up: ok",
+        # step 0: rank 0 prefills #1 (2 tokens, PIECEWISE 2); idle rank 1 runs a 2-token dummy
+        "  step 0     [PIECEWISE] rank 0: #1:2 pad 2 2->swap_in | rank 1: dummy [2] pad 2 "
+        "2->swap_in",
+        # step 1: one decode token: FULL graph of 1 on both ranks, a replay routes nothing
+        "  step 1     [FULL     ] rank 0: #1:1 pad 1 replay | rank 1: dummy [1] pad 1 replay",
+        # step 2: 1 decode + 3 prefill = 4 on rank 0 (routes its decode); rank 1's dummy is
+        # one 4-token prefill, all routed: 4 = W -> swap_in raises
+        "  step 2     [PIECEWISE] rank 0: #1:1 #2:3 pad 4 1->swap_in | rank 1: dummy [4] pad 4 "
+        "4->swap_in !!"]
+    assert (f"crash at step 2 on DP rank 1 (a dummy batch: it scheduled nothing this step): "
+            f"{err}") in lines
+    assert f"  (in process, VLLM_ENABLE_V1_MULTIPROCESSING=0: {err})" in lines
+    assert "finished: 0 of 3 requests (what the callers received)" in lines
+    assert "lost at the crash: 2 requests: #1 #2 (still running)" in lines
+
+
+def test_cli_simulate_dp_text_folds_steps_and_names_placeholders(tmp_path):
+    """Identical steps fold into '... N more like it' (--full lists each); a rank given no
+    request serves a placeholder, named in the header; a start-up crash kills every rank."""
+    # one 2-token request, 3 outputs: rank 0 prefills at step 0, decodes at steps 1 and 2
+    # (two identical FULL replays: folded); rank 1 serves the placeholder #2 (1 token) alongside
+    out = _dp_text(tmp_path, [{"prompt_len": 2, "max_tokens": 3}], "--max-num-seqs", "4")
+    assert out.returncode == 0, out.stderr
+    assert "(#2: rank 1's placeholder, it was given none)" in out.stdout.splitlines()[0]
+    folded = out.stdout.count("more like it")
+    full = _dp_text(tmp_path, [{"prompt_len": 2, "max_tokens": 3}], "--max-num-seqs", "4",
+                    "--full").stdout
+    assert "more like it" not in full
+    assert full.count("  step ") > out.stdout.count("  step ") and folded >= 1
+    # S = 1: C = 1, the PIECEWISE capture of 2 = W raises in every rank's start-up
+    dead = _dp_text(tmp_path, [{"prompt_len": 2}], "--max-num-seqs", "1").stdout
+    assert f"crash at start-up (every rank): {swap_error(2, 1)}" in dead
+    assert "lost: none (the engine died at start-up, before accepting a request)" in dead
+
+
+def test_a_rank_whose_pool_could_run_short_is_declined():
+    """num_gpu_blocks_override is per rank: a rank whose requests could run its pool short is
+    one line naming the rank and the knob (the model declines to guess at preemption)."""
+    # 100 blocks, no prefix caching: a 200-token prompt with 8 outputs needs 68 blocks (as in
+    # test_kv_pool); two on rank 0 need 136 > 99 usable
+    knobs = Knobs(max_num_seqs=2, enable_prefix_caching=False, num_gpu_blocks_override=100,
+                  data_parallel_size=2)
+    work = Workload.from_json([{"prompt_len": 200, "dp_rank": 0},
+                               {"prompt_len": 200, "dp_rank": 0}, {"prompt_len": 2, "dp_rank": 1}])
+    with pytest.raises(ValueError, match=r"^DP rank 0: num_gpu_blocks_override: "):
+        simulate_dp(knobs, work)

@@ -116,3 +116,23 @@ def test_a_dp_recording_that_differs_is_named(change, first):
     change(rec)
     diffs = compare_dp_recording(rec)
     assert any(d.startswith(first) for d in diffs), diffs
+
+
+def test_a_crash_the_model_does_not_have_is_named():
+    """The same recording compared as 0.32.0 (routes on C = 3: the 4-token dummy goes
+    all-resident, every rank serves its requests): the engine's crash, the ranks that did not
+    finish and the finished requests are each reported."""
+    rec = _dp_recording()
+    rec["knobs"] = {**rec["knobs"], "vllm_version": "0.32.0"}
+    diffs = compare_dp_recording(rec)
+    assert any(d.startswith("crash: engine {") and d.endswith("!= model none") for d in diffs)
+    assert "ranks [0, 1] did not finish; the model crashes none" in diffs
+    assert "finished: engine [] != model [0, 1, 2]" in diffs
+
+
+def test_a_one_gpu_recording_is_not_a_dp_recording():
+    """compare_dp_recording refuses a recording whose data_parallel_size is 1 (one line)."""
+    rec = _dp_recording()
+    rec["knobs"] = {**rec["knobs"], "data_parallel_size": 1}
+    with pytest.raises(ValueError, match="data_parallel_size is 1"):
+        compare_dp_recording(rec)
