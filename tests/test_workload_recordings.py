@@ -40,7 +40,10 @@ def test_the_issue_workloads_are_recorded():
                  "w-v0.31.0-stock-mtp2-piecewise.json",
                  # issue 20 on 0.33.0: skip_drafts, no crash where 0.31.0 loses, start-up IndexError
                  "w-v0.33.0-stock-mtp2-eager.json", "w-v0.33.0-stock-mtp2-s5.json",
-                 "w-v0.33.0-stock-lost.json", "w-v0.33.0-stock-mtp2-b3-startup.json"):
+                 "w-v0.33.0-stock-lost.json", "w-v0.33.0-stock-mtp2-b3-startup.json",
+                 # issue 20 on 0.32.0: no skip_drafts, no crash where 0.31.0 loses
+                 "w-v0.32.0-stock-mtp2-eager.json", "w-v0.32.0-stock-mtp2-s5.json",
+                 "w-v0.32.0-stock-lost.json"):
         assert must in names
     assert len(RECORDINGS) >= 8
     assert max(len(r["workload"]) for r in RECORDINGS) >= 50  # a long run of 50+ requests
@@ -117,6 +120,9 @@ LOSSES = {
     # go to the all-resident path, so no crash; r0 (max_tokens 3: steps 0-2) finishes first,
     # r1 and r2 (8 output tokens each, the default: steps 3-10) together after it: nothing lost
     "w-v0.33.0-stock-lost.json": ([0, 1, 2], []),
+    # the same traffic on 0.32.0: step 3's 5 tokens exceed C = 4, so its fixed predicate
+    # sends them to the all-resident path; the same steps, nothing lost
+    "w-v0.32.0-stock-lost.json": ([0, 1, 2], []),
     # start-up dies (B = 3 < K + 2 = 4): no request was ever submitted, so none is lost
     "w-v0.33.0-stock-mtp2-b3-startup.json": ([], []),
 }
@@ -238,13 +244,25 @@ SKIP_DRAFTS = {
     #   5 requests, so without skip_drafts an eager row -> skipped
     "w-v0.33.0-stock-mtp2-s5.json": {
         0: "eager", 1: "eager", 2: "eager", 3: "eager", 4: "replay", 5: "skipped"},
+    # The same two workloads on 0.32.0, which has no skip_drafts: the same steps (the same
+    # schedule), but a draft step after every one; where 0.33.0 skips, 0.32.0 drafts.
+    # S = 4, enforce_eager (nothing captured): all 12 steps eager, 0.33.0's skipped
+    # steps included: step 0 (r0 alone), step 6 (r2 and r3's chunk), step 11 (r4 alone)
+    "w-v0.32.0-stock-mtp2-eager.json": {step: "eager" for step in range(12)},
+    # S = 5: steps 0-3 and step 5 hold 5 requests, more than the largest draft graph (4):
+    # eager; step 4 holds 4: replay
+    "w-v0.32.0-stock-mtp2-s5.json": {
+        0: "eager", 1: "eager", 2: "eager", 3: "eager", 4: "replay", 5: "eager"},
 }
+# the 0.32.0 recording of each 0.33.0 skip_drafts workload (same workload, same steps)
+V032_OF_V033 = {"w-v0.33.0-stock-mtp2-eager.json": "w-v0.32.0-stock-mtp2-eager.json",
+                "w-v0.33.0-stock-mtp2-s5.json": "w-v0.32.0-stock-mtp2-s5.json"}
 _MODEL_KIND = {None: "skipped", "NONE": "eager", "FULL": "replay"}
 
 
 @pytest.mark.parametrize("name,kinds", sorted(SKIP_DRAFTS.items()))
 def test_skip_drafts_fires_in_some_steps_only(name, kinds):
-    """0.33.0 drafts after exactly the steps the hand arithmetic names (engine rows and model)."""
+    """The engine drafts after exactly the steps the hand arithmetic names, and so does the model."""
     rec = RECORDINGS[IDS.index(name)]
     assert rec["accepted"] is None or set(rec["accepted"]["table"].values()) == {0}
     assert sorted(s["step"] for s in rec["steps"]) == sorted(kinds)
@@ -253,7 +271,7 @@ def test_skip_drafts_fires_in_some_steps_only(name, kinds):
     assert model == kinds  # the model
 
 
-@pytest.mark.parametrize("name", sorted(SKIP_DRAFTS))
+@pytest.mark.parametrize("name", sorted(V032_OF_V033))
 def test_without_skip_drafts_the_model_adds_rows(monkeypatch, name):
     """A model that drafts after every 0.33.0 step disagrees with these recordings."""
     sim = importlib.import_module("hisparse_model.simulate")
@@ -270,10 +288,31 @@ def test_without_skip_drafts_the_model_adds_rows(monkeypatch, name):
     assert any(d.startswith("routing row") for d in compare_workload_recording(rec))
 
 
-def test_v033_routes_the_031_crash_all_resident():
+@pytest.mark.parametrize("name033,name032", sorted(V032_OF_V033.items()))
+def test_skip_drafts_on_v032_misses_rows(monkeypatch, name033, name032):
+    """A model that skips 0.32.0's draft steps where 0.33.0 skipped them disagrees with 0.32.0."""
+    sim = importlib.import_module("hisparse_model.simulate")
+    real = sim.schedule
+    skipped = {step for step, kind in SKIP_DRAFTS[name033].items() if kind == "skipped"}
+    assert skipped  # 0.33.0 skipped some steps (hand arithmetic above)
+
+    def skipping_like_v033(*args, **kwargs):
+        steps = real(*args, **kwargs)
+        for st in steps:
+            if st.index in skipped:
+                st.drafts = False
+        return steps
+
+    monkeypatch.setattr(sim, "schedule", skipping_like_v033)
+    rec = RECORDINGS[IDS.index(name032)]
+    assert any(d.startswith("routing row") for d in compare_workload_recording(rec))
+
+
+@pytest.mark.parametrize("name", ["w-v0.32.0-stock-lost.json", "w-v0.33.0-stock-lost.json"])
+def test_the_031_crash_traffic_routes_all_resident(name):
     """The step that crashes 0.31.0 (3 + 2 = 5 = C + 1 prefill tokens, C = min(256, 4 * 1) = 4)
-    goes to 0.33.0's all-resident path, in the engine and the model."""
-    rec = RECORDINGS[IDS.index("w-v0.33.0-stock-lost.json")]
+    goes to the all-resident path on 0.32.0 (5 > C) and 0.33.0 (prefills), engine and model."""
+    rec = RECORDINGS[IDS.index(name)]
     rows = [r for r in rec["routing_log"] if r["phase"] == "step:3"]
     assert [(r["num_tokens"], r["swap_capacity"], r["route"], r["error"]) for r in rows] == [
         (5, 4, "all_resident", None)]
