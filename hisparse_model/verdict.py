@@ -3,11 +3,11 @@
 :func:`~hisparse_model.advice.advise` asks ``crashes(knobs)`` for thousands of
 candidate configurations (every ``max_num_batched_tokens`` within +-2048 of the
 current one, every ``max_num_seqs`` from 1 to 64, ...).  :func:`workload_crashes`
-and :func:`prompts_crash` answer exactly what ``simulate(knobs, workload,
-accepted).crash is not None`` and ``predict(knobs, prompt_lens).crashes`` answer
-(``fast=False`` calls those, for the tests that compare), raising the same
-``ValueError`` where they raise, and skip only work whose result cannot change
-the verdict:
+answers exactly what ``simulate(knobs, workload, accepted).crash is not None``
+answers (``fast=False`` calls that, for the tests that compare), raising the same
+``ValueError`` where it raises, and skips only work whose result cannot change
+the verdict.  (``predict``'s advice needs none of this: a prediction takes
+microseconds.)  Under data parallelism each candidate is simulated as is.
 
 1. **Refusals first, in the model's order**: vLLM's refusal of the knobs
    (``plan``), then the workload's prompts and the KV pool
