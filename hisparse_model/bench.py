@@ -7,7 +7,9 @@ vLLM 0.31.0 from ``.vllm/0.31.0``) measured in the same run, so the ratios
 compare like with like.  Widget update times are measured where the user sees
 them, in the real browser (``tests/test_browser.py`` writes them to
 ``test-artifacts/latency.json``); the bench reports that file when present.
-Targets: cold prediction < 50 µs, ``ratio_cold`` >= 1000, sweep < 1 s.
+``simulate_advice_2k_s``: ``simulate`` and its advice on a 2,000-request workload
+that crashes 0.31.0 on its last step (:func:`advice_workload`).
+Targets: cold prediction < 50 µs, ``ratio_cold`` >= 1000, sweep < 1 s, advice < 5 s.
 Nothing here asserts a time; it reports.
 """
 
@@ -133,6 +135,7 @@ def measure() -> dict:
     }
     out.update(_simulate_figures())
     out["simulate_dp8_10k_s"] = round(time_simulate_dp(), 3)
+    out["simulate_advice_2k_s"] = round(time_simulate_advice(), 3)
     out["browser_latency_ms"] = browser_latency()
     return out
 
@@ -173,6 +176,40 @@ def time_simulate_dp(n: int = 10_000, dp: int = 8) -> float:
     return time.perf_counter() - t0
 
 
+def advice_workload(n: int, late: bool = True):
+    """``n`` requests that crash 0.31.0 at max_num_seqs 4 (C = 4, W = 5): ``n - 2`` prompts of
+    16, 64, 130 and 200 tokens one engine step apart, and a 3- and a 2-token prompt together
+    (5 = W tokens in one step), after the others are done (``late``: the crash is the last
+    step, so no candidate's simulation stops early) or before them."""
+    from .workload import Workload, synthetic
+
+    base = synthetic(n - 2, prompt_lens=(16, 64, 130, 200), spacing=1).as_json()["requests"]
+    pair = [{"prompt_len": 3}, {"prompt_len": 2}]
+    if late:
+        for r in pair:
+            r["arrival_step"] = base[-1]["arrival_step"] + 2 * n  # steps, well after the rest
+        return Workload.from_json(base + pair)
+    for r in base:
+        r["arrival_step"] += 5  # steps: the pair crashes step 0 alone
+    return Workload.from_json(pair + base)
+
+
+def time_simulate_advice(n: int = 2000, late: bool = True, fast: bool = True) -> float:
+    """Seconds for ``simulate --max-num-seqs 4`` with its advice on :func:`advice_workload`,
+    as the command line runs it (``fast=False``: every candidate re-simulated in full)."""
+    from .advice import SEQS_MAP, advise
+    from .simulate import simulate
+    from .verdict import workload_crashes
+
+    knobs, work = Knobs(max_num_seqs=4), advice_workload(n, late)
+    _clear_caches()
+    t0 = time.perf_counter()
+    simulate(knobs, work)  # the answer the advice follows (it crashes: tests/test_bench.py)
+    advise(knobs, workload_crashes(work, fast=fast),
+           longest_prompt=max(r.prompt_len for r in work.requests), seqs_map=SEQS_MAP)
+    return time.perf_counter() - t0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     res = measure()
@@ -192,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
                 "simulate_dp8_10k_s"):
         if key in res:
             print(f"{key + ':':<27}{res[key]}")
+    if "simulate_advice_2k_s" in res:
+        print(f"simulate + advice, 2,000 requests: {res['simulate_advice_2k_s']} s  (target < 5 s)")
     lat = res["browser_latency_ms"]
     if lat is None:
         print("widget latency in the browser: not measured yet (pytest -m browser writes it)")

@@ -207,15 +207,13 @@ def _answer(args, knobs: Knobs, result, crashed: bool, crashes, to_json, to_text
 def _simulate(args) -> int:
     from .report import format_schedule, schedule_json
     from .simulate import simulate
+    from .verdict import workload_crashes
     from .workload import load_workload
 
     knobs = knobs_from_args(args)
     work = load_workload(args.workload)
     sched = simulate(knobs, work, args.accepted)
-
-    def crashes(k: Knobs) -> bool:
-        return simulate(k, work, args.accepted).crash is not None
-
+    crashes = workload_crashes(work, args.accepted)  # = simulate(k, ...).crash, fast
     if knobs.data_parallel_size > 1:  # one scheduler per rank (data_parallel.py)
         from .data_parallel import dp_schedule_json as schedule_json
         from .data_parallel import format_dp_schedule as format_schedule

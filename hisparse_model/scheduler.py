@@ -167,6 +167,9 @@ class _Sim:
         # coordinator.spills_to_send (a request per page), those the previous
         # step carried, and coordinator.pending_spills
         self.to_send, self.prev_sent, self.inflight = [], [], 0
+        # the most requests running after any schedule() so far, and the first engine step
+        # whose admission stopped on max_num_seqs with budget and waiting requests left
+        self.peak, self.seqs_bound_at = 0, None
 
     # -- HiSparse host tier (tracked with prefix caching only: it feeds hits) --
     def _cache_blocks(self, r, num_tokens):
@@ -242,6 +245,13 @@ class _Sim:
                     or self.inflight)
 
     def run(self, workload) -> list[Step]:
+        for _ in self.lazily(workload):
+            pass
+        return self.steps
+
+    def lazily(self, workload):
+        """The engine loop as a generator: each :class:`Step` as soon as it is scheduled (its
+        ``finished`` and ``returned_at`` are filled in later, when its output is processed)."""
         arrivals: dict[int, list[int]] = {}
         for i, r in enumerate(workload.requests):
             arrivals.setdefault(r.arrival_step, []).append(i)
@@ -250,7 +260,8 @@ class _Sim:
             for i in arrivals.get(step, ()):
                 self.waiting.append(self.reqs[i])
             if step > last and not self.has_requests() and not queue:
-                return self.steps
+                return
+            scheduled = len(self.steps)
             if self.asyn:  # vllm/v1/engine/core.py:670-786 `def step_with_batch_queue`
                 pop = bool(queue)
                 if self.has_requests():
@@ -266,6 +277,7 @@ class _Sim:
                     if not r.done:
                         r.spec = 0 if r.chunk else self.K
             step += 1
+            yield from self.steps[scheduled:]  # the step scheduled in this call, if any
 
     def schedule(self, step):
         """vllm/v1/core/sched/scheduler.py:562 `def schedule`."""
@@ -316,6 +328,13 @@ class _Sim:
             budget -= n
             if apc:
                 self._cache_blocks(r, min(comp + n, r.ntok))
+        # What S decided (verdict.py reuses this schedule for another S only where S never
+        # refused a waiting request and the running count stayed within the other S).
+        held = len(self.running)
+        if held > self.peak:
+            self.peak = held
+        if held >= self.S and budget > 0 and waiting and self.seqs_bound_at is None:
+            self.seqs_bound_at = step  # the loop above stopped on S alone
         sent = ()
         # vllm/distributed/kv_transfer/kv_connector/v1/hisparse/connector.py:102 `connector_meta`
         if apc:  # drains the plan

@@ -117,6 +117,24 @@ def scheduler_config(knobs: Knobs, p: Plan) -> SchedulerConfig:
         vllm_version=knobs.vllm_version)
 
 
+def checked_plan(knobs: Knobs, workload: Workload) -> Plan:
+    """The plan of one rank serving ``workload``; ValueError (one line) where vLLM refuses the
+    knobs (first) or the prompts, or where the model's KV-pool assumption may not hold."""
+    p = plan(knobs)
+    serving_refusal(knobs, workload)
+    return p
+
+
+def serving_refusal(knobs: Knobs, workload: Workload) -> None:
+    """ValueError where vLLM refuses the prompts under ``max_model_len`` or the KV pool
+    (``num_gpu_blocks_override``, K) may run short; reads no other knob."""
+    workload.validate(knobs.max_model_len)
+    short = serving_shortfall(knobs, [(r.prompt_len, r.max_tokens) for r in workload.requests],
+                              sequential=False)
+    if short:
+        raise ValueError(short)
+
+
 def simulate(knobs: Knobs, workload: Workload, accepted=None) -> Schedule:
     """Start-up, then every engine step of ``workload`` until it finishes or crashes
     (``data_parallel_size`` > 1: ``data_parallel.simulate_dp``, one scheduler per rank)."""
@@ -124,12 +142,7 @@ def simulate(knobs: Knobs, workload: Workload, accepted=None) -> Schedule:
         from .data_parallel import simulate_dp
 
         return simulate_dp(knobs, workload, accepted)
-    p = plan(knobs)
-    workload.validate(knobs.max_model_len)
-    short = serving_shortfall(knobs, [(r.prompt_len, r.max_tokens) for r in workload.requests],
-                              sequential=False)
-    if short:
-        raise ValueError(short)
+    p = checked_plan(knobs, workload)
     out = Schedule(knobs, p, workload, startup_batches(p), accepted=accepted)
     if out.startup_error:
         return out  # the engine never serves

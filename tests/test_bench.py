@@ -8,6 +8,7 @@ FIGURES = {  # a made-up run: what main() prints is these numbers, not new measu
     "predict_warm_us": 3.5, "predict_cold_us": 41.25, "plan_us": 2.0,
     "vllm_config_path_us": 91000.0, "ratio_cold": 2206, "sweep_100k_s": 0.0123,
     "simulate_10k_s": 0.456, "vllm_scheduler_10k_s": 12.3, "simulate_ratio": 27.0,
+    "simulate_advice_2k_s": 4.321,
     "browser_latency_ms": {"01_off_by_one/max_num_seqs": {"label_ms": 40.0}},
 }
 
@@ -49,7 +50,8 @@ def test_main_prints_one_runs_figures(monkeypatch, capsys):
     text = capsys.readouterr().out
     for needle in ("41.2 µs   (target < 50 µs)", "0.012 s    (target < 1 s)",
                    "91000.0 µs per config", "2206 x  (target >= 1000x)",
-                   "simulate_ratio:", "27.0", "browser 01_off_by_one/max_num_seqs"):
+                   "simulate_ratio:", "27.0", "browser 01_off_by_one/max_num_seqs",
+                   "simulate + advice, 2,000 requests: 4.321 s  (target < 5 s)"):
         assert needle in text, needle
     assert bench.main(["--json"]) == 0
     assert json.loads(capsys.readouterr().out) == FIGURES
@@ -73,13 +75,27 @@ def test_measure_puts_one_runs_figures_together(monkeypatch):
     monkeypatch.setattr(bench, "time_sweep", lambda: 0.25)
     monkeypatch.setattr(bench, "_simulate_figures", lambda: {"simulate_10k_s": 0.5})
     monkeypatch.setattr(bench, "time_simulate_dp", lambda: 0.3)
+    monkeypatch.setattr(bench, "time_simulate_advice", lambda: 4.0)
     monkeypatch.setattr(bench, "browser_latency", lambda: None)
     assert bench.measure() == {
         "predict_warm_us": 3.0, "predict_cold_us": 40.0, "plan_us": 2.0,
         "vllm_config_path_us": 80000.0,
         "ratio_cold": 2000,  # 0.08 s / 40 µs
         "sweep_100k_s": 0.25, "simulate_10k_s": 0.5, "simulate_dp8_10k_s": 0.3,
-        "browser_latency_ms": None}
+        "simulate_advice_2k_s": 4.0, "browser_latency_ms": None}
+
+
+def test_advice_workload_crashes_where_it_says():
+    """advice_workload(20) at S = 4 (C = 4, W = 5) on 0.31.0: the 3 + 2 pair, 5 tokens, raises in
+    the last step (late) or in step 0 (early); the advice timer runs it."""
+    from hisparse_model import Knobs
+    from hisparse_model.simulate import simulate
+
+    late = simulate(Knobs(max_num_seqs=4), bench.advice_workload(20))
+    assert late.crash["step"] == late.steps[-1].step and late.steps[-1].routed_tokens == 5
+    early = simulate(Knobs(max_num_seqs=4), bench.advice_workload(20, late=False))
+    assert early.crash["step"] == 0 and early.steps[0].scheduled == {0: 3, 1: 2}
+    assert bench.time_simulate_advice(20) > 0
 
 
 def test_run_vllm_reads_the_last_json_line(tmp_path, monkeypatch, capsys):
