@@ -21,7 +21,7 @@ the rows' tests runs on the unmutated copy and must pass, so that a failure coun
 only when the mutant caused it.
 
 Adding a rule (e.g. another branch's): append a :class:`Mutation`; nothing else
-changes.  Measured on 2 CPU cores shared with other work (load average 5-7): 27 rows (34 now),
+changes.  Measured on 2 CPU cores shared with other work (load average 5-7): 27 rows (35 now),
 3 to 4.5 minutes, most of it the unmutated run and the one vLLM cross-check row.
 """
 
@@ -185,6 +185,10 @@ MUTATIONS: list[Mutation] = [
     M("lost: the step before the crash counts as handed back",
       "hisparse_model/lost.py", "st.returned_at < crash_step", "st.returned_at <= crash_step",
       ("tests/test_lost_and_drafts.py", "tests/test_workload_recordings.py")),
+    M("advice's fast verdict: a step of C + 1 tokens skipped as if it could not crash",
+      "hisparse_model/verdict.py", "            if self.tokens[i] <= c:",
+      "            if self.tokens[i] <= c + 1:",
+      ("tests/test_verdict.py",)),
     M("draft steps: replayed from a graph whatever the request count",
       "hisparse_model/draft_steps.py", "return tuple(t for t in plan.capture_sizes if t <= plan.knobs.max_num_seqs)",
       "return tuple(plan.capture_sizes)",
