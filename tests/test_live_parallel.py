@@ -22,6 +22,7 @@ import pytest
 from hisparse_model.engine import live, parallel, rank_log
 from hisparse_model.engine.dp_live import run_dp
 from hisparse_model.knobs import Knobs
+from test_traffic_offline import FakeScheduler  # the same one-token-per-step fake
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
@@ -618,14 +619,7 @@ class _FakeDPScheduler:
         self.waiting = []
         return SimpleNamespace(num_scheduled_tokens=tokens, finished_req_ids=set())
 
-    def update_from_output(self, so, mro):
-        done = []
-        for r in so.num_scheduled_tokens:
-            self.running[r] -= 1
-            if self.running[r] == 0:
-                done.append(r)
-                del self.running[r]
-        return done
+    update_from_output = FakeScheduler.update_from_output  # one token per step, then done
 
 
 class _FakeDPRunner:
