@@ -2,7 +2,7 @@
 
 The knob flags are generated from the :class:`~hisparse_model.knobs.Knobs`
 declaration, so ``--help`` shows every knob's default and meaning.  Exit
-status: 0 ok; 1 ``predict --check`` found a crash, or a live run failed;
+status: 0 ok; 1 ``--check`` (predict, simulate, check) found a crash, or a live run failed;
 2 bad input (one line naming the knob, never a traceback); 3 ``live`` cannot
 run here (no GPU or no vLLM); 4 ``explain``: the text is not a crash this
 model covers, or does not say which (no fix advice).
@@ -16,13 +16,16 @@ import shlex
 import sys
 
 from .knobs import VLLM_VERSIONS, Knobs, knob_specs
+from .vllm_flags import KNOB_FLAGS
 
 EXIT_OK, EXIT_CRASH, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_NOT_THIS_BUG = 0, 1, 2, 3, 4
 # Knobs whose flag is not the knob's own name, per command.
 _OWN_FLAGS = {"predict": {"vllm_version": "--vllm"},
               "live": {"vllm_version": None, "routing": "--vllm-mode"}}
-# vLLM's own short flags (vllm serve -tp / -dp), added next to the long ones.
-_SHORT_FLAGS = {"tensor_parallel_size": "-tp", "data_parallel_size": "-dp"}
+# vLLM's own short flags (vllm serve -tp / -dp / -pp / -dcp), added next to the long ones:
+# the one table of vLLM's flags per knob (vllm_flags.KNOB_FLAGS, which `check` reads).
+_SHORT_FLAGS = {row.knob: flag for row in KNOB_FLAGS for flag in row.flags
+                if not flag.startswith("--")}
 
 
 class _Parser(argparse.ArgumentParser):

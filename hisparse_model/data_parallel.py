@@ -57,24 +57,25 @@ from .kv_pool import serving_shortfall
 from .lost import Lost, lost_line, returned_and_lost
 from .parallel import error_surface, split_requests
 from .plan import Plan, plan
-from .reproduction import ASSUMPTIONS, prompt_token_ids
+from .reproduction import prompt_token_ids
 from .routing import UNIFORM_DECODE_BACKENDS, decode_tokens, routed_path
 from .scheduler import acceptance, schedule
+from .simulate import SIMULATE_ASSUMPTIONS
 from .startup import startup_batches
 from .workload import Request, Workload, WorkloadError
 
 PLACEHOLDER_PROMPT_LEN = 1  # tokens of an idle rank's placeholder request (with_placeholders)
 MODE_ORDER = {"NONE": 0, "PIECEWISE": 1, "FULL": 2}  # CUDAGraphMode values (config/compilation.py)
 
-DP_ASSUMPTIONS = ASSUMPTIONS[:2] + (
+DP_ASSUMPTIONS = SIMULATE_ASSUMPTIONS[:2] + (
     "simulate -dp N: N offline engines (vLLM's offline data-parallel example, default "
     "multiprocessing), each with max_num_seqs, B and a KV pool of its own; requests without "
     "dp_rank are split as the example splits prompts (contiguous, the first ranks one more); "
     "ranks step in lockstep, a rank that scheduled nothing runs vLLM's dummy batch; a rank "
     "given no request serves a one-token placeholder request from step 0 (the example gives "
-    "an empty rank a placeholder prompt), in the model and in the live runner",
-    "simulate: requests arrive before the engine step numbered arrival_step; async "
-    "scheduling on (vLLM's default here); the KV pools never run short (no preemption)",
+    "an empty rank a placeholder prompt), in the model and in the live runner; a crash on "
+    "one rank stops every rank in that step",
+    *SIMULATE_ASSUMPTIONS[2:4],  # arrivals, async scheduling, the pools; what a crash loses
 )
 
 
@@ -315,6 +316,18 @@ def dp_schedule_json(sched: DPSchedule, advice: list[dict] | None = None) -> dic
     }
 
 
+def crash_where(crash: dict | None) -> str:
+    """Where a DP run died, in words: ``none``, ``start-up (every rank)``, or the step and rank
+    and whether it was the rank's own batch or a dummy batch (it scheduled nothing)."""
+    if crash is None:
+        return "none"
+    if crash["step"] is None:
+        return "start-up (every rank)"
+    how = ("its own batch" if crash["scheduled"] else
+           "a dummy batch: it scheduled nothing this step")
+    return f"step {crash['step']} on DP rank {crash['rank']} ({how})"
+
+
 def _rank_cell(r: RankStep, full: bool = False) -> str:
     from .report import requests_column
 
@@ -357,15 +370,9 @@ def format_dp_schedule(sched: DPSchedule, *, full: bool = False,
     if folded:
         lines.append(f"  ... {folded} more like it")
     crash = sched.crash
-    if crash is None:
-        lines.append("crash: none")
-    elif crash["step"] is None:
-        lines.append(f"crash at start-up (every rank): {crash['error']}")
-    else:
-        how = ("its own batch" if crash["scheduled"] else
-               "a dummy batch: it scheduled nothing this step")
-        lines.append(f"crash at step {crash['step']} on DP rank {crash['rank']} ({how}): "
-                     f"{crash['error']}")
+    lines.append("crash: none" if crash is None else
+                 f"crash at {crash_where(crash)}: {crash['error']}")
+    if crash is not None and crash["step"] is not None:
         surface = error_surface(k, crash["error"], dp_rank=crash["rank"])
         lines.append(f"  the caller sees: {surface['caller']}")
         lines.append(f"  (in process, VLLM_ENABLE_V1_MULTIPROCESSING=0: "

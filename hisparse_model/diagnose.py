@@ -178,7 +178,3 @@ def diagnose(text: str) -> Diagnosis:
         "No fix advice: the model does not cover this error.",
     ])
 
-
-def explain(text: str) -> list[str]:
-    """The lines ``explain`` prints for ``text`` (see :func:`diagnose`)."""
-    return diagnose(text).lines

@@ -147,8 +147,9 @@ def error_surface(knobs, error: str | None, *, startup: bool = False,
 def split_requests(num_requests: int, dp_size: int) -> list[int]:
     """The DP rank of each request when the workload does not say (``dp_rank``).
 
-    vLLM's offline data-parallel example (examples/offline_inference/data_parallel.py,
-    not shipped in the wheel) gives rank r the contiguous slice
+    vLLM's offline data-parallel example
+    (examples/features/data_parallel/data_parallel_offline.py in vLLM's repository, formerly
+    examples/offline_inference/data_parallel.py; not shipped in the wheel) gives rank r the contiguous slice
     ``[start(r), start(r + 1))`` with ``start(r) = r * floor + min(r, remainder)``,
     ``floor, remainder = divmod(len(prompts), dp_size)``: the first ``remainder``
     ranks take one request more.

@@ -33,7 +33,7 @@ def test_dashboard_moves(version, s, crash):
     sched = dash.last_prediction
     assert [len(st.ranks) for st in sched.steps] == [2] * len(sched.steps)
     if crash != "none":
-        assert "To avoid it" in dash.numbers.value  # the advice is shown with the numbers
+        assert "what avoids it" in dash.numbers.value  # the advice is shown with the numbers
         assert sched.crash["scheduled"] is False
         # rank 0's two requests (2 tokens from step 0, S tokens from step 2) were both still
         # running in step 2; rank 1's (arrival 30) was never submitted
@@ -48,6 +48,18 @@ def test_notebook_runs_headless():
     state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     shown = " ".join(m.get("state", {}).get("value", "") for m in state.values()
                      if isinstance(m.get("state", {}).get("value"), str))
-    assert "DP rank 1 dies at step 2 on a dummy batch" in shown
-    assert "rank 0" in shown and "rank 1" in shown and "To avoid it" in shown
+    assert "The run dies at step 2 on DP rank 1 (a dummy batch" in shown
+    assert "rank 0" in shown and "rank 1" in shown and "what avoids it" in shown
     assert "max_num_seqs = 4" in shown  # the advice: S = 4 pads 1 + 4 = 5 to 8 > W
+
+
+def test_a_start_up_crash_is_said_as_such():
+    """S = 1 (C = 1): the PIECEWISE capture of 2 = W tokens kills every rank at start-up; the
+    dashboard says so (no step, no rank) and lists data parallel's assumptions."""
+    dash = two_gpus_dashboard()
+    dash.controls["max_num_seqs"].value = 1
+    assert dash.labels["crash"] == "start-up"
+    assert "The run dies at start-up (every rank)." in dash.numbers.value
+    assert "Engine core initialization failed" in dash.numbers.value  # the caller's text
+    assumptions = dash.widget.children[-1].value
+    assert "simulate -dp N" in assumptions and "predict: the prompts" not in assumptions

@@ -41,6 +41,7 @@ from . import outbox
 from .controls import (SPECS, PromptLensTypo, control_rows, knob_value, moves, no_echo,
                        synced_trait, value_at)
 from .numbers_pane import NumbersPane, state_part
+from ..reproduction import ASSUMPTIONS
 from .tables import CSS, assumptions_html, esc, summary_html
 
 AHEAD_AFTER_S = 0.05  # after an update, the kernel idle this long: compute the screens ahead
@@ -60,6 +61,7 @@ class Dashboard:
     """Base class: subclasses set ``name``, build ``controls`` and implement compute/draw."""
 
     name = "dashboard"
+    assumptions = ASSUMPTIONS  # what its numbers assume (notebook 6: data parallel's)
 
     def __init__(self, controls: dict[str, W.Widget], intro: str = "") -> None:
         self.controls = controls
@@ -79,7 +81,7 @@ class Dashboard:
         self.chart.add_class("hs-chart-box")
         rows, self.number_boxes = control_rows(controls)
         parts = [W.HTML(CSS + intro), rows, self.message, self.numbers, self.chart,
-                 W.HTML(assumptions_html())]
+                 W.HTML(assumptions_html(self.assumptions))]
         self.widget = W.VBox(parts, layout={"width": "100%"})
         self.widget.add_class("hisparse-dashboard")
         self.widget.add_class(f"hs-dashboard-{self.name}")

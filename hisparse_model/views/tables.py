@@ -107,9 +107,10 @@ def advice_list_html(advice: list[dict]) -> str:
                if crippling else ""))
 
 
-def assumptions_html() -> str:
-    """What every prediction on the screen assumes (``reproduction.ASSUMPTIONS``)."""
-    items = "".join(f"<li>{esc(a)}</li>" for a in ASSUMPTIONS)
+def assumptions_html(assumptions=ASSUMPTIONS) -> str:
+    """What every prediction on the screen assumes (``reproduction.ASSUMPTIONS``, or the
+    dashboard's own list)."""
+    items = "".join(f"<li>{esc(a)}</li>" for a in assumptions)
     return (f"<details class='hs-assumptions'><summary>Assumptions behind these numbers"
             f"</summary><ul>{items}</ul></details>")
 

@@ -11,8 +11,8 @@ from :func:`hisparse_model.data_parallel.simulate_dp`.
 
 from __future__ import annotations
 
-from ..advice import advise
-from ..data_parallel import DPSchedule
+from .. import chart_data as cd
+from ..data_parallel import DP_ASSUMPTIONS, DPSchedule, crash_where
 from ..knobs import Knobs
 from ..lost import lost_line
 from ..parallel import error_surface
@@ -20,8 +20,8 @@ from ..simulate import simulate
 from ..workload import Workload
 from .controls import SPECS, knob_control
 from .dashboard import Dashboard, Screen
-from .tables import advice_list_html, esc
-from .traffic import NUMBERING
+from .tables import esc
+from .traffic import NUMBERING, advice_html
 from .traffic_charts import request_name
 
 KNOBS = ("vllm_version", "max_num_seqs")
@@ -58,6 +58,7 @@ class TwoGpusDashboard(Dashboard):
     """vLLM version and max_num_seqs; both ranks' timelines, the crash, and what avoids it."""
 
     name = "two_gpus"
+    assumptions = DP_ASSUMPTIONS
 
     def __init__(self, **initial):
         super().__init__({n: knob_control(SPECS[n], initial.get(n)) for n in KNOBS})
@@ -67,11 +68,9 @@ class TwoGpusDashboard(Dashboard):
         work = two_rank_workload(knobs.max_num_seqs)
         sched = simulate(knobs, work)
         crash = sched.crash
-        advice = []
-        if crash:
-            advice = advise(knobs, lambda k: simulate(k, work).crash is not None,
-                            sched.plan.max_num_batched_tokens)
-        where = ("none" if crash is None else
+        # what avoids it, as notebook 5 searches it (capped per knob, cached)
+        found = cd.traffic_advice(knobs, work, sched.plan.max_num_batched_tokens) if crash else None
+        where = ("none" if crash is None else "start-up" if crash["step"] is None else
                  f"step {crash['step']} rank {crash['rank']} "
                  f"{'own batch' if crash['scheduled'] else 'dummy batch'}")
         p = sched.plan
@@ -82,10 +81,8 @@ class TwoGpusDashboard(Dashboard):
         else:
             surface = error_surface(knobs, crash["error"], startup=crash["step"] is None,
                                     dp_rank=crash["rank"] or 0)
-            how = ("its own batch" if crash["scheduled"]
-                   else "a dummy batch: it scheduled nothing in that step")
-            verdict = (f"<div class='hs-big' style='color:#d73027'>DP rank {crash['rank']} "
-                       f"dies at step {crash['step']} on {how}.</div>"
+            verdict = (f"<div class='hs-big' style='color:#d73027'>The run dies at "
+                       f"{esc(crash_where(crash))}.</div>"
                        f"<div class='hs-note'>The caller sees <code>{esc(surface['caller'])}"
                        f"</code>; the log holds <code>{esc(crash['error'])}</code></div>"
                        f"<div class='hs-note hs-lost'>{esc(lost_line(sched.lost, crash))} "
@@ -93,8 +90,7 @@ class TwoGpusDashboard(Dashboard):
         body = (f"{verdict}<div class='hs-note'>C = {p.swap_capacity}, W = "
                 f"{p.workspace_rows}, capture sizes {list(p.capture_sizes)}</div>"
                 f"{timelines_html(sched)}"
-                + (f"<div class='hs-note'>To avoid it (in this order; each re-simulated on "
-                   f"this traffic):{advice_list_html(advice)}</div>" if advice else ""))
+                + (advice_html(found) if found else ""))
         return Screen(knobs.as_dict(), sched, labels, body,
                       lambda: {"steps": [[(r.routed_tokens, r.route, bool(r.error))
                                           for r in s.ranks] for s in sched.steps]})
