@@ -51,14 +51,14 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from .batches import spread
-from .dispatch import decode_graph_eligible, graph
+from .dispatch import decode_graph_eligible, graph, uniform_len
 from .knobs import Knobs
 from .kv_pool import serving_shortfall
 from .lost import Lost, lost_line, returned_and_lost
 from .parallel import error_surface, split_requests
 from .plan import Plan, plan
 from .reproduction import prompt_token_ids
-from .routing import UNIFORM_DECODE_BACKENDS, decode_tokens, routed_path
+from .routing import route_batch
 from .scheduler import acceptance, schedule
 from .simulate import SIMULATE_ASSUMPTIONS
 from .startup import startup_batches
@@ -193,8 +193,8 @@ def _wants(p: Plan, b: RankBatch | None, q: int) -> tuple:
     if b is None:  # a dummy batch: one request of q tokens, uniform by construction
         return q, 1, q, graph(p, q, 1, q)
     qlens = b.query_lens
-    n, longest = sum(qlens), max(qlens)
-    uniform = longest if b.decode_graph_eligible and n == len(qlens) * longest else None
+    n = sum(qlens)
+    uniform = uniform_len(n, len(qlens), max(qlens), b.decode_graph_eligible)
     return n, len(qlens), uniform, graph(p, n, len(qlens), uniform)
 
 
@@ -208,7 +208,6 @@ def sync_step(p: Plan, batches: list, resident: list[bool]) -> tuple[str, list[t
     uniforms = {w[2] for w in wants}
     uniform = uniforms.pop() if len(uniforms) == 1 else None  # all ranks agree, else None
     top = max(w[0] for w in wants)
-    uniform_backend = p.knobs.attention_backend in UNIFORM_DECODE_BACKENDS
     out = []
     for st, (n, reqs, _, _), flag in zip(batches, wants, resident):
         mode, padded = ("NONE", n) if agreed == "NONE" else graph(p, top, reqs, uniform)
@@ -217,14 +216,12 @@ def sync_step(p: Plan, batches: list, resident: list[bool]) -> tuple[str, list[t
                 out.append((mode, padded, spread(padded, padded // q), 0, None, None))
                 continue
             shape = (padded,)  # one request of the agreed count
-            dec = decode_tokens(list(shape), q, uniform_backend)
-            out.append((mode, padded, shape, *routed_path(p, padded, dec, flag)))
+            out.append((mode, padded, shape, *route_batch(p, shape, flag)[1:]))
             continue
         if mode == "FULL":  # a replay routes nothing anew
             out.append((mode, padded, None, 0, None, None))
             continue
-        dec = decode_tokens(list(st.query_lens), q, uniform_backend)
-        out.append((mode, padded, None, *routed_path(p, n, dec, st.resident)))
+        out.append((mode, padded, None, *route_batch(p, st.query_lens, st.resident)[1:]))
     return agreed, out
 
 

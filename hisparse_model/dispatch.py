@@ -41,9 +41,16 @@ def decode_graph_eligible(step) -> bool:
 def dispatch(plan: Plan, num_tokens: int, num_reqs: int, max_query_len: int,
              decode_graph_eligible: bool) -> Dispatch:
     """The descriptor a step of ``num_tokens`` over ``num_reqs`` requests replays."""
-    uniform = (max_query_len if decode_graph_eligible and num_tokens == num_reqs * max_query_len
-               else None)  # tokens per request of a uniform decode batch
+    uniform = uniform_len(num_tokens, num_reqs, max_query_len, decode_graph_eligible)
     return Dispatch(*graph(plan, num_tokens, num_reqs, uniform))
+
+
+def uniform_len(num_tokens: int, num_reqs: int, max_query_len: int,
+                decode_graph_eligible: bool) -> int | None:
+    """Tokens per request of a uniform decode batch (every request decodes, all of the same
+    length), else None."""
+    return (max_query_len if decode_graph_eligible and num_tokens == num_reqs * max_query_len
+            else None)
 
 
 def graph(plan: Plan, num_tokens: int, num_reqs: int, uniform: int | None) -> tuple[str, int]:

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from .versions import ALL_RESIDENT, ERROR_TEMPLATE, SWAP_IN, swap_error
 
-__all__ = ["ALL_RESIDENT", "ERROR_TEMPLATE", "SWAP_IN", "decode_tokens", "routed_path",
-           "router", "swap_error", "UNIFORM_DECODE_BACKENDS"]
+__all__ = ["ALL_RESIDENT", "ERROR_TEMPLATE", "SWAP_IN", "decode_tokens", "route_batch",
+           "routed_path", "router", "swap_error", "UNIFORM_DECODE_BACKENDS"]
 
 
 # FLASHMLA_SPARSE's builder wants uniform decodes:
@@ -70,3 +70,12 @@ def router(plan, all_resident: bool = True):
 def routed_path(plan, n: int, decode: int, all_resident: bool = True):
     """(routed tokens, route, error) of a batch of ``n`` tokens, ``decode`` of them decodes."""
     return router(plan, all_resident)(n, decode)
+
+
+def route_batch(plan, query_lens, all_resident: bool = True) -> tuple:
+    """(decode tokens, routed tokens, route, error) of one batch (query lengths in the
+    runner's order): the decode split with threshold q (:func:`decode_tokens`), then
+    :func:`routed_path`."""
+    dec = decode_tokens(list(query_lens), plan.max_decode_query_len,
+                        plan.knobs.attention_backend in UNIFORM_DECODE_BACKENDS)
+    return (dec, *routed_path(plan, sum(query_lens), dec, all_resident))

@@ -35,7 +35,7 @@ from .kv_pool import serving_shortfall
 from .lost import Lost, returned_and_lost
 from .plan import Plan, plan
 from .reproduction import ASSUMPTIONS, BLOCK_SIZE
-from .routing import UNIFORM_DECODE_BACKENDS, decode_tokens, routed_path
+from .routing import route_batch
 from .scheduler import SchedulerConfig, acceptance, schedule
 from .startup import startup_batches
 from .workload import Workload
@@ -96,12 +96,9 @@ def route_step(p: Plan, st) -> StepResult:
     qlens = st.runner_query_lens()
     n = sum(qlens)
     d = dispatch(p, n, len(qlens), max(qlens), decode_graph_eligible(st))
-    dec = decode_tokens(qlens, p.max_decode_query_len,
-                        p.knobs.attention_backend in UNIFORM_DECODE_BACKENDS)
+    dec, routed, path, error = route_batch(p, qlens, st.resident)
     if d.mode == "FULL":  # a replay: the routing of the capture is reused, nothing new
         routed, path, error = 0, None, None
-    else:
-        routed, path, error = routed_path(p, n, dec, st.resident)
     # the drafter runs after the target's forward, so not when it raised; 0.33.0 skips
     # the draft steps when no request of the step can use them (Step.drafts)
     draft = None if error or not st.drafts else draft_steps(p, len(qlens), st.resident)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from .. import chart_data as cd
 from ..data_parallel import DP_ASSUMPTIONS, DPSchedule, crash_where
-from ..knobs import Knobs
 from ..lost import lost_line
 from ..parallel import error_surface
 from ..simulate import simulate
