@@ -77,11 +77,10 @@ def returned_and_lost(steps, crash_step: int | None,
     return returned, sorted(lost)
 
 
-def lost_line(lost: list[Lost], crash: dict | None, name=None) -> str:
+def lost_line(lost: list[Lost], crash: dict | None, name) -> str:
     """The lost requests in one line, as the command line and notebooks 5 and 6 show them;
-    ``name`` writes request i (vLLM's index), by default ``r{i + 1}`` as the notebooks count
-    (the command line passes ``#{i + 1}``, its per-request column's numbering)."""
-    name = name or (lambda i: f"r{i + 1}")
+    ``name`` writes request i (vLLM's index) as that place numbers requests for people
+    (``report.cli_request``: ``#1``; the notebooks' ``request_name``: ``r1``)."""
     if crash is None:
         return "lost: none (no crash)"
     if crash["step"] is None:

@@ -71,7 +71,8 @@ def compare_caller_errors(rec: dict) -> list[str]:
     in-process).  A workload run's crash is recorded without it."""
     knobs = recording_knobs(rec)
     places = [("startup", rec["startup"], True)]
-    places += [(f"prompt {i}", p, False) for i, p in enumerate(rec.get("prompts", []))]
+    places += [(f"prompt {i}", p, False)  # numbered from 1, as predict numbers prompts
+               for i, p in enumerate(rec.get("prompts", []), 1)]
     diffs = []
     for where, got, startup in places:
         if not got.get("error"):

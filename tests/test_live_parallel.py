@@ -508,9 +508,9 @@ def test_tp_comparison_checks_every_rank_on_its_own():
     bad = json.loads(json.dumps(rec))
     dead = ("vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
             "See stack trace (above) for the root cause.")
-    bad["prompts"][1]["caller_error"] = dead  # the 3-token prompt: stop=3, capacity=2
+    bad["prompts"][1]["caller_error"] = dead  # the 3-token prompt (prompt 2): stop=3, capacity=2
     diffs = compare_tp_recording(bad)
-    assert len(diffs) == 1 and diffs[0].startswith(f"prompt 1: caller saw {dead!r}, model ")
+    assert len(diffs) == 1 and diffs[0].startswith(f"prompt 2: caller saw {dead!r}, model ")
 
 
 @pytest.mark.parametrize("path", TWO_GPU_RECORDINGS, ids=os.path.basename)

@@ -11,7 +11,9 @@ from hisparse_model.draft_steps import draft_graph_sizes, draft_steps
 from hisparse_model.knobs import Knobs
 from hisparse_model.lost import COMPUTED, RUNNING, Lost, lost_line, returned_and_lost
 from hisparse_model.plan import plan
+from hisparse_model.report import cli_request
 from hisparse_model.scheduler import Step
+from hisparse_model.views.traffic_charts import request_name
 
 
 def _step(index, finished, returned_at):
@@ -43,11 +45,12 @@ def test_lost_line_names_each_request_and_why():
     """The one line the CLI and notebook 5 print lists the lost requests by label, numbered
     from 1 as a person counts (r1 is vLLM's request 0)."""
     crash = {"step": 2, "error": "x"}
-    assert lost_line([Lost(0, COMPUTED), Lost(1, RUNNING)], crash) == (
+    assert lost_line([Lost(0, COMPUTED), Lost(1, RUNNING)], crash, request_name) == (
         "lost at the crash: 2 requests: r1 (computed but never returned); r2 (still running)")
-    assert lost_line([Lost(3, RUNNING)], crash) == "lost at the crash: 1 request: r4 (still running)"
-    assert lost_line([], None) == "lost: none (no crash)"
-    assert lost_line([], {"step": None, "error": "x"}).startswith("lost: none (the engine died")
+    assert lost_line([Lost(3, RUNNING)], crash, cli_request) == (
+        "lost at the crash: 1 request: #4 (still running)")
+    assert lost_line([], None, cli_request) == "lost: none (no crash)"
+    assert lost_line([], {"step": None, "error": "x"}, cli_request).startswith("lost: none (the engine died")
 
 
 def _plan(**kw):

@@ -106,7 +106,7 @@ def crash_html(sched) -> str:
     return (f"<div class='hs-big'><b style='color:{PALETTE[cd.CRASH]}'>crash at "
             f"{'start-up' if crash['step'] is None else 'step ' + str(crash['step'])}</b>"
             f"<br><code class='hs-error-text'>{esc(crash['error'])}</code></div>"
-            f"<div class='hs-note'>{why} {done}<br>{esc(lost_line(sched.lost, crash))}</div>")
+            f"<div class='hs-note'>{why} {done}<br>{esc(lost_line(sched.lost, crash, request_name))}</div>")
 
 
 def schedule_report(sched) -> str:

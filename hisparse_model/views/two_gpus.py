@@ -84,7 +84,7 @@ class TwoGpusDashboard(Dashboard):
                        f"{esc(crash_where(crash))}.</div>"
                        f"<div class='hs-note'>The caller sees <code>{esc(surface['caller'])}"
                        f"</code>; the log holds <code>{esc(crash['error'])}</code></div>"
-                       f"<div class='hs-note hs-lost'>{esc(lost_line(sched.lost, crash))} "
+                       f"<div class='hs-note hs-lost'>{esc(lost_line(sched.lost, crash, request_name))} "
                        f"({esc(NUMBERING)})</div>")
         body = (f"{verdict}<div class='hs-note'>C = {p.swap_capacity}, W = "
                 f"{p.workspace_rows}, capture sizes {list(p.capture_sizes)}</div>"
