@@ -29,12 +29,26 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from .parallel import ENGINE_DEAD as _DEAD_TEXT
+from .parallel import ENGINE_INIT_FAILED as _INIT_TEXT
+
 _STOP_CAPACITY = re.compile(r"stop=(\d+),\s*capacity=(\d+)")
 _WORKER = re.compile(r"Worker failed with error '(.*)', please check", re.S)
 _INDEX_ERROR = "list index out of range"
 _STARTUP = "EngineCore failed to start"
 _SERVING = "EngineCore encountered a fatal error"
-_ENGINE_DEAD = ("EngineDeadError", "EngineCore encountered an issue")
+
+
+def _fixed_part(text: str) -> str:
+    """``Type: First sentence. ...`` -> ``First sentence``: what a pasted caller's text keeps."""
+    return text.split(": ", 1)[1].split(".")[0]
+
+
+# What the caller sees under vLLM's default multiprocessing (parallel.py declares the whole
+# texts): neither names the cause.  Serving: EngineDeadError; start-up: the engine core's
+# initialization failure.
+_ENGINE_DEAD = ("EngineDeadError", _fixed_part(_DEAD_TEXT))  # "EngineCore encountered an issue"
+_ENGINE_INIT = _fixed_part(_INIT_TEXT)  # "Engine core initialization failed"
 
 # What a diagnosis is (the command line's exit status follows from it).
 OFF_BY_ONE = "off_by_one"  # stop = capacity + 1: vLLM 0.31.0's routing
@@ -63,8 +77,9 @@ def ways_to_get(c: int, limit: int = 6) -> list[str]:
 
 
 def _when(text: str) -> str | None:
-    """"start-up" or "serving" when the engine core's log line says which, else None."""
-    if _STARTUP in text:
+    """"start-up" or "serving" when the engine core's log line (or the caller's start-up
+    text) says which, else None."""
+    if _STARTUP in text or _ENGINE_INIT in text:
         return "start-up"
     if _SERVING in text:
         return "serving"
@@ -78,7 +93,10 @@ def _wrapped(text: str) -> list[str]:
         out.append("The multiprocessing executor re-raised a worker's error as "
                    "\"Worker failed with error '...'\": the quoted text is the worker's.")
     when = _when(text)
-    if when == "start-up":
+    if _ENGINE_INIT in text:
+        out.append(f"\"{_ENGINE_INIT}\": what the caller sees when the engine core, in its own "
+                   "process (vLLM's default), died while starting, before serving any request.")
+    elif when == "start-up":
         out.append("\"EngineCore failed to start.\": the engine died while starting, before "
                    "serving any request.")
     elif when == "serving":
@@ -166,8 +184,9 @@ def diagnose(text: str) -> Diagnosis:
         return Diagnosis(kind, head + _warmup_index_error(when))
     if any(s in text for s in _ENGINE_DEAD) or when:
         return Diagnosis(ENGINE_DEAD, head + [
-            "The engine died, but this text does not say why: EngineDeadError is what the "
-            "caller sees when the engine core runs in its own process (vLLM's default).",
+            "The engine died, but this text does not say why: with the engine core in its own "
+            f"process (vLLM's default) the caller sees EngineDeadError while serving and "
+            f"\"{_ENGINE_INIT}\" at start-up.",
             "The cause is above it in the log: look for \"HiSparse swap rows exceed\", "
             "\"Worker failed with error\" or the engine core's traceback, and paste that line.",
         ])

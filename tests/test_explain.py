@@ -73,3 +73,15 @@ def test_explain_exit_status(text, status):
     out = subprocess.run([sys.executable, "-m", "hisparse_model", "explain", text],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == status, out.stdout + out.stderr
+
+
+def test_the_callers_start_up_text_points_to_the_log():
+    """Under vLLM's default multiprocessing a start-up crash reaches the caller as 'Engine core
+    initialization failed' (parallel.ENGINE_INIT_FAILED, what predict -tp prints): explain says
+    it died at start-up, where the cause is, and gives no fix (exit 4)."""
+    text = ("RuntimeError: Engine core initialization failed. See root cause above. "
+            "Failed core proc(s): {'EngineCore': 1}")
+    found = diagnose(text)
+    assert found.kind == ENGINE_DEAD
+    assert any("died while starting" in line for line in found.lines)
+    assert any("HiSparse swap rows exceed" in line for line in found.lines)
