@@ -4,16 +4,19 @@ Each configuration runs in its own child process with a timeout
 (:func:`hisparse_model.engine.live.run_one`).  Off a GPU, or without vLLM, every
 test skips with the reason ``check_available`` gives.  Only configurations of
 the installed vLLM version run; every version has some
-(``tests/test_live_runner.py`` checks).
+(``tests/test_live_runner.py`` checks).  The check is ``tests/live_checks.py``'s
+``check_live_recording``, which ``tests/test_live_replay.py`` runs in CI on the committed
+recordings of this sample, played back.
 """
 
 import os
 
 import pytest
 
-from hisparse_model.recordings import compare_recording
 from hisparse_model.knobs import Knobs
 from hisparse_model.recordings import recorded_dir
+
+from live_checks import assert_engine_ran, check_live_recording, real_engine_version
 
 pytestmark = pytest.mark.gpu
 
@@ -39,12 +42,7 @@ CHILD_TIMEOUT = float(os.environ.get("HISPARSE_LIVE_TIMEOUT", "420"))
 
 @pytest.fixture(scope="session")
 def live_version():
-    from hisparse_model.engine.live import LiveUnavailable, check_available
-
-    try:
-        return check_available()
-    except LiveUnavailable as exc:
-        pytest.skip(f"live engine unavailable: {exc}")
+    return real_engine_version()
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLE))
@@ -60,6 +58,5 @@ def test_live_matches_model(name, live_version, tmp_path, request):
     rec = run_one(Knobs(**knobs_kw), prompts, out, timeout=CHILD_TIMEOUT,
                   command=f"pytest -m gpu tests/test_live_gpu.py -k {name}"
                   + (" --record" if record else ""))
-    assert "startup" in rec, f"engine child produced no recording: {rec}"
-    diffs = compare_recording(rec)
-    assert not diffs, "\n".join(diffs)
+    check_live_recording(rec)
+    assert_engine_ran(rec)

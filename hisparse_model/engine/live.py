@@ -41,7 +41,7 @@ import time
 
 from ..knobs import Knobs
 from ..recordings import write_json_atomic
-from . import parallel
+from . import parallel, replay
 
 LOCK_ENV = "HISPARSE_LIVE_LOCK"  # path of the GPU-memory lock shared by all children
 CONTROL_ENV = "HISPARSE_LIVE_CONTROL"  # per-child folder for the lock / exit handshake
@@ -75,6 +75,8 @@ class LiveUnavailable(RuntimeError):
 def check_available(gpus: int = 1) -> str:
     """Return the vLLM version, or raise :class:`LiveUnavailable` with the reason
     (also when fewer than ``gpus`` CUDA GPUs are visible: a TP / DP run needs them)."""
+    if replay.paths():  # HISPARSE_LIVE_REPLAY: committed recordings stand in (engine/replay.py)
+        return replay.version(gpus)
     probe = (
         "import torch, vllm, sys;"
         "ok = torch.cuda.is_available();"
@@ -372,6 +374,8 @@ def run_one(
     rank; ``knobs.data_parallel_size`` > 1 runs one child per rank
     (:func:`.dp_live.run_dp`).
     """
+    if replay.paths():  # HISPARSE_LIVE_REPLAY: a committed recording, played back, no engine
+        return replay.run(knobs, prompt_lens, out, command=command, workload=workload)
     if knobs.data_parallel_size > 1:
         from .dp_live import run_dp
 
