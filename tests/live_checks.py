@@ -114,7 +114,7 @@ def check_notebook_5(nb, rec: dict) -> str:
     sched = simulate(recording_knobs(rec), Workload.from_json(rec["workload"]), rec.get("accepted"))
     assert digest == (f"workload_recordings=1 agree=1 differ=0 | live-traffic: steps engine="
                       f"{len(rec['steps'])} model={len(sched.steps)} crash engine="
-                      f"{crash_word(rec.get('crash'))} model={crash_word(sched.crash)}")
+                      f"{crash_word(rec.get('crash'))} model={crash_word(sched.crash)}"), digest
     diffs = compare_workload_recording(rec)
     assert not diffs, "\n".join(diffs)
     return digest
@@ -137,7 +137,8 @@ def check_two_gpu_recording(rec: dict, knobs: Knobs) -> None:
     envs = [rec["provenance"]["env"]] + [r["provenance"]["env"] for r in rec.get("ranks", [])
                                          if "provenance" in r]
     for env in envs:
-        assert {k: env.get(k) for k in parallel.MULTICAST_OFF_ENV} == parallel.MULTICAST_OFF_ENV
+        got = {k: env.get(k) for k in parallel.MULTICAST_OFF_ENV}
+        assert got == parallel.MULTICAST_OFF_ENV, f"NVLink multicast not off: {got}"
     if knobs.data_parallel_size > 1:
         diffs = compare_dp_recording(rec)
     else:

@@ -37,6 +37,8 @@ SAMPLE = {
     "v0.33.0-stock-s4-prefill": (
         dict(vllm_version="0.33.0", max_num_seqs=4, max_num_batched_tokens=256), [3, 4, 5]),
 }
+# every sample runs with prefix caching off, as its committed recording (and the fix PR) did
+RECORDED_AS = dict(enable_prefix_caching=False)
 CHILD_TIMEOUT = float(os.environ.get("HISPARSE_LIVE_TIMEOUT", "420"))
 
 
@@ -55,7 +57,7 @@ def test_live_matches_model(name, live_version, tmp_path, request):
         pytest.skip(f"needs vLLM {knobs_kw['vllm_version']}, {live_version} is installed")
     record = request.config.getoption("--record")
     out = os.path.join(recorded_dir(), f"{name}.json") if record else str(tmp_path / "rec.json")
-    rec = run_one(Knobs(**knobs_kw), prompts, out, timeout=CHILD_TIMEOUT,
+    rec = run_one(Knobs(**RECORDED_AS, **knobs_kw), prompts, out, timeout=CHILD_TIMEOUT,
                   command=f"pytest -m gpu tests/test_live_gpu.py -k {name}"
                   + (" --record" if record else ""))
     check_live_recording(rec)

@@ -23,6 +23,7 @@ import time
 
 from ..knobs import Knobs
 from ..recordings import recording_knobs, write_json_atomic
+from ..workload import Workload
 from . import parallel
 
 REPLAY_ENV = "HISPARSE_LIVE_REPLAY"
@@ -65,12 +66,18 @@ def version(gpus: int = 1) -> str:
     return versions[0]
 
 
+def _requests(workload) -> list[dict]:
+    """A workload's requests with every field spelled out (defaults filled in)."""
+    return Workload.from_json(list(workload)).as_json()["requests"]
+
+
 def _differences(rec: dict, knobs: Knobs, prompt_lens: list[int], workload) -> list[str]:
     recorded = recording_knobs(rec).as_dict()
     diffs = [f"{k} (asked {v!r}, recorded {recorded[k]!r})"
              for k, v in knobs.as_dict().items() if recorded.get(k) != v]
-    if workload is not None and rec.get("workload") != list(workload):
-        diffs.append("the workload")
+    if workload is not None and _requests(rec.get("workload") or []) != _requests(workload):
+        diffs.append(f"the workload (asked {_requests(workload)}, recorded "
+                     f"{_requests(rec.get('workload') or [])})")
     if workload is None and rec.get("prompt_lens") != list(prompt_lens):
         diffs.append(f"prompt_lens (asked {list(prompt_lens)}, recorded {rec.get('prompt_lens')})")
     return diffs
