@@ -204,3 +204,16 @@ def test_replay_picks_the_recording_of_the_request(monkeypatch, tmp_path):
         assert rec["provenance"]["replay"]["of"] == f"v0.31.0-stock-s{s}.json"
     with pytest.raises(LiveUnavailable, match="2 CUDA GPUs needed"):
         check_available(2)
+
+
+def test_replay_refuses_another_workload(monkeypatch, tmp_path):
+    """w-v0.31.0-stock-concurrent (prompts 3 and 2 together) asked for prompt 3 alone: refused, naming the workload."""
+    path = os.path.join(recorded_dir(), "workloads", "w-v0.31.0-stock-concurrent.json")
+    monkeypatch.setenv(REPLAY_ENV, path)
+    knobs = Knobs.from_dict(_read(path)["knobs"])
+    with pytest.raises(ReplayMismatch, match=r"differs in the workload \(asked \[\{'prompt_len': 3"):
+        run_one(knobs, [], str(tmp_path / "o.json"), timeout=1, command="twin",
+                workload=[{"prompt_len": 3}])
+    rec = run_one(knobs, [], str(tmp_path / "o.json"), timeout=1, command="twin",
+                  workload=[{"prompt_len": 3}, {"prompt_len": 2}])  # defaults: 8 tokens, step 0
+    assert rec["provenance"]["replay"]["of"] == "w-v0.31.0-stock-concurrent.json"
