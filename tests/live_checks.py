@@ -112,6 +112,8 @@ def check_notebook_4(nb, rec: dict, version: str) -> str:
 def check_notebook_5(nb, rec: dict) -> str:
     """Notebook 5's ``live_traffic`` dashboard: its digest is simulate()'s steps and crash for the
     workload served, and compare_workload_recording finds no difference.  Returns the digest."""
+    from hisparse_model.views.traffic import crash_word
+
     digest = live_digest(nb, "live_traffic")
     assert "startup" in rec, f"the live cell's engine run left no recording: {rec}"
     sched = simulate(recording_knobs(rec), Workload.from_json(rec["workload"]), rec.get("accepted"))
