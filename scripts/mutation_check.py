@@ -193,6 +193,12 @@ MUTATIONS: list[Mutation] = [
       "hisparse_model/draft_steps.py", "return tuple(t for t in plan.capture_sizes if t <= plan.knobs.max_num_seqs)",
       "return tuple(plan.capture_sizes)",
       ("tests/test_lost_and_drafts.py", "tests/test_workload_recordings.py")),
+    # -- the dashboards' digest (views/digest.py: the one writer every reader follows) -------
+    M("digest writer: the old markup (<code>, not hidden) that no reader reads",
+      "hisparse_model/views/digest.py",
+      "return f\"<span class='{CLASS}' data-dashboard='{name}' hidden>{esc(summary)}</span>\"",
+      "return f\"<code class='{CLASS}' data-dashboard='{name}'>{esc(summary)}</code>\"",
+      ("tests/test_notebook_live_replay.py",)),
 ]
 
 

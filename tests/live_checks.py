@@ -20,9 +20,10 @@ from hisparse_model import Knobs, Workload, compare_recording, predict, simulate
 from hisparse_model.chart_data import outcome_key
 from hisparse_model.engine import parallel
 from hisparse_model.recordings import recording_knobs
-from hisparse_model.views.digest import saved_digests
-from hisparse_model.views.traffic import crash_word
 from hisparse_model.workload_recordings import compare_workload_recording
+
+# The views (ipywidgets) are imported only by the notebook checks: tests/test_live_gpu.py runs
+# where only ``.[gpu]`` and pytest are installed (docs/gpu.md).
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOK_4 = os.path.join(ROOT, "notebooks", "04_model_vs_engine.ipynb")
@@ -77,6 +78,8 @@ def execute_live(path: str, monkeypatch, *, timeout: int = CELL_TIMEOUT, inserts
 
 def live_digest(nb, name: str) -> str:
     """The digest line the dashboard ``name`` shows, read from the saved widget state."""
+    from hisparse_model.views.digest import saved_digests
+
     found = saved_digests(nb)
     if name not in found:
         raise AssertionError(f"the notebook shows no {name!r} dashboard "
@@ -109,6 +112,8 @@ def check_notebook_4(nb, rec: dict, version: str) -> str:
 def check_notebook_5(nb, rec: dict) -> str:
     """Notebook 5's ``live_traffic`` dashboard: its digest is simulate()'s steps and crash for the
     workload served, and compare_workload_recording finds no difference.  Returns the digest."""
+    from hisparse_model.views.traffic import crash_word
+
     digest = live_digest(nb, "live_traffic")
     assert "startup" in rec, f"the live cell's engine run left no recording: {rec}"
     sched = simulate(recording_knobs(rec), Workload.from_json(rec["workload"]), rec.get("accepted"))

@@ -18,7 +18,7 @@ all.
 Notebook 5 is also timed with 64 requests.  What only a browser shows is checked too:
 notebook 4's picked recording scrolled into its box with its verdict unclipped at 1400 px
 with the file browser open, notebook 2's tables left-aligned with room for the error.
-The dashboards' state is read from their hidden digest (``.hs-summary``).
+The dashboards' state is read from their hidden digest (``views.digest.SELECTOR``).
 The app test serves ``python -m hisparse_model app`` and moves max_num_seqs the
 same way, then stops it with Ctrl-C (SIGINT).  Screenshots go to
 ``test-artifacts/browser/``.
@@ -46,6 +46,7 @@ import pytest
 
 from hisparse_model import Knobs, predict
 from hisparse_model.simulate import simulate
+from hisparse_model.views.digest import SELECTOR as DIGEST
 from hisparse_model.workload import synthetic
 
 pytestmark = pytest.mark.browser
@@ -278,7 +279,7 @@ KERNEL_IDLE_JS = """() => {
 
 def _digest(page, dash_sel: str) -> str:
     """The dashboard's state line (hidden: a reader never sees it)."""
-    return page.locator(f"{dash_sel} .hs-summary").first.text_content().strip()
+    return page.locator(f"{dash_sel} {DIGEST}").first.text_content().strip()
 
 
 def _control(page, dash_sel: str, name: str):
@@ -323,7 +324,7 @@ def _open_and_run(page, lab, name: str, dash_sel: str, console: list) -> None:
     dirty = page.evaluate("() => window.jupyterapp.shell.currentWidget.context.model.dirty")
     assert dirty is False, f"opening {name} marked it changed (language_info?)"
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
-    page.locator(f"{dash_sel} .hs-summary").first.wait_for(state="attached",
+    page.locator(f"{dash_sel} {DIGEST}").first.wait_for(state="attached",
                                                             timeout=RUN_ALL_S * 1000)
     page.wait_for_function(KERNEL_IDLE_JS, timeout=RUN_ALL_S * 1000, polling=250)
     page.locator(dash_sel).first.scroll_into_view_if_needed()
@@ -396,7 +397,7 @@ def _check_main(page, name: str, dash_sel: str) -> None:
     """After the main move, the numbers on screen are the model's."""
     if name == "01_off_by_one":  # max_num_seqs 2 -> 1: C 2 -> 1, W 3 -> 2, crash at n = 2
         page.wait_for_function("(a) => document.querySelector(a[0]).textContent.includes(a[1])",
-                               arg=[f"{dash_sel} .hs-summary", _expected_nb1(1)],
+                               arg=[f"{dash_sel} {DIGEST}", _expected_nb1(1)],
                                timeout=UPDATE_S * 1000)
         for cls, want in (("hs-C", "1"), ("hs-W", "2"), ("hs-crash", "2")):
             assert page.locator(f"{dash_sel} .{cls}").first.inner_text().strip() == want
@@ -415,7 +416,7 @@ def _check_main(page, name: str, dash_sel: str) -> None:
                          page.locator(f"{dash_sel} .hs-numbers-box").inner_text())
     elif name == "05_your_traffic":  # max_num_seqs 4 -> 3: the 5-token step is > W = 4
         page.wait_for_function("(a) => document.querySelector(a[0]).textContent.includes(a[1])",
-                               arg=[f"{dash_sel} .hs-summary", _expected_nb5(3)],
+                               arg=[f"{dash_sel} {DIGEST}", _expected_nb5(3)],
                                timeout=UPDATE_S * 1000)
         assert _expected_nb5(4).endswith("crash=step0(n=5) finished=0/2")  # before the move
         assert _expected_nb5(3).endswith("crash=none finished=2/2")
@@ -427,7 +428,7 @@ def _check_main(page, name: str, dash_sel: str) -> None:
         assert page.locator(f"{dash_sel} .hs-finished").first.inner_text() == "2"
     elif name == "06_two_gpus":  # max_num_seqs 3 -> 4: the dummy pads to 8 > W = 5
         page.wait_for_function("(a) => document.querySelector(a[0]).innerText.includes(a[1])",
-                               arg=[f"{dash_sel} .hs-summary", "C=4 W=5 crash=none"],
+                               arg=[f"{dash_sel} {DIGEST}", "C=4 W=5 crash=none"],
                                timeout=UPDATE_S * 1000)
         assert "No rank crashes." in page.locator(f"{dash_sel} .hs-numbers-box").inner_text()
     else:  # the picked recording is highlighted in the table and in the chart
@@ -513,7 +514,7 @@ def test_prompt_box_sends_its_value_in_one_message(lab, browser):
             else:
                 _click_numbers(page, dash_sel)  # focus leaves the box
             page.wait_for_function("(a) => document.querySelector(a[0]).textContent.includes(a[1])",
-                                   arg=[f"{dash_sel} .hs-summary", _expected_nb2(2, lens)],
+                                   arg=[f"{dash_sel} {DIGEST}", _expected_nb2(2, lens)],
                                    timeout=UPDATE_S * 1000)
             _settle(page)
             assert page.evaluate("() => window.__hsComm") - before == messages, what
@@ -541,7 +542,7 @@ def test_numbers_ahead_are_shown_before_the_kernel_answers(lab, browser):
             _settle(page)
             handle.press(key)
             page.wait_for_function("(a) => document.querySelector(a[0]).textContent.includes(a[1])",
-                                   arg=[f"{dash_sel} .hs-summary", _expected_nb1(s)],
+                                   arg=[f"{dash_sel} {DIGEST}", _expected_nb1(s)],
                                    timeout=UPDATE_S * 1000)
             assert page.locator(pane).get_attribute("data-source") == "ahead"
             _settle(page)  # the kernel's numbers have come: the same HTML, nothing redrawn
@@ -563,7 +564,7 @@ def test_app_serves_the_dashboards_and_stops_on_ctrl_c(browser, latency, tmp_pat
     dash_sel = ".hs-dashboard-off_by_one"
     try:
         page.goto(f"http://127.0.0.1:{port}/", timeout=SERVER_START_S * 1000)
-        page.locator(f"{dash_sel} .hs-summary").first.wait_for(state="attached",
+        page.locator(f"{dash_sel} {DIGEST}").first.wait_for(state="attached",
                                                                 timeout=RUN_ALL_S * 1000)
         assert _digest(page, dash_sel) == _expected_nb1(2)
         page.screenshot(path=os.path.join(ARTIFACTS, "app_before.png"))
@@ -607,7 +608,7 @@ def test_traffic_with_64_requests_is_timed_like_the_others(lab, browser, latency
         box.fill("64")
         box.press("Enter")
         page.wait_for_function("(sel) => document.querySelector(sel).textContent"
-                               ".includes(' requests=64 ')", arg=f"{dash_sel} .hs-summary",
+                               ".includes(' requests=64 ')", arg=f"{dash_sel} {DIGEST}",
                                timeout=UPDATE_S * 1000)
         _settle(page)
         for move in TRAFFIC_64_MOVES:

@@ -27,7 +27,8 @@ from hisparse_model.engine.replay import REPLAY_ENV, ReplayMismatch
 from hisparse_model.knobs import Knobs
 from hisparse_model.recordings import recorded_dir
 
-from live_checks import check_live_recording, check_two_gpu_recording
+from live_checks import (assert_engine_ran, check_live_recording, check_two_gpu_recording,
+                         real_engine_version)
 from test_live_gpu import RECORDED_AS, SAMPLE
 from test_live_gpu_two import ENTRIES
 from test_rank_recordings import _dp_recording
@@ -204,3 +205,28 @@ def test_replay_picks_the_recording_of_the_request(monkeypatch, tmp_path):
         assert rec["provenance"]["replay"]["of"] == f"v0.31.0-stock-s{s}.json"
     with pytest.raises(LiveUnavailable, match="2 CUDA GPUs needed"):
         check_available(2)
+
+
+def test_replay_refuses_another_workload(monkeypatch, tmp_path):
+    """w-v0.31.0-stock-concurrent (prompts 3 and 2 together) asked for prompt 3 alone: refused, naming the workload."""
+    path = os.path.join(recorded_dir(), "workloads", "w-v0.31.0-stock-concurrent.json")
+    monkeypatch.setenv(REPLAY_ENV, path)
+    knobs = Knobs.from_dict(_read(path)["knobs"])
+    with pytest.raises(ReplayMismatch, match=r"differs in the workload \(asked \[\{'prompt_len': 3"):
+        run_one(knobs, [], str(tmp_path / "o.json"), timeout=1, command="twin",
+                workload=[{"prompt_len": 3}])
+    rec = run_one(knobs, [], str(tmp_path / "o.json"), timeout=1, command="twin",
+                  workload=[{"prompt_len": 3}, {"prompt_len": 2}])  # defaults: 8 tokens, step 0
+    assert rec["provenance"]["replay"]["of"] == "w-v0.31.0-stock-concurrent.json"
+
+
+def test_a_gpu_test_never_passes_on_a_replay(monkeypatch, tmp_path):
+    """Under HISPARSE_LIVE_REPLAY the GPU tests' probe fails, and a replayed recording is told from an engine's."""
+    monkeypatch.setenv(REPLAY_ENV, _committed("v0.31.0-stock-s2"))
+    with pytest.raises(pytest.fail.Exception, match="a gpu test runs the real engine"):
+        real_engine_version()
+    rec = run_one(Knobs(vllm_version="0.31.0", max_num_seqs=2, **RECORDED_AS), [2, 3, 200],
+                  str(tmp_path / "o.json"), timeout=1, command="twin")
+    with pytest.raises(AssertionError):
+        assert_engine_ran(rec)
+    assert_engine_ran(_read(_committed("v0.31.0-stock-s2")))  # the committed one: the engine's

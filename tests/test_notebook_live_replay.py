@@ -26,6 +26,7 @@ import pytest
 from hisparse_model.engine.replay import REPLAY_ENV
 from hisparse_model.recordings import recorded_dir
 from hisparse_model.views import live_output_path
+from hisparse_model.views.digest import WIDGET_STATE, read_digests, saved_digests, summary_html
 
 from live_checks import NOTEBOOK_4, NOTEBOOK_5, check_notebook_4, check_notebook_5, execute_live
 
@@ -164,3 +165,18 @@ def test_the_recordings_played_back_are_real_ones():
         with open(path) as f:
             prov = json.load(f)["provenance"]
         assert "replay" not in prov and prov["gpu"].startswith("NVIDIA"), (path, prov.get("gpu"))
+
+
+@pytest.mark.parametrize("summary", [
+    "B=640 q=1 C=2 W=3 crash_size=3",
+    "recordings=1 agree=1 differ=0 | live: prompt n=3 model=crash engine=crash",
+    "a <b> & 'quoted' \"line\"",  # escaped by the writer, decoded by the reader
+])
+def test_the_reader_reads_what_the_writer_writes(summary):
+    """read_digests(summary_html(name, s)) == {name: s}; saved_digests finds it in a notebook's widget state."""
+    markup = "<div>numbers</div>" + summary_html("live", summary)
+    assert read_digests(markup) == {"live": summary}
+    nb = {"metadata": {"widgets": {WIDGET_STATE: {"state": {
+        "m1": {"state": {"value": markup}}, "m2": {"state": {"value": 3}}, "m3": {}}}}}}
+    assert saved_digests(nb) == {"live": (summary, markup)}
+    assert saved_digests({"metadata": {}}) == {}  # a notebook that displayed no widget

@@ -73,7 +73,7 @@ def _requests(workload) -> list[dict]:
 
 def _differences(rec: dict, knobs: Knobs, prompt_lens: list[int], workload) -> list[str]:
     recorded = recording_knobs(rec).as_dict()
-    diffs = [f"{k} (asked {v!r}, recorded {recorded[k]!r})"
+    diffs = [f"{k} (asked {v!r}, recorded {recorded.get(k)!r})"
              for k, v in knobs.as_dict().items() if recorded.get(k) != v]
     if workload is not None and _requests(rec.get("workload") or []) != _requests(workload):
         diffs.append(f"the workload (asked {_requests(workload)}, recorded "
