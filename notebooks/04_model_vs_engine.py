@@ -59,7 +59,7 @@ display(dash.widget)
 # ## Run the engine live
 #
 # With a CUDA GPU and vLLM installed (`pip install -e ".[gpu]"`), this cell runs one
-# configuration (the fix PR's `max_num_seqs=2` and prompts 2, 3, 200) in a child process
+# configuration (the fix PR's: `max_num_seqs=2`, prefix caching off, prompts 2, 3, 200) in a child process
 # with a 600 s timeout, writes its recording to `test-artifacts/live-notebook.json`, and
 # shows it against the model in the same kind of dashboard. Elsewhere it says why it cannot run.
 
@@ -75,7 +75,8 @@ except LiveUnavailable as exc:
 if live_vllm and not RUN_LIVE:
     print(f"live engine available (vLLM {live_vllm}), not run: HISPARSE_NOTEBOOK_LIVE=0")
 elif live_vllm:
-    live = run_one(Knobs(vllm_version=live_vllm, max_num_seqs=2), [2, 3, 200],
+    live = run_one(Knobs(vllm_version=live_vllm, max_num_seqs=2, enable_prefix_caching=False),
+                   [2, 3, 200],
                    live_output_path(), timeout=600, command="notebook 04_model_vs_engine")
     live_dash = recordings_dashboard([live], name="live")
     display(live_dash.widget)

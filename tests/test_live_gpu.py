@@ -4,16 +4,19 @@ Each configuration runs in its own child process with a timeout
 (:func:`hisparse_model.engine.live.run_one`).  Off a GPU, or without vLLM, every
 test skips with the reason ``check_available`` gives.  Only configurations of
 the installed vLLM version run; every version has some
-(``tests/test_live_runner.py`` checks).
+(``tests/test_live_runner.py`` checks).  The check is ``tests/live_checks.py``'s
+``check_live_recording``, which ``tests/test_live_replay.py`` runs in CI on the committed
+recordings of this sample, played back.
 """
 
 import os
 
 import pytest
 
-from hisparse_model.recordings import compare_recording
 from hisparse_model.knobs import Knobs
 from hisparse_model.recordings import recorded_dir
+
+from live_checks import assert_engine_ran, check_live_recording, real_engine_version
 
 pytestmark = pytest.mark.gpu
 
@@ -34,17 +37,14 @@ SAMPLE = {
     "v0.33.0-stock-s4-prefill": (
         dict(vllm_version="0.33.0", max_num_seqs=4, max_num_batched_tokens=256), [3, 4, 5]),
 }
+# every sample runs with prefix caching off, as its committed recording (and the fix PR) did
+RECORDED_AS = dict(enable_prefix_caching=False)
 CHILD_TIMEOUT = float(os.environ.get("HISPARSE_LIVE_TIMEOUT", "420"))
 
 
 @pytest.fixture(scope="session")
 def live_version():
-    from hisparse_model.engine.live import LiveUnavailable, check_available
-
-    try:
-        return check_available()
-    except LiveUnavailable as exc:
-        pytest.skip(f"live engine unavailable: {exc}")
+    return real_engine_version()
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLE))
@@ -57,9 +57,8 @@ def test_live_matches_model(name, live_version, tmp_path, request):
         pytest.skip(f"needs vLLM {knobs_kw['vllm_version']}, {live_version} is installed")
     record = request.config.getoption("--record")
     out = os.path.join(recorded_dir(), f"{name}.json") if record else str(tmp_path / "rec.json")
-    rec = run_one(Knobs(**knobs_kw), prompts, out, timeout=CHILD_TIMEOUT,
+    rec = run_one(Knobs(**RECORDED_AS, **knobs_kw), prompts, out, timeout=CHILD_TIMEOUT,
                   command=f"pytest -m gpu tests/test_live_gpu.py -k {name}"
                   + (" --record" if record else ""))
-    assert "startup" in rec, f"engine child produced no recording: {rec}"
-    diffs = compare_recording(rec)
-    assert not diffs, "\n".join(diffs)
+    check_live_recording(rec)
+    assert_engine_ran(rec)

@@ -1,7 +1,7 @@
 """Every notebook runs headless (nbclient, kernel python3) and shows the model's numbers.
 
-The tests read each dashboard's state (its hidden digest,
-``<span class='hs-summary' data-dashboard=NAME hidden>``, e.g. ``B=640 q=1 C=2 W=3
+The tests read each dashboard's state (its hidden digest, read with
+:func:`hisparse_model.views.digest.saved_digests`, e.g. ``B=640 q=1 C=2 W=3
 crash_size=3``) and what a reader sees, its numbers, from the widget state nbclient saves, and the
 HTML the notebook displays; they compare them with :func:`hisparse_model.predict`
 computed here, so a notebook that runs but shows the wrong numbers fails.
@@ -27,6 +27,7 @@ from hisparse_model.simulate import SIMULATE_ASSUMPTIONS, simulate
 from hisparse_model.workload import synthetic
 from hisparse_model.workload_recordings import compare_workload_recording
 from hisparse_model.versions import RULES
+from hisparse_model.views.digest import saved_digests
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOK_DIR = os.path.join(ROOT, "notebooks")
@@ -89,20 +90,10 @@ def _text(nb) -> str:
     return "\n".join(parts)
 
 
-DIGEST = re.compile(r"<span class='hs-summary' data-dashboard='(?P<name>\w+)' hidden>"
-                    r"(?P<text>[^<]*)</span>")
-
-
 def dashboards(nb) -> dict[str, tuple[str, str]]:
-    """name -> (digest line, numbers as plain text) of every dashboard the notebook displayed."""
-    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
-    out = {}
-    for model in state.values():
-        value = model.get("state", {}).get("value")
-        if isinstance(value, str):
-            for m in DIGEST.finditer(value):
-                out[m["name"]] = (html.unescape(m["text"]), _plain(value))
-    return out
+    """name -> (digest line, numbers as plain text) of every dashboard the notebook displayed
+    (read with the views' one digest reader)."""
+    return {name: (text, _plain(value)) for name, (text, value) in saved_digests(nb).items()}
 
 
 def _widget_views(nb) -> int:

@@ -40,24 +40,22 @@ from concurrent.futures import ThreadPoolExecutor
 from ..knobs import Knobs
 from ..recordings import write_json_atomic
 from ..workload import Workload
-from . import parallel
+from . import parallel, replay
 from .dp_live import run_dp
 from .processes import (  # noqa: F401 - re-exported: the runner's public names
-    CHILD_ARGV, CONTROL_ENV, DEFAULT_LOCK, ENGINE_ENV, LOCK_ENV, kill_children_on_termination,
-    log_tail, side_path, spawn_and_watch)
+    CHILD_ARGV, CONTROL_ENV, DEFAULT_LOCK, ENGINE_ENV, LOCK_ENV, LiveUnavailable,
+    kill_children_on_termination, log_tail, side_path, spawn_and_watch)
 
 # Start-up failures caused by a neighbour process, not by the configuration -> retry label.
 RETRYABLE = {
     "Error in memory profiling": "memory profiling",
     "less than desired GPU memory": "GPU memory in use",
 }
-class LiveUnavailable(RuntimeError):
-    """No GPU or no vLLM here: the live engine cannot run."""
-
-
 def check_available(gpus: int = 1) -> str:
     """Return the vLLM version, or raise :class:`LiveUnavailable` with the reason
     (also when fewer than ``gpus`` CUDA GPUs are visible: a TP / DP run needs them)."""
+    if replay.paths():  # HISPARSE_LIVE_REPLAY: committed recordings stand in (engine/replay.py)
+        return replay.version(gpus)
     probe = (
         "import torch, vllm, sys;"
         "ok = torch.cuda.is_available();"
@@ -211,6 +209,8 @@ def run_one(
     rank; ``knobs.data_parallel_size`` > 1 runs one child per rank
     (:func:`.dp_live.run_dp`).
     """
+    if replay.paths():  # HISPARSE_LIVE_REPLAY: a committed recording, played back, no engine
+        return replay.run(knobs, prompt_lens, out, command=command, workload=workload)
     if knobs.data_parallel_size > 1:
         parallel.check_live(knobs, workload is not None)
         return run_dp(knobs, workload, out, timeout=timeout, command=command,

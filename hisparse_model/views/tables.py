@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .. import chart_data as cd
 from ..reproduction import ASSUMPTIONS
+from .digest import summary_html  # noqa: F401 (the one digest writer; dashboards import it here)
 from .svg import PALETTE, esc
 
 CSS = """<style>
@@ -113,16 +114,6 @@ def assumptions_html(assumptions=ASSUMPTIONS) -> str:
     items = "".join(f"<li>{esc(a)}</li>" for a in assumptions)
     return (f"<details class='hs-assumptions'><summary>Assumptions behind these numbers"
             f"</summary><ul>{items}</ul></details>")
-
-
-def summary_html(name: str, summary: str) -> str:
-    """The dashboard's state as one line, hidden: tests read it, a reader never sees it.
-
-    It travels inside the numbers' HTML (so the page's screens ahead carry it too) as an
-    element with the ``hidden`` attribute: nothing of it is drawn or read aloud.
-    """
-    return (f"<span class='hs-summary' data-dashboard='{name}' hidden>"
-            f"{esc(summary)}</span>")
 
 
 def static_html(body: str) -> str:
