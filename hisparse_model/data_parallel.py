@@ -140,7 +140,8 @@ def _wants(p: Plan, b: RankBatch | None, q: int) -> tuple:
 
 
 def _decodes(p: Plan, query_lens) -> int:
-    """Decode tokens of a batch the routing does not see (a FULL replay): the same split."""
+    """Decode tokens of a dummy batch the routing does not see (a FULL replay of the graph's
+    own shape, whose longer requests may exceed q): the routing's split."""
     return decode_tokens(list(query_lens), p.max_decode_query_len,
                          p.knobs.attention_backend in UNIFORM_DECODE_BACKENDS)
 
@@ -167,8 +168,9 @@ def sync_step(p: Plan, batches: list, resident: list[bool]) -> tuple[str, list[t
             dec, routed, path, error = route_batch(p, shape, flag)
             out.append((mode, padded, shape, routed, path, error, dec))
             continue
-        if mode == "FULL":  # a replay routes nothing anew
-            out.append((mode, padded, None, 0, None, None, _decodes(p, st.query_lens)))
+        if mode == "FULL":  # a replay routes nothing anew; FULL needs the agreed uniform
+            # length q, so every request of this batch decodes q tokens: all n are decodes
+            out.append((mode, padded, None, 0, None, None, n))
             continue
         dec, routed, path, error = route_batch(p, st.query_lens, st.resident)
         out.append((mode, padded, None, routed, path, error, dec))

@@ -33,6 +33,7 @@ ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_DEEP_GEMM_WARMUP": "s
 
 CHILD_ARGV = [sys.executable, "-m", "hisparse_model.engine.child"]
 
+
 class LiveUnavailable(RuntimeError):
     """No GPU or no vLLM here: the live engine cannot run."""
 
