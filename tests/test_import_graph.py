@@ -176,3 +176,17 @@ def test_one_rank_and_n_ranks_are_one_schedule_type():
     # one rank: one record per step; two: one per rank (each request on its own rank)
     assert [len(s.ranks) for s in one.steps] == [1] * len(one.steps)
     assert [len(s.ranks) for s in two.steps] == [2] * len(two.steps)
+
+
+def test_a_step_of_several_ranks_is_read_through_its_ranks():
+    """A one-rank step reads as its rank; a step of two ranks has no one rank's fields."""
+    work = Workload.from_json([{"prompt_len": 2}, {"prompt_len": 3}])
+    one = simulate(Knobs(max_num_seqs=4), work).steps[0]
+    two = simulate(Knobs(max_num_seqs=4, data_parallel_size=2), work).steps[0]
+    # S = 4, one rank: step 0 prefills both prompts, 2 + 3 = 5 tokens, requests 0 and 1
+    assert (one.scheduled, one.num_tokens) == ({0: 2, 1: 3}, 5) == (
+        one.ranks[0].scheduled, one.ranks[0].num_tokens)
+    # two ranks: request 0 on rank 0, request 1 on rank 1 (the split of 2 over 2)
+    assert [r.scheduled for r in two.ranks] == [{0: 2}, {1: 3}]
+    with pytest.raises(AttributeError, match=r"StepResult.scheduled: 2 ranks; read .ranks"):
+        two.scheduled  # noqa: B018 - the read is the test
