@@ -112,9 +112,10 @@ def serving_refusal(knobs: Knobs, workload: Workload, members=None) -> None:
     (``num_gpu_blocks_override``, K) may run short; reads no other knob.  ``members``:
     each rank's requests (default: one rank serving all)."""
     workload.validate(knobs.max_model_len)
-    for rank, idx in enumerate(members or [range(len(workload))]):
-        short = serving_shortfall(knobs, [(workload.requests[i].prompt_len,
-                                           workload.requests[i].max_tokens) for i in idx],
+    reqs = workload.requests
+    groups = [reqs] if members is None else [[reqs[i] for i in idx] for idx in members]
+    for rank, group in enumerate(groups):
+        short = serving_shortfall(knobs, [(r.prompt_len, r.max_tokens) for r in group],
                                   sequential=False)
         if short:
             raise ValueError(short if members is None else f"DP rank {rank}: {short}")
@@ -148,7 +149,7 @@ def simulate(knobs: Knobs, workload: Workload, accepted=None) -> Schedule:
         served = [Workload(tuple(workload.requests[i] for i in idx)) for idx in members]
     else:
         serving_refusal(knobs, workload)
-        assignment, members, served = [0] * given, [list(range(given))], [workload]
+        assignment, members, served = [0] * given, [range(given)], [workload]
     out = Schedule(knobs, p, workload, tuple(startup_batches(p)), assignment,
                    tuple(range(given, len(workload))), accepted=accepted)
     if out.startup_error:
@@ -173,7 +174,7 @@ def simulate(knobs: Knobs, workload: Workload, accepted=None) -> Schedule:
     # (the survivors wait in its collectives), so no rank hands back the step before it.
     for rank, local in enumerate(members):
         got, lost = returned_and_lost(per_rank[rank], crash,
-                                      [workload.requests[g].arrival_step for g in local])
+                                      [r.arrival_step for r in served[rank].requests])
         if n == 1:
             out.finished, out.lost = got, lost
             break
