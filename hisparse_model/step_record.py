@@ -86,7 +86,8 @@ class StepResult(NamedTuple):
 
 
 def route_step(p: Plan, st, rank: int = 0) -> RankStep:
-    """Dispatch and route one rank's own scheduler step (a :class:`~hisparse_model.scheduler.Step`)."""
+    """Dispatch and route one rank's own scheduler step
+    (a :class:`~hisparse_model.scheduler.Step`) as rank ``rank``."""
     qlens = st.runner_query_lens()
     n = sum(qlens)
     d = dispatch(p, n, len(qlens), max(qlens), decode_graph_eligible(st))

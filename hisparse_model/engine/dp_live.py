@@ -141,8 +141,8 @@ def run_dp(knobs, workload: list[dict], out: str, *, timeout: float,
                     rec = json.load(f)
             stream = rank_log.read_stream(os.path.join(tmp, f"rank{r}.jsonl"))
             status = None if killed[r] else f"exit {p.returncode}"
-            ranks.append(_rank_record(r, rec, stream, status, killed[r], names[r],
-                                      processes.log_tail(processes.side_path(out, f".rank{r}.log"))))
+            tail = processes.log_tail(processes.side_path(out, f".rank{r}.log"))
+            ranks.append(_rank_record(r, rec, stream, status, killed[r], names[r], tail))
     wall = round(time.monotonic() - t0, 1)
     return _write(knobs, workload, out, ranks, command, wall, lock_wait)
 
