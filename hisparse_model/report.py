@@ -202,7 +202,7 @@ def schedule_json(sched, advice: list[dict] | None = None) -> dict:
         "dp_rank_of_request": list(sched.assignment),
         "placeholder_requests": list(sched.placeholders),
         "startup": {"ok": sched.startup_error is None, "error": sched.startup_error},
-        "steps": [step_json(s, sched.ranks == 1) for s in sched.steps],
+        "steps": [step_json(s, sched.num_ranks == 1) for s in sched.steps],
         "crash": crash,
         "finished": sorted(sched.finished),
         "lost": [x.as_dict() for x in sched.lost],
@@ -320,7 +320,7 @@ def format_schedule(sched, *, full: bool = False, advice: list[dict] | None = No
     there are several), the crash and what the caller sees, what the callers received and
     lost, the advice and the assumptions."""
     k, p = sched.knobs, sched.plan
-    many = sched.ranks > 1
+    many = sched.num_ranks > 1
     n = _count(len(sched.workload), "request")
     fix = " + upstream fix" if k.routing == "fix" else ""
     if many:

@@ -79,12 +79,14 @@ class Schedule:
     lost: list[Lost] = field(default_factory=list)  # outputs lost at the crash
 
     @property
-    def ranks(self) -> int:
+    def num_ranks(self) -> int:
+        """N: the ranks serving the workload (``data_parallel_size``)."""
         return self.knobs.data_parallel_size
 
     @property
     def assumptions(self) -> tuple:
-        return SIMULATE_ASSUMPTIONS if self.ranks == 1 else DP_ASSUMPTIONS
+        """What the model assumes for this run, stated with its result (text and JSON)."""
+        return SIMULATE_ASSUMPTIONS if self.num_ranks == 1 else DP_ASSUMPTIONS
 
     @property
     def startup_error(self) -> str | None:
@@ -95,7 +97,7 @@ class Schedule:
         """``{"step", "error"}`` of the first error (step None: at start-up), or None; with
         several ranks also ``rank`` (None at start-up: every rank) and ``scheduled`` (whether
         the rank had scheduled tokens, else it died on a dummy batch)."""
-        many = self.ranks > 1
+        many = self.num_ranks > 1
         if self.startup_error:
             where = {"rank": None, "scheduled": None} if many else {}
             return {"step": None, "error": self.startup_error, **where}
