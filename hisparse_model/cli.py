@@ -217,9 +217,6 @@ def _simulate(args) -> int:
     work = load_workload(args.workload)
     sched = simulate(knobs, work, args.accepted)
     crashes = workload_crashes(work, args.accepted)  # = simulate(k, ...).crash, fast
-    if knobs.data_parallel_size > 1:  # one scheduler per rank (data_parallel.py)
-        from .data_parallel import dp_schedule_json as schedule_json
-        from .data_parallel import format_dp_schedule as format_schedule
     return _answer(args, knobs, sched, sched.crash is not None, crashes, schedule_json,
                    format_schedule, max(r.prompt_len for r in work.requests))
 

@@ -1,4 +1,11 @@
-"""Render a :class:`~hisparse_model.predict.Prediction`: the CLI's JSON and its readable table."""
+"""The text layer: what ``predict`` and ``simulate`` return, as the CLI's JSON and tables.
+
+:func:`to_cli_json` / :func:`format_table` render a
+:class:`~hisparse_model.predict.Prediction`; :func:`schedule_json` /
+:func:`format_schedule` render a :class:`~hisparse_model.simulate.Schedule` of
+one rank or N; :func:`surface_lines` is the one printer of what the caller
+and the log show for an error.  Nothing here computes the model.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,6 @@ from .parallel import error_surface
 from .lost import lost_line
 from .predict import Prediction
 from .reproduction import ASSUMPTIONS
-from .simulate import SIMULATE_ASSUMPTIONS
 
 
 def to_cli_json(pred: Prediction, advice: list[dict] | None = None) -> dict:
@@ -38,16 +44,24 @@ def first_error(pred: Prediction) -> str | None:
     return pred.startup_error or next((p.error for p in pred.prompts if p.error), None)
 
 
-def surface_lines(knobs, error: str | None, startup: bool) -> list[str]:
-    """Under TP > 1, what the caller and the log show for ``error`` (parallel.error_surface)."""
-    surface = error_surface(knobs, error, startup=startup)
-    if surface is None or knobs.tensor_parallel_size == 1:
+def surface_lines(knobs, error: str | None, startup: bool,
+                  dp_rank: int | None = None) -> list[str]:
+    """What the caller and the log show for ``error`` (parallel.error_surface) where that is
+    more than the error itself: under TP > 1 (the workers' wrap), and for a serving crash
+    on DP rank ``dp_rank`` (None: one rank) under vLLM's default multiprocessing."""
+    surface = error_surface(knobs, error, startup=startup, dp_rank=dp_rank or 0)
+    if surface is None:
+        return []
+    in_process = ("  (in process, VLLM_ENABLE_V1_MULTIPROCESSING=0: "
+                  f"{surface['in_process_caller']})")
+    if dp_rank is not None:
+        return [] if startup else [f"  the caller sees: {surface['caller']}", in_process,
+                                   *(f"  the log holds:   {line}" for line in surface["log"])]
+    if knobs.tensor_parallel_size == 1:
         return []
     error_line, wrapped = surface["log"]
     return [f"TP={knobs.tensor_parallel_size}: the same on every rank; the caller sees "
-            f"{surface['caller']}",
-            "  (in process, VLLM_ENABLE_V1_MULTIPROCESSING=0: "
-            f"{surface['in_process_caller']})",
+            f"{surface['caller']}", in_process,
             f"  the log holds, in each of the {surface['workers']} workers' tracebacks:",
             f"    {error_line}", "  and from the engine core:", f"    {wrapped}"]
 
@@ -171,24 +185,32 @@ def sizes_json(sched) -> dict:
     }
 
 
+def step_json(s, one_rank: bool) -> dict:
+    """One engine step: its mode and every rank's forward; a one-rank step also keeps its
+    rank's keys at the top (as before data parallelism, so recordings still compare)."""
+    ranks = [r.as_dict() for r in s.ranks]
+    flat = ({k: v for k, v in ranks[0].items() if k not in ("rank", "dummy")}
+            if one_rank else {})
+    return {"step": s.step, **flat, "mode": s.mode, "ranks": ranks}
+
+
 def schedule_json(sched, advice: list[dict] | None = None) -> dict:
-    """The JSON object ``python -m hisparse_model simulate --json`` prints."""
+    """The JSON object ``python -m hisparse_model simulate --json`` prints (any -dp N)."""
+    crash = sched.crash
     return {
         **sizes_json(sched),
+        "dp_rank_of_request": list(sched.assignment),
+        "placeholder_requests": list(sched.placeholders),
         "startup": {"ok": sched.startup_error is None, "error": sched.startup_error},
-        "steps": [{"step": s.step, "scheduled": {str(r): n for r, n in s.scheduled.items()},
-                   "num_tokens": s.num_tokens, "num_decode_tokens": s.num_decode_tokens,
-                   "dispatch": s.dispatch, "padded": s.padded, "resident": s.resident,
-                   "routed_tokens": s.routed_tokens, "route": s.route, "error": s.error,
-                   "draft": s.draft._asdict() if s.draft else None}
-                  for s in sched.steps],
-        "crash": sched.crash,
+        "steps": [step_json(s, sched.num_ranks == 1) for s in sched.steps],
+        "crash": crash,
         "finished": sorted(sched.finished),
         "lost": [x.as_dict() for x in sched.lost],
         "advice": advice or [],
-        "assumptions": list(SIMULATE_ASSUMPTIONS),
-        "error_surface": error_surface(sched.knobs, sched.crash and sched.crash["error"],
-                                       startup=sched.startup_error is not None),
+        "assumptions": list(sched.assumptions),
+        "error_surface": error_surface(sched.knobs, crash and crash["error"],
+                                       startup=sched.startup_error is not None,
+                                       dp_rank=crash.get("rank") or 0 if crash else 0),
     }
 
 
@@ -222,18 +244,25 @@ def requests_column(scheduled: dict, full: bool = False) -> str:
     return " ".join(shown) + f" … +{len(parts) - len(shown)} more"
 
 
-def format_schedule(sched, *, full: bool = False, advice: list[dict] | None = None) -> str:
-    k, p = sched.knobs, sched.plan
-    n = _count(len(sched.workload), "request")
-    lines = [
-        f"vLLM {k.vllm_version}{' + upstream fix' if k.routing == 'fix' else ''}  "
-        f"S={k.max_num_seqs} B={p.max_num_batched_tokens} q={p.max_decode_query_len}  "
-        f"C={p.swap_capacity} W={p.workspace_rows}  prefix caching "
-        f"{'on' if k.enable_prefix_caching else 'off'}  {n}",
-        f"start-up: {'ok' if sched.startup_error is None else sched.startup_error}",
-        "  (each step: its tokens, dispatch, routing, then #i:t = the workload's request i, "
-        "from 1, computes t tokens)",
-    ]
+def crash_where(crash: dict | None) -> str:
+    """Where a run died, in words: ``none``, ``start-up``, ``step k``; with several ranks
+    ``start-up (every rank)`` or the step and rank and whether it was the rank's own batch
+    or a dummy batch (it scheduled nothing)."""
+    if crash is None:
+        return "none"
+    if "rank" not in crash:  # one rank
+        return "start-up" if crash["step"] is None else f"step {crash['step']}"
+    if crash["step"] is None:
+        return "start-up (every rank)"
+    how = ("its own batch" if crash["scheduled"] else
+           "a dummy batch: it scheduled nothing this step")
+    return f"step {crash['step']} on DP rank {crash['rank']} ({how})"
+
+
+def _step_rows(sched, full: bool) -> list[str]:
+    """One rank: a line per engine step, identical neighbours folded into ``steps a-b``."""
+    lines = ["  (each step: its tokens, dispatch, routing, then #i:t = the workload's request "
+             "i, from 1, computes t tokens)"]
     groups: list[list] = []
     for s in sched.steps:
         if not full and groups and _step_key(groups[-1][0]) == _step_key(s) and not s.error:
@@ -253,11 +282,67 @@ def format_schedule(sched, *, full: bool = False, advice: list[dict] | None = No
         more = f" (x{count}, requests vary)" if count > 1 else ""
         lines.append(f"  {steps:<16} {first.num_tokens:>5} tok [{first.dispatch:<9}] "
                      f"{routed}{tail}   {reqs}{more}")
+    return lines
+
+
+def _rank_cell(r, full: bool = False) -> str:
+    what = (f"dummy {list(r.dummy)}" if r.dummy is not None
+            else requests_column(r.scheduled, full))
+    routed = (f"{r.routed_tokens}->{r.route}" if r.routed_tokens
+              else "replay" if r.dispatch == "FULL" else "-")
+    tail = " !!" if r.error else ""
+    return f"{what} pad {r.padded} {routed}{tail}"
+
+
+def _rank_rows(sched, full: bool) -> list[str]:
+    """Several ranks: a line per engine step, a cell per rank; ``... N more like it``."""
+    lines = []
+    prev = None
+    folded = 0
+    for s in sched.steps:
+        key = (s.mode, tuple((r.dummy, r.padded, r.routed_tokens, r.route) for r in s.ranks))
+        if not full and key == prev and not s.error:
+            folded += 1
+            continue
+        if folded:
+            lines.append(f"  ... {folded} more like it")
+            folded = 0
+        prev = key
+        cells = " | ".join(f"rank {r.rank}: {_rank_cell(r, full)}" for r in s.ranks)
+        lines.append(f"  step {s.step:<5} [{s.mode:<9}] {cells}")
+    if folded:
+        lines.append(f"  ... {folded} more like it")
+    return lines
+
+
+def format_schedule(sched, *, full: bool = False, advice: list[dict] | None = None) -> str:
+    """The text ``simulate`` prints: the sizes, one line per engine step (a cell per rank when
+    there are several), the crash and what the caller sees, what the callers received and
+    lost, the advice and the assumptions."""
+    k, p = sched.knobs, sched.plan
+    many = sched.num_ranks > 1
+    n = _count(len(sched.workload), "request")
+    fix = " + upstream fix" if k.routing == "fix" else ""
+    if many:
+        head = (f"vLLM {k.vllm_version}{fix}  DP={k.data_parallel_size} "
+                f"TP={k.tensor_parallel_size}  S={k.max_num_seqs} per rank "
+                f"B={p.max_num_batched_tokens} q={p.max_decode_query_len}  C={p.swap_capacity} "
+                f"W={p.workspace_rows}  {n}"
+                + "".join(f" ({cli_request(i)}: rank {sched.assignment[i]}'s placeholder, it "
+                          "was given none)" for i in sched.placeholders))
+    else:
+        head = (f"vLLM {k.vllm_version}{fix}  S={k.max_num_seqs} B={p.max_num_batched_tokens} "
+                f"q={p.max_decode_query_len}  C={p.swap_capacity} W={p.workspace_rows}  "
+                f"prefix caching {'on' if k.enable_prefix_caching else 'off'}  {n}")
+    lines = [head, f"start-up: {'ok' if sched.startup_error is None else sched.startup_error}"]
+    lines += _rank_rows(sched, full) if many else _step_rows(sched, full)
     crash = sched.crash
     lines.append("crash: none" if crash is None else
-                 f"crash at {'start-up' if crash['step'] is None else 'step ' + str(crash['step'])}: "
-                 f"{crash['error']}")
-    lines += surface_lines(k, crash and crash["error"], sched.startup_error is not None)
-    lines.append(f"finished: {len(sched.finished)} of {n} (what the caller received)")
+                 f"crash at {crash_where(crash)}: {crash['error']}")
+    if crash is not None:
+        lines += surface_lines(k, crash["error"], crash["step"] is None,
+                               (crash["rank"] or 0) if many else None)
+    lines.append(f"finished: {len(sched.finished)} of {n} "
+                 f"(what the caller{'s' if many else ''} received)")
     lines.append(lost_line(sched.lost, crash, cli_request))
-    return "\n".join(lines + closing_lines(advice, SIMULATE_ASSUMPTIONS))
+    return "\n".join(lines + closing_lines(advice, sched.assumptions))

@@ -24,16 +24,15 @@ as ``llm.generate`` does.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
 
 from .batches import Batch, new_batch
 from .dispatch import graph
 from .plan import Plan
 from .reproduction import BLOCK_SIZE, MAX_TOKENS
 from .routing import router
-
-if TYPE_CHECKING:
-    from .scheduler import SchedulerConfig
+from .scheduler import schedule
+from .scheduler_config import SchedulerConfig, scheduler_config
+from .workload import Workload
 
 
 class PromptWalk:
@@ -86,8 +85,6 @@ def cached_prefixes(plan: Plan, lens: list[int]) -> list[int]:
     knobs = plan.knobs
     if not knobs.enable_prefix_caching or not _may_share_a_block(lens):
         return [0] * len(lens)
-    from .simulate import scheduler_config
-
     return list(served_one_after_another(scheduler_config(knobs, plan), tuple(lens)))
 
 
@@ -98,9 +95,6 @@ def served_one_after_another(config: SchedulerConfig, lens: tuple[int, ...]) -> 
     Memoised: the hits depend on the scheduler's configuration and the prompts only, and
     a dashboard asks again for every version and for every move of an unrelated control.
     """
-    from .scheduler import schedule
-    from .workload import Workload
-
     requests: list[dict] = []
     hits = []
     arrival = 0

@@ -22,7 +22,7 @@ microseconds.)  Under data parallelism each candidate is simulated as is.
 5. **A step that cannot raise is not routed**: it routes at most its own token
    count (the hand-off passes the whole batch, its decode part or nothing), so a
    step of at most C tokens cannot exceed C rows.  Any other step's error is
-   :func:`~hisparse_model.simulate.route_step`'s, memoised by everything
+   :func:`~hisparse_model.step_record.route_step`'s, memoised by everything
    ``route_step`` reads for it: the step's runner query lengths, its
    decode-graph eligibility and residency, and the plan's routing key (rules,
    backend, C, q, CUDA-graph mode and capture descriptors).
@@ -46,17 +46,21 @@ import bisect
 from collections.abc import Callable
 from dataclasses import replace
 
+from .dispatch import decode_graph_eligible
 from .knobs import Knobs
 from .plan import Plan, plan
-from .scheduler import SchedulerConfig, _Sim
+from .scheduler import _Sim
+from .scheduler_config import SchedulerConfig, scheduler_config
+from .simulate import serving_refusal, simulate
 from .startup import startup_batches
+from .step_record import route_step
 from .workload import Workload
 
 KEPT_RUNS = 16  # schedules kept per scheduler family for later configurations to reuse
 
 
 def _route_key(p: Plan) -> tuple:
-    """Everything of a plan that :func:`~hisparse_model.simulate.route_step` reads to decide
+    """Everything of a plan that :func:`~hisparse_model.step_record.route_step` reads to decide
     a step's error (dispatch: mode, captures; split: q, backend; router: rules, C)."""
     return (p.rules.key, p.knobs.attention_backend, p.swap_capacity, p.max_decode_query_len,
             p.cudagraph_mode, bool(p.capture_sizes), p.piecewise, p.full)
@@ -118,9 +122,6 @@ class _Run:
 
     def first_crash(self, p: Plan, key: tuple, errors: dict, upto: int) -> int | None:
         """Index of the first of the first ``upto`` steps that raises under plan ``p``."""
-        from .dispatch import decode_graph_eligible
-        from .simulate import route_step
-
         scan = self.crash_scan.setdefault(key, [0, None])
         if scan[1] is not None:
             return scan[1] if scan[1] < upto else None
@@ -149,11 +150,9 @@ class _Verdicts:
         self.refusals: dict[tuple, ValueError | None] = {}  # serving_refusal's, by what it reads
 
     def __call__(self, knobs: Knobs) -> bool:
-        from .simulate import scheduler_config, serving_refusal, simulate
-
         if knobs.data_parallel_size > 1:  # one scheduler per rank: simulated as is
             return simulate(knobs, self.workload, self.accepted).crash is not None
-        p = plan(knobs)  # raises where simulate raises, in its order (checked_plan)
+        p = plan(knobs)  # raises where simulate raises, in its order (plan, then serving)
         refusal = (knobs.max_model_len, knobs.num_gpu_blocks_override,
                    knobs.num_speculative_tokens)  # all that serving_refusal reads
         if refusal not in self.refusals:
@@ -200,6 +199,4 @@ def workload_crashes(workload: Workload, accepted=None, *,
     """The crash test of ``simulate``'s scenario: start-up, then ``workload`` served."""
     if fast:
         return _Verdicts(workload, accepted)
-    from .simulate import simulate
-
     return lambda knobs: simulate(knobs, workload, accepted).crash is not None

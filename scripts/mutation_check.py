@@ -173,8 +173,9 @@ MUTATIONS: list[Mutation] = [
       "else graph(p, n, reqs, uniform)",
       ("tests/test_parallel.py", "tests/test_two_gpu_sweep.py")),
     M("DP: an idle rank's dummy batch is all resident even after a real step",
-      "hisparse_model/data_parallel.py", "            resident[rank] = st.resident\n",
-      "            pass\n",
+      "hisparse_model/data_parallel.py",
+      "        resident[rank] = st.resident  # the connector is off for dummy runs",
+      "        pass  # the connector is off for dummy runs",
       ("tests/test_parallel.py", "tests/test_two_gpu_sweep.py", "tests/test_rank_recordings.py")),
     # -- tensor parallel: what the caller sees (parallel.py) --------------------------------
     M("TP in process: the caller sees the bare ValueError, not the workers' wrap",

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from hisparse_model.engine import live, parallel, rank_log
+from hisparse_model.engine import live, parallel, processes, rank_log
 from hisparse_model.engine.dp_live import run_dp
 from hisparse_model.knobs import Knobs
 from test_traffic_offline import FakeScheduler  # the same one-token-per-step fake
@@ -387,7 +387,7 @@ def test_dp_run_holds_the_gpu_lock_while_its_ranks_run(fakes):
 
     def probe():
         time.sleep(1.0)
-        other = live._Lock(fakes.lock)
+        other = processes.Lock(fakes.lock)
         seen["free_during_run"] = other.try_acquire()
         other.release()
 
@@ -396,7 +396,7 @@ def test_dp_run_holds_the_gpu_lock_while_its_ranks_run(fakes):
     fakes.dp("locked", timeout=3.0)
     t.join()
     assert seen["free_during_run"] is False
-    other = live._Lock(fakes.lock)
+    other = processes.Lock(fakes.lock)
     assert other.try_acquire()  # and released after it
     other.release()
 

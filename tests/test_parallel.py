@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from hisparse_model.data_parallel import assign_ranks, simulate_dp, with_placeholders
+from hisparse_model.data_parallel import assign_ranks, with_placeholders
 from hisparse_model.diagnose import OFF_BY_ONE, diagnose
 from hisparse_model.knobs import Knobs
 from hisparse_model.parallel import caller_error, error_surface, split_requests, worker_failed
@@ -192,7 +192,7 @@ def test_an_empty_rank_serves_a_placeholder(requests, dp, ranks):
 def test_idle_rank_dies_on_a_batch_it_never_scheduled(version, busy_routed, route, error):
     """Step 2: rank 0 runs 1 decode + 3 prefill = 4 = C + 1 tokens safely; idle rank 1 pads its
     dummy to the PIECEWISE size 4 and routes all 4 as one prefill."""
-    sched = simulate_dp(Knobs(vllm_version=version, max_num_seqs=3, data_parallel_size=2),
+    sched = simulate(Knobs(vllm_version=version, max_num_seqs=3, data_parallel_size=2),
                         Workload.from_json(DP_CRASH))
     step = next(s for s in sched.steps if s.step == 2)
     busy, idle = step.ranks
@@ -218,7 +218,7 @@ def test_sync_modes_and_padding():
     """Min mode across ranks; FULL replays route nothing; eager pads nothing."""
     work = Workload.from_json([{"prompt_len": 2, "dp_rank": 0},
                                {"prompt_len": 2, "dp_rank": 1, "arrival_step": 1}])
-    sched = simulate_dp(Knobs(max_num_seqs=3, data_parallel_size=2), work)
+    sched = simulate(Knobs(max_num_seqs=3, data_parallel_size=2), work)
     s0, s1 = sched.steps[0], sched.steps[1]
     # step 0: rank 0 prefills 2 (PIECEWISE 2), rank 1's dummy wants FULL 1: PIECEWISE, pad to 2
     assert s0.mode == "PIECEWISE" and [r.padded for r in s0.ranks] == [2, 2]
@@ -226,7 +226,7 @@ def test_sync_modes_and_padding():
     # step 1: rank 0 decodes 1 (FULL 1), rank 1 prefills 2 (PIECEWISE): PIECEWISE, both pad to 2
     assert s1.mode == "PIECEWISE" and [r.padded for r in s1.ranks] == [2, 2]
     assert [r.routed_tokens for r in s1.ranks] == [1, 2]  # real batches route their own count
-    eager = simulate_dp(Knobs(max_num_seqs=3, data_parallel_size=2, enforce_eager=True), work)
+    eager = simulate(Knobs(max_num_seqs=3, data_parallel_size=2, enforce_eager=True), work)
     e0 = eager.steps[0]
     # eager: rank 0 runs its 2 tokens, rank 1's dummy its own q = 1 token (a decode)
     assert e0.mode == "NONE" and [r.padded for r in e0.ranks] == [2, 1]
@@ -253,9 +253,13 @@ def test_cli_simulate_dp_json(tmp_path):
     got = json.loads(out.stdout)
     assert got["crash"] == {"step": 2, "rank": 1, "error": ERR.format(4, 3), "scheduled": False}
     assert got["dp_rank_of_request"] == [0, 0, 1]
+    # the same step record as one rank's (draft: None, no MTP under DP), without its flat keys
+    assert set(got["steps"][-1]) == {"step", "mode", "ranks"}
     assert set(got["steps"][-1]["ranks"][1]) == {
-        "rank", "scheduled", "num_tokens", "dispatch", "padded", "dummy", "resident",
-        "routed_tokens", "route", "error"}
+        "rank", "scheduled", "num_tokens", "num_decode_tokens", "dispatch", "padded", "dummy",
+        "resident", "routed_tokens", "route", "error", "draft"}
+    # rank 1's dummy at step 2 is one request of 4 tokens > q = 1: a prefill, no decode token
+    assert got["steps"][-1]["ranks"][1]["num_decode_tokens"] == 0
     assert got["error_surface"]["caller"] == DEAD  # serving, vLLM's default multiprocessing
     assert got["error_surface"]["in_process_caller"] == ERR.format(4, 3)  # TP = 1 per rank
     assert {"max_num_seqs": 4} in [a["change"] for a in got["advice"]]
@@ -356,7 +360,7 @@ DP_LOSSES = [
 def test_dp_crash_loses_what_one_engine_would(requests, finished, lost):
     """Under DP every rank stops in the crash step: the callers get what was handed back before
     it, and each rank's lost requests are labelled as on one engine."""
-    sched = simulate_dp(Knobs(vllm_version="0.31.0", max_num_seqs=3, data_parallel_size=2),
+    sched = simulate(Knobs(vllm_version="0.31.0", max_num_seqs=3, data_parallel_size=2),
                         Workload.from_json(requests))
     assert sched.crash["step"] == 2
     assert sorted(sched.finished) == finished
@@ -377,7 +381,7 @@ def test_an_idle_ranks_dummy_keeps_its_last_steps_residency():
         {"prompt_len": 100, "arrival_step": 20, "max_tokens": 2, "dp_rank": 1},
         {"prompt_len": 2, "arrival_step": 22, "dp_rank": 0},
         {"prompt_len": 3, "arrival_step": 24, "dp_rank": 0}])
-    sched = simulate_dp(Knobs(vllm_version="0.31.0", max_num_seqs=3, data_parallel_size=2), work)
+    sched = simulate(Knobs(vllm_version="0.31.0", max_num_seqs=3, data_parallel_size=2), work)
     step24 = next(s for s in sched.steps if s.step == 24)
     idle = step24.ranks[1]
     assert (idle.dummy, idle.padded, idle.resident) == ((4,), 4, False)
@@ -455,4 +459,4 @@ def test_a_rank_whose_pool_could_run_short_is_declined():
     work = Workload.from_json([{"prompt_len": 200, "dp_rank": 0},
                                {"prompt_len": 200, "dp_rank": 0}, {"prompt_len": 2, "dp_rank": 1}])
     with pytest.raises(ValueError, match=r"^DP rank 0: num_gpu_blocks_override: "):
-        simulate_dp(knobs, work)
+        simulate(knobs, work)

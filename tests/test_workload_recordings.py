@@ -163,8 +163,8 @@ def test_uncaptured_draft_steps_are_logged(name, steps):
 
 def test_without_draft_steps_the_model_misses_rows(monkeypatch):
     """A model without serving draft steps disagrees with the K = 2 eager recording."""
-    sim = importlib.import_module("hisparse_model.simulate")
-    monkeypatch.setattr(sim, "draft_steps", lambda *a, **k: None)
+    step_record = importlib.import_module("hisparse_model.step_record")  # one rank's forward
+    monkeypatch.setattr(step_record, "draft_steps", lambda *a, **k: None)
     rec = RECORDINGS[IDS.index("w-v0.31.0-stock-mtp2-eager.json")]
     assert any(d.startswith("routing row") for d in compare_workload_recording(rec))
 

@@ -22,12 +22,13 @@ import time
 from ..knobs import Knobs
 from ..recordings import SCHEMA_VERSION, write_json_atomic
 from . import instrument, llm_args, parallel, rank_log
+from .llm_args import LL_BF16_ENV
+from .processes import CONTROL_ENV, LOCK_ENV
 
 
 # vLLM's DeepGEMM warmup only JIT-compiles GEMM kernels; skipping it cannot change
-# the routing (see live.ENGINE_ENV).  Set here too for a child started by hand.
+# the routing (see processes.ENGINE_ENV).  Set here too for a child started by hand.
 DEEP_GEMM_WARMUP = "skip"
-LL_BF16_ENV = "HISPARSE_LL_BF16_WARMUP"  # "narrow": warm the ll_bf16 router GEMM for M = 1 only
 EXIT_GRANT_WAIT_S = 3600.0
 
 
@@ -49,8 +50,6 @@ class GpuGate:
 
     @classmethod
     def from_env(cls) -> "GpuGate":
-        from .live import CONTROL_ENV, LOCK_ENV
-
         return cls(os.environ.get(LOCK_ENV), os.environ.get(CONTROL_ENV))
 
     def _mark(self, name: str) -> None:

@@ -34,8 +34,10 @@ import subprocess
 import tempfile
 import time
 
+from ..data_parallel import with_placeholders
 from ..recordings import SCHEMA_VERSION, write_json_atomic
-from . import live, parallel, rank_log
+from ..workload import Workload
+from . import parallel, processes, rank_log
 
 HANG_GRACE_S = 120.0  # a rank still running this long after another ended is hung
 
@@ -72,9 +74,9 @@ def _watch(procs: list[subprocess.Popen], timeout: float, hang_grace: float) -> 
         if hung or over_time:
             for i in alive:
                 killed[i] = "hung" if first_end is not None else "timeout"
-                live._kill_group(procs[i])
+                processes.kill_group(procs[i])
             return killed
-        time.sleep(live.POLL_S)
+        time.sleep(processes.POLL_S)
 
 
 def run_dp(knobs, workload: list[dict], out: str, *, timeout: float,
@@ -85,21 +87,18 @@ def run_dp(knobs, workload: list[dict], out: str, *, timeout: float,
     The ranks serve ``workload`` with a placeholder request for a rank given none, as the
     model does (:func:`hisparse_model.data_parallel.with_placeholders`); the recording's
     ``workload`` is that one."""
-    from ..data_parallel import with_placeholders
-    from ..workload import Workload
-
     size = knobs.data_parallel_size
     workload = with_placeholders(Workload.from_json(workload), size).as_json()["requests"]
-    child_argv = list(child_argv or live.CHILD_ARGV)
-    lock_path = lock_path or os.environ.get(live.LOCK_ENV) or live.DEFAULT_LOCK
+    child_argv = list(child_argv or processes.CHILD_ARGV)
+    lock_path = lock_path or os.environ.get(processes.LOCK_ENV) or processes.DEFAULT_LOCK
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     port = parallel.free_port()
     base_env = {k: v for k, v in os.environ.items()
-                if k not in (live.LOCK_ENV, live.CONTROL_ENV, rank_log.STREAM_ENV)}
-    lock = live._Lock(lock_path)
+                if k not in (processes.LOCK_ENV, processes.CONTROL_ENV, rank_log.STREAM_ENV)}
+    lock = processes.Lock(lock_path)
     t0 = time.monotonic()
-    while not lock.try_acquire():  # neighbours' start-ups and exits (live.py)
-        time.sleep(live.POLL_S)
+    while not lock.try_acquire():  # neighbours' start-ups and exits (processes.py)
+        time.sleep(processes.POLL_S)
     lock_wait = round(time.monotonic() - t0, 1)
     procs, logs, names = [], [], []
     with tempfile.TemporaryDirectory(prefix="hisparse-dp-") as tmp:
@@ -110,26 +109,26 @@ def run_dp(knobs, workload: list[dict], out: str, *, timeout: float,
                 spec_path = os.path.join(tmp, f"spec{r}.json")
                 with open(spec_path, "w") as f:
                     json.dump(spec, f)
-                env = {**base_env, **live.ENGINE_ENV, **parallel.MULTICAST_OFF_ENV,
+                env = {**base_env, **processes.ENGINE_ENV, **parallel.MULTICAST_OFF_ENV,
                        **parallel.dp_env(r, size, port),
                        rank_log.STREAM_ENV: os.path.join(tmp, f"rank{r}.jsonl")}
-                name = live._side_path(out, f".rank{r}.log")
+                name = processes.side_path(out, f".rank{r}.log")
                 names.append(os.path.basename(name))
                 logs.append(open(name, "wb"))
                 proc = subprocess.Popen(
                     [*child_argv, spec_path, os.path.join(tmp, f"rec{r}.json")],
                     stdout=logs[-1], stderr=subprocess.STDOUT, env=env,
                     stdin=subprocess.DEVNULL, start_new_session=True)
-                live._RUNNING.add(proc)
+                processes.RUNNING.add(proc)
                 procs.append(proc)
             killed = _watch(procs, timeout, hang_grace)
             for p in procs:
-                live._reap_group(p)  # what each rank left behind (compile workers)
+                processes.reap_group(p)  # what each rank left behind (compile workers)
         finally:
             for p in procs:
                 if p.poll() is None:  # pragma: no cover - interrupted
-                    live._kill_group(p)
-                live._RUNNING.discard(p)
+                    processes.kill_group(p)
+                processes.RUNNING.discard(p)
             for f in logs:
                 f.close()
             lock.release()
@@ -142,8 +141,8 @@ def run_dp(knobs, workload: list[dict], out: str, *, timeout: float,
                     rec = json.load(f)
             stream = rank_log.read_stream(os.path.join(tmp, f"rank{r}.jsonl"))
             status = None if killed[r] else f"exit {p.returncode}"
-            ranks.append(_rank_record(r, rec, stream, status, killed[r], names[r],
-                                      live._log_tail(live._side_path(out, f".rank{r}.log"))))
+            tail = processes.log_tail(processes.side_path(out, f".rank{r}.log"))
+            ranks.append(_rank_record(r, rec, stream, status, killed[r], names[r], tail))
     wall = round(time.monotonic() - t0, 1)
     return _write(knobs, workload, out, ranks, command, wall, lock_wait)
 
@@ -161,7 +160,7 @@ def _write(knobs, workload, out, ranks, command, wall, lock_wait) -> dict:
                 "child": "; ".join(f"rank {r['dp_rank']}: {r['status']} ({r['exit']})"
                                    for r in ranks),
                 "wall_seconds": wall, "ranks": ranks}
-        write_json_atomic(live._side_path(out, ".failed.json"), stub)
+        write_json_atomic(processes.side_path(out, ".failed.json"), stub)
         return stub
     first = recorded[0] if recorded else {}
     # A rank's start-up: its recording's, or what its stream says (None: never finished).
@@ -185,7 +184,7 @@ def _write(knobs, workload, out, ranks, command, wall, lock_wait) -> dict:
         "ranks": ranks,
     }
     write_json_atomic(out, rec)
-    stale = live._side_path(out, ".failed.json")
+    stale = processes.side_path(out, ".failed.json")
     if os.path.exists(stale):
         os.remove(stale)
     return rec

@@ -30,48 +30,27 @@ so waiting for a neighbour's start-up does not use it up.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
-import time
+from concurrent.futures import ThreadPoolExecutor
 
 from ..knobs import Knobs
 from ..recordings import write_json_atomic
+from ..workload import Workload
 from . import parallel, replay
-
-LOCK_ENV = "HISPARSE_LIVE_LOCK"  # path of the GPU-memory lock shared by all children
-CONTROL_ENV = "HISPARSE_LIVE_CONTROL"  # per-child folder for the lock / exit handshake
-DEFAULT_LOCK = os.path.join(tempfile.gettempdir(), "hisparse-live-gpu.lock")
-
-# Environment of every engine child.  VLLM_DEEP_GEMM_WARMUP=skip: vLLM's DeepGEMM
-# warmup JIT-compiles FP8 GEMM kernels for every M it might meet up to
-# max_num_batched_tokens (model_executor/warmup/deep_gemm_warmup.py) and took over
-# 440 s cold for max_num_seqs 5 and 7; it calls the GEMM kernels on weight tensors
-# only, never a forward through attention, so it cannot reach the HiSparse routing
-# (kernel_warmup.py:227-233 / :238-244 / :242-248 in 0.31.0 / 0.32.0 / 0.33.0;
-# docs/gpu.md has the citations).
-# Kernels then compile on first use, in the eager warmup pass before each capture.
-ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_DEEP_GEMM_WARMUP": "skip"}
-
-CHILD_ARGV = [sys.executable, "-m", "hisparse_model.engine.child"]
+from .dp_live import run_dp
+from .processes import (  # noqa: F401 - re-exported: the runner's public names
+    CHILD_ARGV, CONTROL_ENV, DEFAULT_LOCK, ENGINE_ENV, LOCK_ENV, LiveUnavailable,
+    kill_children_on_termination, log_tail, side_path, spawn_and_watch)
 
 # Start-up failures caused by a neighbour process, not by the configuration -> retry label.
 RETRYABLE = {
     "Error in memory profiling": "memory profiling",
     "less than desired GPU memory": "GPU memory in use",
 }
-LOG_TAIL_CHARS = 8000
-POLL_S = 0.1
-
-
-class LiveUnavailable(RuntimeError):
-    """No GPU or no vLLM here: the live engine cannot run."""
-
-
 def check_available(gpus: int = 1) -> str:
     """Return the vLLM version, or raise :class:`LiveUnavailable` with the reason
     (also when fewer than ``gpus`` CUDA GPUs are visible: a TP / DP run needs them)."""
@@ -147,8 +126,6 @@ def validate_sweep(path: str) -> list[dict]:
         if ("workload" in entry) == ("prompt_lens" in entry):
             raise ValueError(f"{where}: give either prompt_lens or workload")
         if "workload" in entry:
-            from ..workload import Workload
-
             try:
                 workload = Workload.from_json(entry["workload"])
                 workload.validate(knobs.max_model_len)
@@ -173,143 +150,6 @@ def validate_sweep(path: str) -> list[dict]:
     return entries
 
 
-# --------------------------------------------------------------------------
-# the GPU-memory lock, parent side
-# --------------------------------------------------------------------------
-
-
-class _Lock:
-    """One holder's handle on the shared lock file (flock: one per open file description)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.fd: int | None = None
-
-    def try_acquire(self) -> bool:
-        if self.fd is not None:
-            return True
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return False
-        self.fd = fd
-        return True
-
-    def release(self) -> None:
-        if self.fd is not None:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = None
-
-
-_RUNNING: set = set()  # engine children alive now (killed with the runner)
-
-
-def kill_children_on_termination() -> None:
-    """On SIGTERM / SIGHUP kill every engine child (own sessions) before exiting 128 + signal."""
-    def stop(signum, _frame):
-        for proc in list(_RUNNING):
-            _kill_group(proc)
-        os._exit(128 + signum)
-
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, stop)
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:  # pragma: no cover - already gone
-        pass
-    proc.wait()
-
-
-def _reap_group(proc: subprocess.Popen, limit_s: float = 30.0) -> None:
-    """Kill what an exited child left in its process group (a TP engine's worker processes,
-    compile workers) and wait until the group is empty, so their GPU memory is gone too."""
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            return
-        time.sleep(POLL_S)
-
-
-def _spawn_and_watch(argv: list[str], env: dict, log_path: str, control: str, *,
-                     timeout: float, lock_path: str, lock_wait_limit: float) -> tuple[str, dict]:
-    """Run one child to its end under the lock protocol; return (status, timings)."""
-    lock = _Lock(lock_path)
-    t0 = time.monotonic()
-    t_waiting = t_locked = t_exit = None
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-        _RUNNING.add(proc)
-        status = None
-        try:
-            while True:
-                rc = proc.poll()
-                if rc is not None:
-                    status = f"exit {rc}"
-                    break
-                now = time.monotonic()
-                if t_waiting is None and os.path.exists(os.path.join(control, "waiting")):
-                    t_waiting = now
-                if t_locked is None and os.path.exists(os.path.join(control, "locked")):
-                    t_locked = now
-                if os.path.exists(os.path.join(control, "exit-request")):
-                    if t_exit is None:
-                        t_exit = now
-                    if lock.try_acquire() and not os.path.exists(
-                            os.path.join(control, "exit-granted")):
-                        open(os.path.join(control, "exit-granted"), "w").close()
-                if t_exit is not None:
-                    deadline = t_exit + lock_wait_limit  # its recording is on disk: let it go
-                elif t_locked is not None:
-                    deadline = t_locked + timeout  # its own start-up and prompts
-                elif t_waiting is not None:
-                    deadline = t_waiting + lock_wait_limit  # neighbours' start-ups
-                else:
-                    deadline = t0 + timeout  # still importing
-                if now > deadline:
-                    status = f"timeout after {timeout:.0f} s"
-                    holds = (os.path.exists(os.path.join(control, "locked"))
-                             and not os.path.exists(os.path.join(control, "released")))
-                    # Kill under the lock unless the child itself holds it (then nobody
-                    # else is profiling); give a neighbour's profiling 60 s to end.
-                    t_wait = time.monotonic()
-                    while (not holds and not lock.try_acquire()
-                           and time.monotonic() - t_wait < 60):
-                        time.sleep(POLL_S)
-                    _kill_group(proc)
-                    break
-                time.sleep(POLL_S)
-            proc.wait()  # reaped: its files, GPU memory included, are released
-            _reap_group(proc)  # and whatever it started (TP workers) is gone too
-        finally:
-            if proc.poll() is None:  # pragma: no cover - interrupted
-                _kill_group(proc)
-            _RUNNING.discard(proc)
-            lock.release()
-    timings = {"wall_seconds": round(time.monotonic() - t0, 1)}
-    if t_locked is not None:
-        timings["lock_wait_seconds"] = round(t_locked - (t_waiting or t_locked), 1)
-    return status, timings
-
-
-def _log_tail(path: str) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - LOG_TAIL_CHARS))
-            return f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
 def _retry_reason(rec: dict, log_path: str) -> str | None:
     """The neighbour-caused start-up failure this run died of, if any."""
     if "startup" in rec:
@@ -317,7 +157,7 @@ def _retry_reason(rec: dict, log_path: str) -> str | None:
             return None
         text = rec["startup"].get("error") or ""
     else:
-        text = rec.get("log_tail") or _log_tail(log_path)
+        text = rec.get("log_tail") or log_tail(log_path)
     for needle, label in RETRYABLE.items():
         if needle in text:
             return label
@@ -340,7 +180,7 @@ def _attempt(knobs: Knobs, prompt_lens: list[int], log_path: str, *, timeout: fl
         env = {**os.environ, **ENGINE_ENV, LOCK_ENV: lock_path, CONTROL_ENV: control,
                # TP: NVLink multicast off in the child and its workers
                **(parallel.MULTICAST_OFF_ENV if parallel.is_parallel(knobs) else {})}
-        status, timings = _spawn_and_watch(
+        status, timings = spawn_and_watch(
             [*child_argv, spec_path, child_out], env, log_path, control,
             timeout=timeout, lock_path=lock_path, lock_wait_limit=lock_wait_limit)
         if os.path.exists(child_out):
@@ -349,12 +189,7 @@ def _attempt(knobs: Knobs, prompt_lens: list[int], log_path: str, *, timeout: fl
             rec.setdefault("provenance", {}).update(timings)
             return rec
     return {"knobs": knobs.as_dict(), "prompt_lens": prompt_lens, "child": status,
-            **timings, "log_tail": _log_tail(log_path)}
-
-
-def _side_path(out: str, suffix: str) -> str:
-    base = out[:-5] if out.endswith(".json") else out
-    return base + suffix
+            **timings, "log_tail": log_tail(log_path)}
 
 
 def run_one(
@@ -377,8 +212,6 @@ def run_one(
     if replay.paths():  # HISPARSE_LIVE_REPLAY: a committed recording, played back, no engine
         return replay.run(knobs, prompt_lens, out, command=command, workload=workload)
     if knobs.data_parallel_size > 1:
-        from .dp_live import run_dp
-
         parallel.check_live(knobs, workload is not None)
         return run_dp(knobs, workload, out, timeout=timeout, command=command,
                       lock_path=lock_path, child_argv=child_argv)
@@ -386,13 +219,13 @@ def run_one(
     lock_wait_limit = 4 * timeout if lock_wait_limit is None else lock_wait_limit
     child_argv = list(child_argv or CHILD_ARGV)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    log_path = _side_path(out, ".log")
+    log_path = side_path(out, ".log")
     kw = dict(timeout=timeout, command=command, lock_path=lock_path,
               lock_wait_limit=lock_wait_limit, child_argv=child_argv, workload=workload)
     rec = _attempt(knobs, prompt_lens, log_path, **kw)
     reason = _retry_reason(rec, log_path)
     if reason is not None:
-        first_log = _side_path(out, ".attempt1.log")
+        first_log = side_path(out, ".attempt1.log")
         os.replace(log_path, first_log)
         print(f"{out}: start-up died of {reason} (a neighbour changed GPU memory); "
               "running it once more", file=sys.stderr)
@@ -403,12 +236,12 @@ def run_one(
     if "startup" in rec:
         rec["provenance"]["log"] = os.path.basename(log_path)
         write_json_atomic(out, rec)
-        stale = _side_path(out, ".failed.json")
+        stale = side_path(out, ".failed.json")
         if os.path.exists(stale):
             os.remove(stale)
         return rec
     rec["log"] = os.path.basename(log_path)
-    write_json_atomic(_side_path(out, ".failed.json"), rec)
+    write_json_atomic(side_path(out, ".failed.json"), rec)
     print(f"no recording for {out}: child {rec['child']} (log: {log_path})", file=sys.stderr)
     return rec
 
@@ -421,7 +254,6 @@ def run_sweep(
 
     ``sweep``: what :func:`validate_sweep` returned, or a sweep file's path.  Children
     share the GPU (0.3 of its memory each) under this module's lock protocol."""
-    from concurrent.futures import ThreadPoolExecutor
     entries = validate_sweep(sweep) if isinstance(sweep, str) else sweep
     jobs = max(1, jobs)
     os.makedirs(out_dir, exist_ok=True)

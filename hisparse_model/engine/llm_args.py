@@ -25,6 +25,9 @@ from ..reproduction import (  # noqa: F401 - re-exported for the engine child
     prompt_token_ids,
 )
 
+# "narrow": warm the ll_bf16 router GEMM for M = 1 only (read by the child and its TP workers)
+LL_BF16_ENV = "HISPARSE_LL_BF16_WARMUP"
+
 
 def shrink_hf_config(hf_config):
     """Apply the PR's overrides to a HF config (module level, so it pickles by reference)."""

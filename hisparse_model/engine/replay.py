@@ -25,6 +25,7 @@ from ..knobs import Knobs
 from ..recordings import recording_knobs, write_json_atomic
 from ..workload import Workload
 from . import parallel
+from .processes import LiveUnavailable
 
 REPLAY_ENV = "HISPARSE_LIVE_REPLAY"
 
@@ -53,8 +54,6 @@ def _load(path: str) -> dict:
 def version(gpus: int = 1) -> str:
     """What :func:`.live.check_available` answers under replay: the recordings' vLLM version
     (:class:`.live.LiveUnavailable` if they need fewer GPUs than ``gpus``)."""
-    from .live import LiveUnavailable
-
     recs = [_load(p) for p in paths()]
     versions = sorted({r["provenance"]["vllm"] for r in recs})
     if len(versions) != 1:

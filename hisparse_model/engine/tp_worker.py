@@ -30,6 +30,7 @@ import functools
 import os
 
 from . import rank_log
+from .llm_args import LL_BF16_ENV
 
 PHASE_ATTR = rank_log.PHASE_ATTR
 ROUTING_ENV = "HISPARSE_ROUTING"  # the knob ``routing``, for the workers' instrumentation
@@ -124,8 +125,6 @@ def _install_from_env() -> None:
         return
     if os.environ.get(CHILD_PID_ENV) == str(os.getpid()):
         return  # the engine child (it imports this module for stamp_scheduler_outputs)
-    from .child import LL_BF16_ENV
-
     _installed["log"] = install_in_worker(
         folder, os.environ.get(ROUTING_ENV, "stock"),
         os.environ.get(LL_BF16_ENV, "full") == "narrow")

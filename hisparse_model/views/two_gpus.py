@@ -6,16 +6,16 @@ S + 1 = C + 1 tokens, of which only the decode is routed; rank 1's one request a
 at step ``late``.  Rank 1 is idle at step 2, so it runs vLLM's dummy batch padded to
 the graph of rank 0's count: when S + 1 is a capture size, one request of C + 1
 tokens, a prefill the routing sends to swap_in on 0.31.0.  Everything shown comes
-from :func:`hisparse_model.data_parallel.simulate_dp`.
+from :func:`hisparse_model.simulate.simulate` with ``data_parallel_size=2``.
 """
 
 from __future__ import annotations
 
 from .. import chart_data as cd
-from ..data_parallel import DP_ASSUMPTIONS, DPSchedule, crash_where
 from ..lost import lost_line
 from ..parallel import error_surface
-from ..simulate import simulate
+from ..report import crash_where
+from ..simulate import DP_ASSUMPTIONS, Schedule, simulate
 from ..workload import Workload
 from .controls import SPECS, knob_control
 from .dashboard import Dashboard, Screen
@@ -44,7 +44,7 @@ def _cell(r) -> str:
     return f"<td{style}>{esc(what)} · pad {r.padded} · {esc(routed)}</td>"
 
 
-def timelines_html(sched: DPSchedule) -> str:
+def timelines_html(sched: Schedule) -> str:
     """Both ranks' steps side by side: what each scheduled (or its dummy), padded, routed."""
     rows = "".join(f"<tr><td>{s.step}</td><td>{s.mode}</td>{''.join(map(_cell, s.ranks))}</tr>"
                    for s in sched.steps)
