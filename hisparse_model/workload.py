@@ -19,7 +19,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from .knobs import MODEL_MAX_LEN
+from .knobs import MODEL_MAX_LEN, model_config
 from .reproduction import MAX_TOKENS, prompt_token_ids
 
 _KEYS = ("prompt_len", "prompt_token_ids", "max_tokens", "arrival_step", "dp_rank")
@@ -58,14 +58,7 @@ def _fix_pr_prompt(n: int) -> tuple[int, ...]:
 
 def vocab_size() -> int:
     """The tiny DeepSeek-V3.2's vocabulary (its config's ``vocab_size``, 129280)."""
-    return _model_config()["vocab_size"]
-
-
-@functools.lru_cache(maxsize=1)
-def _model_config() -> dict:
-    with open(os.path.join(os.path.dirname(__file__), "data", "dsv32-config.json"),
-              encoding="utf-8") as f:
-        return json.load(f)
+    return model_config()["vocab_size"]
 
 
 def _int(value, what: str, minimum: int, where: str) -> int:
