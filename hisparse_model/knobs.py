@@ -129,14 +129,7 @@ class Knobs:
     def __post_init__(self) -> None:
         for spec in knob_specs():
             _check(spec, getattr(self, spec.name))
-        b = self.max_num_batched_tokens
-        if b is not None and b > profiling_limit():
-            raise ValueError(
-                f"max_num_batched_tokens must be <= {profiling_limit()}, got {b}: vLLM's "
-                f"start-up memory profiling runs one forward of B tokens, whose hidden states "
-                f"alone (B x {model_config()['hidden_size']} x {BF16_BYTES} bytes) would not "
-                f"fit an H200's {H200_MEMORY_BYTES // 10**9} GB; the model does not model GPU "
-                "memory, so it cannot say more")
+        _check_memory(self)
         if self.routing == "fix" and self.vllm_version != "0.31.0":
             raise ValueError(
                 "routing='fix' patches the unfixed 0.31.0 only; "
@@ -164,6 +157,28 @@ class Knobs:
 def knob_specs() -> tuple[KnobSpec, ...]:
     """The declaration of every knob, in field order."""
     return _SPECS
+
+
+def _check_memory(k: Knobs) -> None:
+    """Refuse what cannot fit an H200 at all (the model does not model GPU memory, so
+    it says no more than that): start-up profiling of B tokens (:func:`profiling_limit`),
+    and a KV pool of ``num_gpu_blocks_override`` blocks, which vLLM allocates whatever
+    the memory (vllm/v1/core/kv_cache_utils.py:2764-2778 `adjusted_memory.append(override *
+    bytes_per_block)`), each block holding 64 tokens of at least a byte each."""
+    b, gb = k.max_num_batched_tokens, H200_MEMORY_BYTES // 10**9
+    if b is not None and b > profiling_limit():
+        raise ValueError(
+            f"max_num_batched_tokens must be <= {profiling_limit()}, got {b}: vLLM's "
+            f"start-up memory profiling runs one forward of B tokens, whose hidden states "
+            f"alone (B x {model_config()['hidden_size']} x {BF16_BYTES} bytes) would not "
+            f"fit an H200's {gb} GB; the model does not model GPU memory, so it cannot say more")
+    pool_limit = H200_MEMORY_BYTES // 64
+    n = k.num_gpu_blocks_override
+    if n is not None and n > pool_limit:
+        raise ValueError(
+            f"num_gpu_blocks_override must be <= {pool_limit}, got {n}: vLLM allocates every "
+            f"block of the override, 64 tokens of KV cache each, which cannot fit an H200's "
+            f"{gb} GB; the model does not model GPU memory, so it cannot say more")
 
 
 def _check(spec: KnobSpec, value) -> None:
