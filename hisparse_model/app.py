@@ -116,7 +116,7 @@ def run(args) -> int:
         return EXIT_BAD_INPUT
     try:
         socket.getaddrinfo(args.ip, args.port)
-    except (socket.gaierror, UnicodeError) as exc:
+    except (socket.gaierror, UnicodeError, ValueError) as exc:  # ValueError: a NUL in it
         print(f"app: --ip {args.ip!r}: not an address of this machine ({exc})", file=sys.stderr)
         return EXIT_BAD_INPUT
     if port_in_use(args.ip, args.port):

@@ -5,7 +5,8 @@ declaration, so ``--help`` shows every knob's default and meaning.  Exit
 status: 0 ok; 1 ``--check`` (predict, simulate, check) found a crash, or a live run failed;
 2 bad input (one line naming the knob, never a traceback); 3 ``live`` cannot
 run here (no GPU or no vLLM); 4 ``explain``: the text is not a crash this
-model covers, or does not say which (no fix advice).
+model covers, or does not say which (no fix advice); 130 Ctrl-C, and closed
+streams (``exits.py``, which ``python -m hisparse_model`` runs this through).
 """
 
 from __future__ import annotations

@@ -200,14 +200,14 @@ def json_config(where: str, value) -> dict:
     if isinstance(value, dict):
         return value
     if not isinstance(value, str):  # a file's list or number: vllm.LLM takes a dict or None
-        raise ValueError(f"{where}: expected a JSON object (or null), got {value!r}"[:200])
+        raise ValueError(f"{where}: expected a JSON object (or null), got {_shown(value)}")
     try:
         out = json.loads(value)
     except RecursionError:
         raise ValueError(f"{where}: JSON nested too deeply to read") from None
     except ValueError as exc:  # JSONDecodeError, or an integer of more than 4300 digits
         raise ValueError(f"{where}: not JSON ({getattr(exc, 'msg', exc)}): "
-                         f"{value!r}"[:200]) from None
+                         f"{_shown(value)}") from None
     if not isinstance(out, dict):
         raise ValueError(f"{where}: expected a JSON object, got {value!r}")
     return out
@@ -231,7 +231,7 @@ def parse_int(name: str, value, flag: str, human_readable: bool = True) -> int:
     """An integer the way vLLM's flags take one: 4, "4"; for HUMAN_READABLE knobs also
     "32k" (x1000) and "32K" (x1024).  ``human_readable=False`` (an engine-args file, the
     keyword arguments of ``vllm.LLM``, which no flag parser reads) takes no suffix."""
-    bad = f"{flag}: {name} must be an integer, got {value!r}"[:200]
+    bad = f"{flag}: {name} must be an integer, got {_shown(value)}"
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise ValueError(bad)
     if isinstance(value, int):
@@ -251,13 +251,19 @@ def parse_int(name: str, value, flag: str, human_readable: bool = True) -> int:
             return int(m.group(1)) * _BINARY[m.group(2)]
         return int(text)
     except OverflowError:  # 1e400-sized digits with a decimal suffix: float() is infinite
-        raise ValueError(f"{flag}: {name} {value!r}: too large a number"[:200]) from None
+        raise ValueError(f"{flag}: {name} {_shown(value)}: too large a number") from None
     except ValueError:
         if m:  # vLLM's own words (vllm/utils/argparse_utils.py:66-70 `Decimals are not allowed`)
             raise ValueError(f"{flag}: Decimals are not allowed with binary suffixes like "
                              f"{m.group(2)}. Did you mean to use {m.group(1)}"
                              f"{m.group(2).lower()} instead?") from None
         raise ValueError(bad) from None
+
+
+def _shown(value) -> str:
+    """``repr(value)``, at most 60 characters (a 5,000-digit number included)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:45] + "..." + text[-12:]
 
 
 def parse_bool(value, flag: str) -> bool:

@@ -276,6 +276,9 @@ CHECK = [
     (SERVE + ["--max-model-len", "1e3k"], 2, "got '1e3k'"),  # vLLM's regex: digits[.digits]
     (SERVE + ["--max-model-len", "-1k"], 2, "got '-1k'"),
     (SERVE + ["--max-model-len", "1.5K"], 2, "Decimals are not allowed with binary suffixes"),
+    (SERVE + ["--max-model-len", "9" * 400 + "k"], 2, "too large a number"),  # float() is inf
+    (SERVE + ["--speculative-config", "[" * 100_000], 2, "--speculative-config: JSON nested"),
+    (SERVE + ["--speculative-config", "[1]"], 2, "--speculative-config: expected a JSON obj"),
     # 1t = 10^12 (vLLM's t suffix): read, then refused by the profiling bound
     (SERVE + ["--max-num-batched-tokens", "1t"], 2, "got 1000000000000"),
     (SERVE + ["--max-num-batched-tokens", "2K"], 0, "max_num_batched_tokens = 2048"),
@@ -429,6 +432,7 @@ def test_app_start_up_errors(monkeypatch):
 
     answer(["app", "--port", 99999], 2, "--port 99999: a TCP port is 1 to 65535")
     answer(["app", "--port", 0], 2, "--port 0")
+    answer(["app", "--ip", "bad\x00host"], 2, "--ip 'bad\\x00host': not an address")
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     status, out, err = main(["app"])
     assert status == 3
