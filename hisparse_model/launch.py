@@ -44,7 +44,7 @@ from .knobs import MODEL_MAX_LEN, Knobs, knob_specs
 from .vllm_flags import (ASSUMED, CHECK_OPTIONS, CONFIG_KEYS, IGNORED, KNOB_FLAGS, KnobFlag,
                          field_of, json_config, parse_bool, parse_command, parse_int,
                          rows_by_key)
-from .workload import read_json_file
+from .workload import read_json_file, short_repr
 
 SERVE_MAX_BATCHED_TOKENS = 8192  # tokens/step: vllm serve's default on a >= 70 GiB GPU
 OFFLINE_MAX_BATCHED_TOKENS = 16384  # tokens/step: the offline LLM class's (plan.py)
@@ -86,7 +86,7 @@ def launch_lines(launch: Launch) -> list[str]:
 def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: str) -> Launch:
     """The knobs of one engine: ``settings`` maps EngineArgs fields to values (text or JSON)."""
     if not isinstance(model, str):  # EngineArgs.model is one name
-        raise ValueError(f"model: expected one model name (a string), got {model!r}"[:200])
+        raise ValueError(f"model: expected one model name (a string), got {short_repr(model)}")
     if MODEL_NAME not in os.path.basename(str(model).rstrip("/")).lower():
         raise ValueError(f"model {model!r}: the model covers DeepSeek-V3.2 only "
                          "(a model name containing DeepSeek-V3.2)")

@@ -18,6 +18,7 @@ import shlex
 from typing import NamedTuple
 
 from .knobs import knob_specs
+from .workload import short_repr
 
 # How a pasted command starts: vllm serve, or the OpenAI server module it runs (same flags).
 SERVE_PREFIXES = (("vllm", "serve"), *((py, "-m", "vllm.entrypoints.openai.api_server")
@@ -161,8 +162,8 @@ def parse_command(argv: list[str]) -> tuple[str, dict]:
         flag, eq, text = arg.partition("=")
         negated = flag.startswith("--no-")
         # --speculative-config.num_speculative_tokens 1, -cc.cudagraph_mode PIECEWISE: the
-        # part before the first dot is the flag (vllm/utils/argparse_utils.py:420-446
-        # `key, *keys = processed_arg.split(".")`), long or short
+        # part before the first dot is the flag, long or short
+        # (vllm/utils/argparse_utils.py:420-446 `key, *keys = processed_arg.split(".")`)
         head, _, key = flag.partition(".")
         name = field_of("--" + head[5:] if negated else head)
         if name in CHECK_OPTIONS and not key:
@@ -200,14 +201,14 @@ def json_config(where: str, value) -> dict:
     if isinstance(value, dict):
         return value
     if not isinstance(value, str):  # a file's list or number: vllm.LLM takes a dict or None
-        raise ValueError(f"{where}: expected a JSON object (or null), got {_shown(value)}")
+        raise ValueError(f"{where}: expected a JSON object (or null), got {short_repr(value)}")
     try:
         out = json.loads(value)
     except RecursionError:
         raise ValueError(f"{where}: JSON nested too deeply to read") from None
     except ValueError as exc:  # JSONDecodeError, or an integer of more than 4300 digits
         raise ValueError(f"{where}: not JSON ({getattr(exc, 'msg', exc)}): "
-                         f"{_shown(value)}") from None
+                         f"{short_repr(value)}") from None
     if not isinstance(out, dict):
         raise ValueError(f"{where}: expected a JSON object, got {value!r}")
     return out
@@ -231,7 +232,7 @@ def parse_int(name: str, value, flag: str, human_readable: bool = True) -> int:
     """An integer the way vLLM's flags take one: 4, "4"; for HUMAN_READABLE knobs also
     "32k" (x1000) and "32K" (x1024).  ``human_readable=False`` (an engine-args file, the
     keyword arguments of ``vllm.LLM``, which no flag parser reads) takes no suffix."""
-    bad = f"{flag}: {name} must be an integer, got {_shown(value)}"
+    bad = f"{flag}: {name} must be an integer, got {short_repr(value)}"
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise ValueError(bad)
     if isinstance(value, int):
@@ -251,19 +252,13 @@ def parse_int(name: str, value, flag: str, human_readable: bool = True) -> int:
             return int(m.group(1)) * _BINARY[m.group(2)]
         return int(text)
     except OverflowError:  # 1e400-sized digits with a decimal suffix: float() is infinite
-        raise ValueError(f"{flag}: {name} {_shown(value)}: too large a number") from None
+        raise ValueError(f"{flag}: {name} {short_repr(value)}: too large a number") from None
     except ValueError:
         if m:  # vLLM's own words (vllm/utils/argparse_utils.py:66-70 `Decimals are not allowed`)
             raise ValueError(f"{flag}: Decimals are not allowed with binary suffixes like "
                              f"{m.group(2)}. Did you mean to use {m.group(1)}"
                              f"{m.group(2).lower()} instead?") from None
         raise ValueError(bad) from None
-
-
-def _shown(value) -> str:
-    """``repr(value)``, at most 60 characters (a 5,000-digit number included)."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:45] + "..." + text[-12:]
 
 
 def parse_bool(value, flag: str) -> bool:

@@ -64,24 +64,25 @@ def vocab_size() -> int:
 def _int(value, what: str, minimum: int, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise WorkloadError(f"{where}: {what} must be an integer >= {minimum}, "
-                            f"got {_short(value)}")
+                            f"got {short_repr(value)}")
     return value
 
 
-def _short(value) -> str:
-    """``repr(value)``, cut to one readable line (a huge or deeply nested value too)."""
+def short_repr(value) -> str:
+    """``repr(value)`` for an error line: at most 80 characters (a huge or deeply nested
+    value too), its end kept."""
     try:
         text = repr(value)
     except (RecursionError, ValueError):  # nested too deeply / an int of > 4300 digits
         text = f"a {type(value).__name__} too large to show"
-    return text if len(text) <= 80 else text[:77] + "..."
+    return text if len(text) <= 80 else text[:60] + "..." + text[-17:]
 
 
 def _request(i: int, obj) -> Request:
     where = f"request {i + 1}"  # numbered for people, from 1
     if not isinstance(obj, dict):
         raise WorkloadError(f"{where}: must be an object with prompt_len or "
-                            f"prompt_token_ids, got {_short(obj)}")
+                            f"prompt_token_ids, got {short_repr(obj)}")
     unknown = sorted(set(obj) - set(_KEYS))
     if unknown:
         raise WorkloadError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
@@ -100,12 +101,12 @@ def _request(i: int, obj) -> Request:
         if not isinstance(raw, list) or any(
                 isinstance(t, bool) or not isinstance(t, int) for t in raw):
             raise WorkloadError(f"{where}: prompt_token_ids must be a list of "
-                                f"integers >= 0, got {_short(raw)}")
+                                f"integers >= 0, got {short_repr(raw)}")
         # vLLM's input processor: a negative id, or one past the vocabulary, is refused
         # (vllm/v1/engine/input_processor.py:614-626 `is out of vocabulary`).
         bad = next((t for t in raw if not 0 <= t < vocab_size()), None)
         if bad is not None:
-            raise WorkloadError(f"{where}: Token id {_short(bad)} is out of vocabulary "
+            raise WorkloadError(f"{where}: Token id {short_repr(bad)} is out of vocabulary "
                                 f"(DeepSeek-V3.2's {vocab_size()} token ids are 0 .. "
                                 f"{vocab_size() - 1})")
         ids = tuple(raw)
