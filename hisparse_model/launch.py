@@ -117,6 +117,8 @@ def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: s
         where = spell(name)
         if name in CONFIG_KEYS and value is None and not serve:
             continue  # vllm.LLM makes vLLM's default config of None (_make_config, below)
+        if name in NONE_IS_DEFAULT and value is None and not serve:
+            continue  # vLLM's default, as if not given
         if name == "compilation_config" and not serve and isinstance(value, int):
             ignored.append(compilation_mode(value))
             continue
@@ -165,6 +167,15 @@ def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: s
     return resolve_defaults(values, read, ignored, vllm_version, source, hisparse)
 
 
+# EngineArgs fields whose None is vLLM's default:
+# vllm/engine/arg_utils.py:572 `enable_prefix_caching: bool | None = None`,
+# vllm/engine/arg_utils.py:590 `max_num_batched_tokens: int | None = None`,
+# vllm/engine/arg_utils.py:596 `max_num_seqs: int | None = None`,
+# vllm/engine/arg_utils.py:682 `num_gpu_blocks_override: int | None`,
+# vllm/engine/arg_utils.py:778 `attention_backend: AttentionBackendEnum | None`,
+# vllm/config/model.py:217 `max_model_len: int = Field(default=None`
+NONE_IS_DEFAULT = ("enable_prefix_caching", "max_num_batched_tokens", "max_num_seqs",
+                   "num_gpu_blocks_override", "attention_backend", "max_model_len")
 # vllm.LLM's config arguments (vllm/entrypoints/llm.py:260-266 `def _make_config`): None
 # is vLLM's default config, a dict is read; an integer compilation_config is a
 # compilation mode (vllm/entrypoints/llm.py:268-271 `mode=CompilationMode(compilation_config)`).

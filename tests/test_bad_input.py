@@ -307,6 +307,42 @@ def test_check_commands(args, status, culprit):
     answer(["check", *args], status, culprit)
 
 
+HUMAN_INTS = ["1t", "3T", "1e3k", "infk", "-1k", "25.6k", "0.5m", "2K", "1.5K", "4", " 7 ",
+              "1_000", "1e3", "k", "4kk", "\uff14k"]  # the last: a full-width 4 (re's \\d matches it)
+_VLLM_PARSE = """
+import json, sys
+from vllm.utils.argparse_utils import human_readable_int
+out = []
+for text in json.loads(sys.stdin.read()):
+    try:
+        out.append(human_readable_int(text))
+    except Exception:  # ValueError, or argparse's ArgumentTypeError (1.5K)
+        out.append(None)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.vllm_cpu
+@pytest.mark.parametrize("version", ["0.31.0", "0.32.0", "0.33.0"])
+def test_human_readable_ints_are_vllms(vllm_sources, version):
+    """check reads 4k / 2K / 1t exactly as vLLM's own human_readable_int: the same number,
+    or refused where vLLM refuses (1e3k, infk, 1.5K)."""
+    from hisparse_model.vllm_flags import parse_int
+
+    env = dict(os.environ, PYTHONPATH=str(vllm_sources / version))
+    proc = subprocess.run([sys.executable, "-c", _VLLM_PARSE], input=json.dumps(HUMAN_INTS),
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    want = json.loads(proc.stdout)
+    assert want[:3] == [10**12, 3 * 2**40, None]  # the issue's cases: 1t yes, 1e3k no
+    for text, expected in zip(HUMAN_INTS, want):
+        try:
+            got = parse_int("max_num_batched_tokens", text, "--max-num-batched-tokens")
+        except ValueError:
+            got = None
+        assert got == expected, (version, text)
+
+
 ENGINE_ARGS = [
     # (settings over ENGINE, status, culprit or a text of the answer)
     # vllm.LLM makes vLLM's default config of None (vllm/entrypoints/llm.py:260-266)
@@ -325,6 +361,11 @@ ENGINE_ARGS = [
     ({"max_model_len": "infk"}, 2, "max_model_len must be an integer, got 'infk'"),
     ({"max_model_len": 4.5}, 2, "max_model_len must be an integer, got 4.5"),
     ({"max_num_seqs": "4"}, 0, "max_num_seqs = 4"),  # a plain number in a string
+    # None is vLLM's default for the EngineArgs fields typed "| None"
+    ({"max_num_seqs": None}, 0, "max_num_seqs = 1024  (default"),
+    ({"max_model_len": None}, 0, "max_model_len = 163840  (default"),
+    ({"enable_prefix_caching": None}, 0, OK),
+    ({"enforce_eager": None}, 2, "enforce_eager: expected true or false, got None"),
 ]
 
 
