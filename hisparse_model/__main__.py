@@ -1,7 +1,8 @@
-"""``python -m hisparse_model {predict,live}`` (see :mod:`hisparse_model.cli`)."""
+"""``python -m hisparse_model {predict,simulate,check,explain,live,app}`` (see
+:mod:`hisparse_model.cli`; interrupts and closed streams: :mod:`hisparse_model.exits`)."""
 
 import sys
 
-from .cli import main
+from .exits import run
 
-sys.exit(main())
+sys.exit(run("python -m hisparse_model", "hisparse_model.cli"))

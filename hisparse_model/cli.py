@@ -5,7 +5,8 @@ declaration, so ``--help`` shows every knob's default and meaning.  Exit
 status: 0 ok; 1 ``--check`` (predict, simulate, check) found a crash, or a live run failed;
 2 bad input (one line naming the knob, never a traceback); 3 ``live`` cannot
 run here (no GPU or no vLLM); 4 ``explain``: the text is not a crash this
-model covers, or does not say which (no fix advice).
+model covers, or does not say which (no fix advice); 130 Ctrl-C, and closed
+streams (``exits.py``, which ``python -m hisparse_model`` runs this through).
 """
 
 from __future__ import annotations
@@ -119,8 +120,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("explain", help="explain a HiSparse error text from a log (exit 4: "
                        "not a crash this model covers)")
-    p.add_argument("text", help='e.g. "ValueError: ... stop=3, capacity=2." (a line or a '
-                   "traceback; EngineCore and \"Worker failed with error '...'\" forms too)")
+    p.add_argument("text", nargs="?", default=None,
+                   help='e.g. "ValueError: ... stop=3, capacity=2." (a line or a '
+                   "traceback; EngineCore and \"Worker failed with error '...'\" forms too); "
+                   "- reads standard input (tail LOG | ... explain -)")
+    p.add_argument("--file", metavar="LOG", default=None,
+                   help="read the text from this log file (any size; - is standard input)")
 
     p = sub.add_parser("check", help="a pasted `vllm serve` command (after --) or an "
                        "engine-args file, answered like predict")
@@ -214,19 +219,44 @@ def _simulate(args) -> int:
     from .workload import load_workload
 
     knobs = knobs_from_args(args)
+    _check_accepted(args.accepted, knobs.num_speculative_tokens)
     work = load_workload(args.workload)
+    work.check_ranks(knobs.data_parallel_size)
     sched = simulate(knobs, work, args.accepted)
     crashes = workload_crashes(work, args.accepted)  # = simulate(k, ...).crash, fast
     return _answer(args, knobs, sched, sched.crash is not None, crashes, schedule_json,
                    format_schedule, max(r.prompt_len for r in work.requests))
 
 
-def _explain(args) -> int:
-    from .diagnose import COVERED, diagnose
+def _check_accepted(accepted: int | None, k: int) -> None:
+    """``--accepted N`` is what vLLM's rejection sampler can report per verify step:
+    0 .. K accepted drafts, and with K = 0 there is no draft to accept."""
+    if accepted is None:
+        return
+    if not k:
+        raise ValueError(f"--accepted {accepted}: num_speculative_tokens is 0 (MTP off), so "
+                         "no draft is ever accepted; drop --accepted or give "
+                         "--num-speculative-tokens K")
+    if not 0 <= accepted <= k:
+        raise ValueError(f"--accepted {accepted}: a verify step accepts 0 to "
+                         f"num_speculative_tokens = {k} drafts")
 
-    found = diagnose(args.text)
-    print("\n".join(found.lines))
-    return EXIT_OK if found.kind in COVERED else EXIT_NOT_THIS_BUG
+
+def _explain(args) -> int:
+    from .diagnose import COVERED, diagnose, read_log
+
+    if (args.text is None) == (args.file is None):
+        raise ValueError("give one of the error text, - (standard input) and --file LOG")
+    source = args.file if args.file is not None else "-" if args.text == "-" else None
+    found = diagnose(args.text if source is None else read_log(source))
+    status = EXIT_OK if found.kind in COVERED else EXIT_NOT_THIS_BUG
+    try:  # the status is the diagnosis's, even if the reader leaves early (| head -1)
+        print("\n".join(found.lines), flush=True)
+    except BrokenPipeError:
+        from .exits import silence
+
+        silence(sys.stdout)
+    return status
 
 
 def _live(args) -> int:
@@ -279,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. piped into head: the reader left, nothing to report
         sys.stderr.close()
         return EXIT_OK
-    except ValueError as exc:
-        print(f"{parser.prog} {args.cmd}: error: {exc}", file=sys.stderr)
+    except ValueError as exc:  # written safely: a closed or broken stderr keeps status 2
+        from .exits import say
+
+        say(f"{parser.prog} {args.cmd}: error: {exc}")
         return EXIT_BAD_INPUT

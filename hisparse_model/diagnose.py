@@ -32,8 +32,11 @@ from typing import NamedTuple
 from .parallel import ENGINE_DEAD as _DEAD_TEXT
 from .parallel import ENGINE_INIT_FAILED as _INIT_TEXT
 
-_STOP_CAPACITY = re.compile(r"stop=(\d+),\s*capacity=(\d+)")
-_WORKER = re.compile(r"Worker failed with error '(.*)', please check", re.S)
+# ASCII digits only: vLLM formats its ints so (a full-width "３" is not its text)
+_STOP_CAPACITY = re.compile(r"stop=([0-9]+),\s*capacity=([0-9]+)")
+_WORKER = re.compile(r"Worker failed with error '(.*?)', please check", re.S)
+# Swap rows are GPU tensor rows: a count of more digits than this is no engine's
+_MAX_DIGITS = 18
 _INDEX_ERROR = "list index out of range"
 _STARTUP = "EngineCore failed to start"
 _SERVING = "EngineCore encountered a fatal error"
@@ -165,6 +168,20 @@ def _warmup_index_error(when: str | None) -> list[str]:
     ]
 
 
+def read_log(path: str) -> str:
+    """A log's text, from a file or (``-``) standard input; bytes that are not UTF-8 are
+    replaced (a log is read, not judged); an unreadable file is one line naming it."""
+    import sys
+
+    if path == "-":
+        return sys.stdin.buffer.read().decode("utf-8", "replace") if sys.stdin else ""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError as exc:
+        raise ValueError(f"log {path}: {exc.strerror or exc}") from None
+
+
 def diagnose(text: str) -> Diagnosis:
     """What ``text`` (a log line, a traceback, or several lines) says about the crash."""
     if not text.strip():
@@ -173,9 +190,22 @@ def diagnose(text: str) -> Diagnosis:
     inner = worker.group(1) if worker else text
     when = _when(text)
     head = _wrapped(text)
-    m = _STOP_CAPACITY.search(inner)
+    # the first anywhere: in a log, the first HiSparse error is the one that killed the engine
+    m = _STOP_CAPACITY.search(text)
+    if m and max(len(m.group(1)), len(m.group(2))) > _MAX_DIGITS:
+        return Diagnosis(NOT_THIS_BUG, head + [
+            f"stop and capacity of up to {max(len(m.group(1)), len(m.group(2)))} digits: no "
+            "engine allocates that many swap rows (C = min(B, S * q) rows of a GPU tensor), "
+            "so the text is not vLLM's report.",
+            "No fix advice: the model does not cover this error."])
     if m:
         stop, c = int(m.group(1)), int(m.group(2))
+        if c == 0:
+            return Diagnosis(NOT_THIS_BUG, head + [
+                f"stop={stop}, capacity=0: C = min(B, S * q) is at least 1 (B, S and q are), "
+                "so no engine has 0 swap rows and the text is not vLLM's report; the "
+                "off-by-one needs C >= 1.",
+                "No fix advice: the model does not cover this error."])
         if stop == c + 1:
             return Diagnosis(OFF_BY_ONE, head + _off_by_one(stop, c, when))
         return Diagnosis(NOT_THIS_BUG, head + _not_off_by_one(stop, c))

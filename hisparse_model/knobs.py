@@ -13,6 +13,9 @@ resolved sizes live in ``plan.py``.
 
 from __future__ import annotations
 
+import functools
+import json
+import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import NamedTuple
 
@@ -29,6 +32,28 @@ CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PI
 # (max_position_embeddings 163840, no rope-scaling growth).
 MODEL_MAX_LEN = 163_840
 MAX_GPUS = 8  # one H200 host: the largest tensor / data / pipeline parallel size offered
+H200_MEMORY_BYTES = 141 * 10**9  # NVIDIA's H200: 141 GB of HBM3e
+BF16_BYTES = 2
+
+
+@functools.lru_cache(maxsize=1)
+def model_config() -> dict:
+    """The fix PR's tiny DeepSeek-V3.2 config (``data/dsv32-config.json``)."""
+    with open(os.path.join(os.path.dirname(__file__), "data", "dsv32-config.json"),
+              encoding="utf-8") as f:
+        return json.load(f)
+
+
+def profiling_limit() -> int:
+    """The largest B whose start-up memory profiling could fit an H200 at all.
+
+    vLLM's profile run is one forward of ``max_num_batched_tokens`` tokens
+    (vllm/v1/worker/gpu/model_runner.py:973-974 `self._dummy_run(`, ``max_num_tokens``
+    being B, vllm/v1/worker/gpu/model_runner.py:216 `self.max_num_tokens =`); its hidden
+    states alone are B x hidden_size bf16 values.  The model does not model GPU memory,
+    so below this bound it cannot say whether profiling fits; above it nothing can.
+    """
+    return H200_MEMORY_BYTES // (model_config()["hidden_size"] * BF16_BYTES)
 
 
 class KnobSpec(NamedTuple):
@@ -104,6 +129,7 @@ class Knobs:
     def __post_init__(self) -> None:
         for spec in knob_specs():
             _check(spec, getattr(self, spec.name))
+        _check_memory(self)
         if self.routing == "fix" and self.vllm_version != "0.31.0":
             raise ValueError(
                 "routing='fix' patches the unfixed 0.31.0 only; "
@@ -131,6 +157,28 @@ class Knobs:
 def knob_specs() -> tuple[KnobSpec, ...]:
     """The declaration of every knob, in field order."""
     return _SPECS
+
+
+def _check_memory(k: Knobs) -> None:
+    """Refuse what cannot fit an H200 at all (the model does not model GPU memory, so
+    it says no more than that): start-up profiling of B tokens (:func:`profiling_limit`),
+    and a KV pool of ``num_gpu_blocks_override`` blocks, which vLLM allocates whatever
+    the memory (vllm/v1/core/kv_cache_utils.py:2764-2778 `adjusted_memory.append(override *
+    bytes_per_block)`), each block holding 64 tokens of at least a byte each."""
+    b, gb = k.max_num_batched_tokens, H200_MEMORY_BYTES // 10**9
+    if b is not None and b > profiling_limit():
+        raise ValueError(
+            f"max_num_batched_tokens must be <= {profiling_limit()}, got {b}: vLLM's "
+            f"start-up memory profiling runs one forward of B tokens, whose hidden states "
+            f"alone (B x {model_config()['hidden_size']} x {BF16_BYTES} bytes) would not "
+            f"fit an H200's {gb} GB; the model does not model GPU memory, so it cannot say more")
+    pool_limit = H200_MEMORY_BYTES // 64
+    n = k.num_gpu_blocks_override
+    if n is not None and n > pool_limit:
+        raise ValueError(
+            f"num_gpu_blocks_override must be <= {pool_limit}, got {n}: vLLM allocates every "
+            f"block of the override, 64 tokens of KV cache each, which cannot fit an H200's "
+            f"{gb} GB; the model does not model GPU memory, so it cannot say more")
 
 
 def _check(spec: KnobSpec, value) -> None:

@@ -44,7 +44,7 @@ from .knobs import MODEL_MAX_LEN, Knobs, knob_specs
 from .vllm_flags import (ASSUMED, CHECK_OPTIONS, CONFIG_KEYS, IGNORED, KNOB_FLAGS, KnobFlag,
                          field_of, json_config, parse_bool, parse_command, parse_int,
                          rows_by_key)
-from .workload import read_json_file
+from .workload import read_json_file, short_repr
 
 SERVE_MAX_BATCHED_TOKENS = 8192  # tokens/step: vllm serve's default on a >= 70 GiB GPU
 OFFLINE_MAX_BATCHED_TOKENS = 16384  # tokens/step: the offline LLM class's (plan.py)
@@ -85,6 +85,8 @@ def launch_lines(launch: Launch) -> list[str]:
 
 def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: str) -> Launch:
     """The knobs of one engine: ``settings`` maps EngineArgs fields to values (text or JSON)."""
+    if not isinstance(model, str):  # EngineArgs.model is one name
+        raise ValueError(f"model: expected one model name (a string), got {short_repr(model)}")
     if MODEL_NAME not in os.path.basename(str(model).rstrip("/")).lower():
         raise ValueError(f"model {model!r}: the model covers DeepSeek-V3.2 only "
                          "(a model name containing DeepSeek-V3.2)")
@@ -103,7 +105,7 @@ def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: s
     def set_knob(row: KnobFlag, value, where: str) -> None:
         kind = specs[row.knob].kind
         if kind is int:
-            value = parse_int(row.knob, value, where)
+            value = parse_int(row.knob, value, where, human_readable=serve)
         elif kind is bool:
             value = parse_bool(value, where)
         elif row.knob in ("cudagraph_mode", "attention_backend"):
@@ -113,6 +115,13 @@ def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: s
 
     for name, value in settings.items():
         where = spell(name)
+        if name in CONFIG_KEYS and value is None and not serve:
+            continue  # vllm.LLM makes vLLM's default config of None (_make_config, below)
+        if name in NONE_IS_DEFAULT and value is None and not serve:
+            continue  # vLLM's default, as if not given
+        if name == "compilation_config" and not serve and isinstance(value, int):
+            ignored.append(compilation_mode(value))
+            continue
         if name in CONFIG_KEYS:
             config = json_config(where, value)
             allowed = CONFIG_KEYS[name]
@@ -158,6 +167,33 @@ def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: s
     return resolve_defaults(values, read, ignored, vllm_version, source, hisparse)
 
 
+# EngineArgs fields whose None is vLLM's default:
+# vllm/engine/arg_utils.py:572 `enable_prefix_caching: bool | None = None`,
+# vllm/engine/arg_utils.py:590 `max_num_batched_tokens: int | None = None`,
+# vllm/engine/arg_utils.py:596 `max_num_seqs: int | None = None`,
+# vllm/engine/arg_utils.py:682 `num_gpu_blocks_override: int | None`,
+# vllm/engine/arg_utils.py:778 `attention_backend: AttentionBackendEnum | None`,
+# vllm/config/model.py:217 `max_model_len: int = Field(default=None`
+NONE_IS_DEFAULT = ("enable_prefix_caching", "max_num_batched_tokens", "max_num_seqs",
+                   "num_gpu_blocks_override", "attention_backend", "max_model_len")
+# vllm.LLM's config arguments (vllm/entrypoints/llm.py:260-266 `def _make_config`): None
+# is vLLM's default config, a dict is read; an integer compilation_config is a
+# compilation mode (vllm/entrypoints/llm.py:268-271 `mode=CompilationMode(compilation_config)`).
+COMPILATION_MODES = ("NONE", "STOCK_TORCH_COMPILE", "DYNAMO_TRACE_ONCE", "VLLM_COMPILE")
+# vllm/config/compilation.py:37-50 `class CompilationMode(enum.IntEnum)`: 0 .. 3
+
+
+def compilation_mode(value: int) -> str:
+    """An integer ``compilation_config``: a torch.compile mode, which no batch depends on
+    here: DeepSeek-V3.2's breakable CUDA graphs set the mode to NONE whatever it was
+    (vllm/config/vllm.py:863-864 `self.compilation_config.mode = CompilationMode.NONE`)."""
+    if not 0 <= value < len(COMPILATION_MODES):
+        raise ValueError(f"compilation_config {value}: vllm.LLM refuses it ({value} is not a "
+                         f"valid CompilationMode: 0 to {len(COMPILATION_MODES) - 1})")
+    return (f"compilation_config {value} (mode {COMPILATION_MODES[value]}: breakable CUDA "
+            "graphs set the mode to NONE)")
+
+
 def resolve_defaults(values: dict, read: dict, ignored: list, version: str, source: str,
              hisparse: str) -> Launch:
     """Fill what the command leaves unset with vLLM's defaults in its usage context."""
@@ -195,7 +231,7 @@ def from_command(argv: list[str], vllm_version: str) -> Launch:
 def from_engine_args(path: str, vllm_version: str) -> Launch:
     """The knobs of an engine-args JSON file: ``vllm.LLM(**args)``'s keyword arguments."""
     args = read_json_file(path, "engine args")
-    if not isinstance(args, dict) or "model" not in args:
+    if not isinstance(args, dict) or "model" not in args:  # vllm.LLM(model=...) takes one
         raise ValueError(f"engine args {path}: expected an object with \"model\"")
     args = dict(args)
     model = args.pop("model")

@@ -39,6 +39,7 @@ clamped to 0..num_drafts, padded placeholder drafts included.
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -215,12 +216,19 @@ class _Sim:
         arrivals: dict[int, list[int]] = {}
         for i, r in enumerate(workload.requests):
             arrivals.setdefault(r.arrival_step, []).append(i)
-        last, queue, step = max(arrivals), deque(), 0
+        later, queue, step = sorted(arrivals), deque(), 0
         while True:
             for i in arrivals.get(step, ()):
                 self.waiting.append(self.reqs[i])
-            if step > last and not self.has_requests() and not queue:
-                return
+            if not queue and not self.has_requests():
+                # Nothing waiting, running, finished or in flight: every engine step until the
+                # next arrival schedules and processes nothing, so jump to it in O(1) (its
+                # number is the one vLLM's loop gives it); none left: the loop ends.
+                nxt = bisect.bisect_right(later, step)
+                if nxt == len(later):
+                    return
+                step = later[nxt]
+                continue
             scheduled = len(self.steps)
             if self.asyn:  # vllm/v1/engine/core.py:670-786 `def step_with_batch_queue`
                 pop = bool(queue)

@@ -13,10 +13,12 @@ here against vLLM's own serve parser.  ``launch.py`` turns the fields into knobs
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from typing import NamedTuple
 
 from .knobs import knob_specs
+from .workload import short_repr
 
 # How a pasted command starts: vllm serve, or the OpenAI server module it runs (same flags).
 SERVE_PREFIXES = (("vllm", "serve"), *((py, "-m", "vllm.entrypoints.openai.api_server")
@@ -86,6 +88,10 @@ IGNORED = {
     "quantization": True,
 }
 CHECK_OPTIONS = ("prompt_lens", "json", "check", "full", "vllm", "engine_args")  # check's
+# Fields whose flag takes one or more values (nargs "+": a ``str | list[str]`` field,
+# vllm/engine/arg_utils.py:473 `served_model_name: str | list[str] | None`,
+# vllm/engine/arg_utils.py:251 `"nargs": "+"`).
+MANY_VALUES = ("served_model_name",)
 SHORT_FLAGS = {"-sc": "speculative_config", "-cc": "compilation_config",
                "-ac": "attention_config"}
 
@@ -134,7 +140,11 @@ def parse_command(argv: list[str]) -> tuple[str, dict]:
     """(model, {EngineArgs field: the flag's text, or True/False for a switch}) of a
     ``vllm serve MODEL --flag value ...`` command, split as a shell would."""
     if len(argv) == 1:  # the whole command pasted as one quoted string
-        argv = shlex.split(argv[0].replace("\\\n", " "))
+        try:
+            argv = shlex.split(argv[0].replace("\\\n", " "))
+        except ValueError as exc:  # "No closing quotation", "No escaped character"
+            raise ValueError(f"command: the quoted command does not split as a shell would "
+                             f"split it ({exc}): check its quotes") from None
     head = next((len(p) for p in SERVE_PREFIXES if list(argv[:len(p)]) == list(p)), None)
     if head is None:
         raise ValueError("command: expected `vllm serve MODEL [flags]` after `--`")
@@ -151,8 +161,14 @@ def parse_command(argv: list[str]) -> tuple[str, dict]:
             continue
         flag, eq, text = arg.partition("=")
         negated = flag.startswith("--no-")
-        name = field_of("--" + flag[5:] if negated else flag)
-        name, _, key = name.partition(".")  # --speculative-config.num_speculative_tokens 1
+        # --speculative-config.num_speculative_tokens 1, -cc.cudagraph_mode PIECEWISE: the
+        # part before the first dot is the flag, long or short
+        # (vllm/utils/argparse_utils.py:420-446 `key, *keys = processed_arg.split(".")`)
+        head, _, key = flag.partition(".")
+        name = field_of("--" + head[5:] if negated else head)
+        if name in CHECK_OPTIONS and not key:
+            raise ValueError(f"{flag}: check's own options go before the -- (the rest is "
+                             "the vllm serve command)")
         if is_switch(name) and not key:
             if eq:
                 raise ValueError(f"{flag}: a switch takes no value")
@@ -164,6 +180,8 @@ def parse_command(argv: list[str]) -> tuple[str, dict]:
             if not args:
                 raise ValueError(f"{flag}: needs a value")
             text = args.pop(0)
+        while name in MANY_VALUES and not eq and args and not args[0].startswith("-"):
+            text += " " + args.pop(0)  # --served-model-name a b: one or more names
         if name == "model":
             model = text
         elif key:
@@ -182,10 +200,15 @@ def json_config(where: str, value) -> dict:
     """A JSON config flag's value (a file gives it as an object already)."""
     if isinstance(value, dict):
         return value
+    if not isinstance(value, str):  # a file's list or number: vllm.LLM takes a dict or None
+        raise ValueError(f"{where}: expected a JSON object (or null), got {short_repr(value)}")
     try:
         out = json.loads(value)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{where}: not JSON ({exc.msg}): {value!r}") from None
+    except RecursionError:
+        raise ValueError(f"{where}: JSON nested too deeply to read") from None
+    except ValueError as exc:  # JSONDecodeError, or an integer of more than 4300 digits
+        raise ValueError(f"{where}: not JSON ({getattr(exc, 'msg', exc)}): "
+                         f"{short_repr(value)}") from None
     if not isinstance(out, dict):
         raise ValueError(f"{where}: expected a JSON object, got {value!r}")
     return out
@@ -196,26 +219,46 @@ HUMAN_READABLE = ("max_model_len", "max_num_batched_tokens")  # take 4k / 2K, as
 # vllm/utils/argparse_utils.py:29-73 `def human_readable_int`
 
 
-def parse_int(name: str, value, flag: str) -> int:
+# vLLM's human-readable form: digits, an optional decimal part, one suffix
+# (vllm/utils/argparse_utils.py:41 `re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", value)`);
+# anything else is read by int() (vllm/utils/argparse_utils.py:73 `return int(value)`), so
+# 1e3k, infk and -1k are refused.
+_HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}  # 25.6k = 25600
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}  # whole numbers only
+
+
+def parse_int(name: str, value, flag: str, human_readable: bool = True) -> int:
     """An integer the way vLLM's flags take one: 4, "4"; for HUMAN_READABLE knobs also
-    "32k" (x1000) and "32K" (x1024)."""
-    if isinstance(value, bool):
-        raise ValueError(f"{flag}: {name} must be an integer, got {value!r}")
+    "32k" (x1000) and "32K" (x1024).  ``human_readable=False`` (an engine-args file, the
+    keyword arguments of ``vllm.LLM``, which no flag parser reads) takes no suffix."""
+    bad = f"{flag}: {name} must be an integer, got {short_repr(value)}"
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError(bad)
     if isinstance(value, int):
         return value
-    text = str(value).strip()
-    if name == "max_model_len" and text in ("-1", "auto"):
+    text = value.strip()
+    if name == "max_model_len" and (text == "-1" or text.lower() == "auto"):
         raise ValueError(f"{flag} {text}: fits max_model_len to the GPU's memory, which the "
                          "model does not know; give a number")
-    suffix = text[-1:] if name in HUMAN_READABLE else ""
-    decimal = {"k": 10**3, "m": 10**6, "g": 10**9}.get(suffix)  # 25.6k = 25600
-    binary = {"K": 2**10, "M": 2**20, "G": 2**30}.get(suffix)  # whole numbers only
+    m = _HUMAN_INT.fullmatch(text) if name in HUMAN_READABLE else None
+    if m and not human_readable:
+        raise ValueError(f"{flag}: {name} must be an integer, got {value!r}: vllm.LLM takes "
+                         "a number, the 4k / 4K spellings are vllm serve's flags only")
     try:
-        if decimal:
-            return int(float(text[:-1]) * decimal)
-        return int(text[:-1]) * binary if binary else int(text)
+        if m and m.group(2) in _DECIMAL:
+            return int(float(m.group(1)) * _DECIMAL[m.group(2)])
+        if m:
+            return int(m.group(1)) * _BINARY[m.group(2)]
+        return int(text)
+    except OverflowError:  # 1e400-sized digits with a decimal suffix: float() is infinite
+        raise ValueError(f"{flag}: {name} {short_repr(value)}: too large a number") from None
     except ValueError:
-        raise ValueError(f"{flag}: {name} must be an integer, got {value!r}") from None
+        if m:  # vLLM's own words (vllm/utils/argparse_utils.py:66-70 `Decimals are not allowed`)
+            raise ValueError(f"{flag}: Decimals are not allowed with binary suffixes like "
+                             f"{m.group(2)}. Did you mean to use {m.group(1)}"
+                             f"{m.group(2).lower()} instead?") from None
+        raise ValueError(bad) from None
 
 
 def parse_bool(value, flag: str) -> bool:

@@ -16,8 +16,10 @@ from __future__ import annotations
 import functools
 import json
 import os
+import sys
 from dataclasses import dataclass
 
+from .knobs import MODEL_MAX_LEN, model_config
 from .reproduction import MAX_TOKENS, prompt_token_ids
 
 _KEYS = ("prompt_len", "prompt_token_ids", "max_tokens", "arrival_step", "dp_rank")
@@ -54,17 +56,33 @@ def _fix_pr_prompt(n: int) -> tuple[int, ...]:
     return tuple(prompt_token_ids(n))  # shared: cheap for 10,000-request workloads
 
 
+def vocab_size() -> int:
+    """The tiny DeepSeek-V3.2's vocabulary (its config's ``vocab_size``, 129280)."""
+    return model_config()["vocab_size"]
+
+
 def _int(value, what: str, minimum: int, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise WorkloadError(f"{where}: {what} must be an integer >= {minimum}, got {value!r}")
+        raise WorkloadError(f"{where}: {what} must be an integer >= {minimum}, "
+                            f"got {short_repr(value)}")
     return value
+
+
+def short_repr(value) -> str:
+    """``repr(value)`` for an error line: at most 80 characters (a huge or deeply nested
+    value too), its end kept."""
+    try:
+        text = repr(value)
+    except (RecursionError, ValueError):  # nested too deeply / an int of > 4300 digits
+        text = f"a {type(value).__name__} too large to show"
+    return text if len(text) <= 80 else text[:60] + "..." + text[-17:]
 
 
 def _request(i: int, obj) -> Request:
     where = f"request {i + 1}"  # numbered for people, from 1
     if not isinstance(obj, dict):
         raise WorkloadError(f"{where}: must be an object with prompt_len or "
-                            f"prompt_token_ids, got {obj!r}")
+                            f"prompt_token_ids, got {short_repr(obj)}")
     unknown = sorted(set(obj) - set(_KEYS))
     if unknown:
         raise WorkloadError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
@@ -72,15 +90,25 @@ def _request(i: int, obj) -> Request:
     if ("prompt_len" in obj) == ("prompt_token_ids" in obj):
         raise WorkloadError(f"{where}: give exactly one of prompt_len and prompt_token_ids")
     if "prompt_len" in obj:
-        ids = _fix_pr_prompt(_int(obj["prompt_len"], "prompt_len", 1, where))
+        n = _int(obj["prompt_len"], "prompt_len", 1, where)
+        if n > MODEL_MAX_LEN:  # checked before any token id is built
+            raise WorkloadError(_too_long(where, n, MODEL_MAX_LEN))
+        ids = _fix_pr_prompt(n)
     else:
         raw = obj["prompt_token_ids"]
         if raw == []:
             raise WorkloadError(f"{where}: The decoder prompt cannot be empty")
         if not isinstance(raw, list) or any(
-                isinstance(t, bool) or not isinstance(t, int) or t < 0 for t in raw):
+                isinstance(t, bool) or not isinstance(t, int) for t in raw):
             raise WorkloadError(f"{where}: prompt_token_ids must be a list of "
-                                f"integers >= 0, got {raw!r}"[:300])
+                                f"integers >= 0, got {short_repr(raw)}")
+        # vLLM's input processor: a negative id, or one past the vocabulary, is refused
+        # (vllm/v1/engine/input_processor.py:614-626 `is out of vocabulary`).
+        bad = next((t for t in raw if not 0 <= t < vocab_size()), None)
+        if bad is not None:
+            raise WorkloadError(f"{where}: Token id {short_repr(bad)} is out of vocabulary "
+                                f"(DeepSeek-V3.2's {vocab_size()} token ids are 0 .. "
+                                f"{vocab_size() - 1})")
         ids = tuple(raw)
     rank = obj.get("dp_rank")
     return Request(ids, _int(obj.get("max_tokens", MAX_TOKENS), "max_tokens", 1, where),
@@ -130,10 +158,7 @@ class Workload:
         for i, r in enumerate(self.requests):
             n = r.prompt_len
             if n > max_model_len:
-                raise WorkloadError(
-                    f"request {i + 1}: The decoder prompt (length {n}) is longer than the "
-                    f"maximum model length of {max_model_len}. Make sure that "
-                    "`max_model_len` is no smaller than the number of text tokens.")
+                raise WorkloadError(_too_long(f"request {i + 1}", n, max_model_len))
             if n == max_model_len:
                 raise WorkloadError(
                     f"request {i + 1}: The decoder prompt (length {n}) plus the number of "
@@ -143,16 +168,44 @@ class Workload:
                     "output tokens).")
 
 
+    def check_ranks(self, data_parallel_size: int) -> None:
+        """Each ``dp_rank`` names a rank there is: vLLM refuses a ``data_parallel_rank``
+        outside ``[0, data_parallel_size)``, -dp 1 included
+        (vllm/v1/engine/input_processor.py:363-367 `is out of range [0, {num_ranks}).`)."""
+        for i, r in enumerate(self.requests):
+            if r.dp_rank is not None and r.dp_rank >= data_parallel_size:
+                raise WorkloadError(
+                    f"request {i + 1}: dp_rank: data_parallel_rank {r.dp_rank} is out of "
+                    f"range [0, {data_parallel_size}) (data_parallel_size="
+                    f"{data_parallel_size})")
+
+
+def _too_long(where: str, n: int, max_model_len: int) -> str:
+    """vLLM's words for a prompt longer than max_model_len."""
+    return (f"{where}: The decoder prompt (length {n}) is longer than the maximum model "
+            f"length of {max_model_len}. Make sure that `max_model_len` is no smaller than "
+            "the number of text tokens.")
+
+
 def read_json_file(path: str | os.PathLike, what: str, error=ValueError):
     """A user's JSON file (a workload, engine arguments); a missing file or malformed JSON
     is one ``error`` line naming ``what`` and the file."""
-    try:
-        with open(path, encoding="utf-8") as f:
+    name = f"{what} {os.fspath(path)}"
+    try:  # utf-8-sig: a UTF-8 byte-order mark (as some editors write one) is read past
+        with open(path, encoding="utf-8-sig") as f:
             return json.load(f)
     except json.JSONDecodeError as exc:
-        raise error(f"{what} {os.fspath(path)}: malformed JSON: {exc}") from None
+        raise error(f"{name}: malformed JSON: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{name}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+                    f"{exc.start}); save it as UTF-8") from None
+    except RecursionError:
+        raise error(f"{name}: nested too deeply to read (JSON arrays or objects nested "
+                    f"more than about {sys.getrecursionlimit()} levels)") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise error(f"{name}: unreadable JSON: {exc}") from None
     except OSError as exc:
-        raise error(f"{what} {os.fspath(path)}: {exc.strerror}") from None
+        raise error(f"{name}: {exc.strerror or exc}") from None
 
 
 def load_workload(path: str | os.PathLike) -> Workload:

