@@ -96,6 +96,11 @@ def _predict_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--check", action="store_true",
                    help="exit 1 when any crash is predicted (for CI pipelines)")
     p.add_argument("--full", action="store_true", help="do not fold identical batches")
+    p.add_argument("--exposure", action="store_true",
+                   help="lead with the verdict for all traffic (check always does); "
+                   "--check then exits 1 when some traffic kills the server")
+    p.add_argument("--check-prompts-only", action="store_true",
+                   help="with --check: exit 1 only when the given prompts crash")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -164,7 +169,7 @@ def _predict(args) -> int:
     knobs = _one_rank(knobs_from_args(args))
     pred = predict(knobs, args.prompt_lens)
     return _answer(args, knobs, pred, pred.crashes, prediction_crashes(args.prompt_lens),
-                   to_cli_json, format_table, max(args.prompt_lens))
+                   to_cli_json, format_table, max(args.prompt_lens), args.exposure)
 
 
 def _check(args) -> int:
@@ -190,14 +195,21 @@ def _check(args) -> int:
             name_change=change_as_flags)])
 
     return _answer(args, launch.knobs, pred, pred.crashes, prediction_crashes(args.prompt_lens),
-                   to_json, to_text, max(args.prompt_lens))
+                   to_json, to_text, max(args.prompt_lens), True, change_as_flags)
 
 
 def _answer(args, knobs: Knobs, result, crashed: bool, crashes, to_json, to_text,
-            longest_prompt: int) -> int:
-    """Print a prediction or schedule (with verified advice when it crashes); the exit status."""
+            longest_prompt: int, exposure: bool = False, name_change=None) -> int:
+    """Print a prediction or schedule (with verified advice when it crashes); the exit status.
+
+    ``exposure``: lead with the verdict for all traffic (``exposure_report.py``)."""
     from .advice import SEQS_MAP, advise
 
+    if exposure:
+        from .exposure_report import answer_with_exposure
+
+        return answer_with_exposure(args, knobs, result, crashed, crashes, to_json, to_text,
+                                    longest_prompt, name_change)
     advice = (advise(knobs, crashes, longest_prompt=longest_prompt, seqs_map=SEQS_MAP)
               if crashed else [])
     if args.json:
