@@ -35,10 +35,11 @@ def _candidates(knobs: Knobs, b: int, q: int) -> list[tuple[dict, dict, int | No
     out.append(({"max_num_batched_tokens": s * q}, {}, None))
     if knobs.attention_backend != "FLASHMLA_SPARSE":
         out.append(({"attention_backend": "FLASHMLA_SPARSE"}, {}, None))
-    out.append(({"max_num_seqs": -(-b // q)}, {"max_num_batched_tokens": b}, None))
+    # B is named with S and K: left unset, vLLM would derive it again from the new S
+    out.append(({"max_num_seqs": -(-b // q), "max_num_batched_tokens": b}, {}, None))
     drafts = -(-b // s) - 1
     if knobs.num_speculative_tokens < drafts <= MAX_DRAFTS:
-        out.append(({"num_speculative_tokens": drafts}, {"max_num_batched_tokens": b}, None))
+        out.append(({"num_speculative_tokens": drafts, "max_num_batched_tokens": b}, {}, None))
     return out
 
 
