@@ -47,6 +47,7 @@ def _clear_caches() -> None:
     plan.cache_clear()
     startup.startup_batches.cache_clear()
     serving.served_one_after_another.cache_clear()
+    serving.REUSABLE.clear()
 
 
 def time_predict(repeat: int = 2000, cold: bool = False) -> float:

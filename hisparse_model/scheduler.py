@@ -249,12 +249,16 @@ class _Sim:
             pass
         return self.steps
 
-    def lazily(self, workload):
+    def lazily(self, workload, arrivals=None):
         """The engine loop as a generator: each :class:`Step` as soon as it is scheduled (its
-        ``finished`` and ``returned_at`` are filled in later, when its output is processed)."""
-        arrivals: dict[int, list[int]] = {}
-        for i, r in enumerate(workload.requests):
-            arrivals.setdefault(r.arrival_step, []).append(i)
+        ``finished`` and ``returned_at`` are filled in later, when its output is processed).
+        ``arrivals``: engine step -> requests joining before it, looked up (``.get``) at every
+        engine step; default: each request's ``arrival_step`` (``serving.py`` decides them
+        as the run goes)."""
+        if arrivals is None:
+            arrivals = {}
+            for i, r in enumerate(workload.requests):
+                arrivals.setdefault(r.arrival_step, []).append(i)
         last, queue, step = max(arrivals), deque(), 0
         while True:
             for i in arrivals.get(step, ()):
