@@ -41,8 +41,10 @@ def test_one_run_matches_each_prefix_scheduled_anew():
                               max_model_len=320 + k, num_speculative_tokens=k,
                               vllm_version=version)
         lens = rng.choice(lens_pool)
-        assert (serving.served_one_after_another(cfg, lens)
-                == serving.served_one_after_another_exhaustive(cfg, lens)), (cfg, lens)
+        want = serving.served_one_after_another_exhaustive(cfg, lens)
+        assert serving.served_one_after_another(cfg, lens) == want, (cfg, lens)
+        one_run = serving._served_in_one_run(cfg, lens)  # answers itself, no fallback
+        assert one_run is not None and one_run[0] == want, (cfg, lens)
         checked += 1
     assert checked == 160 and serving.REUSABLE  # runs were kept for reuse
 
