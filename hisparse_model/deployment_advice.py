@@ -52,8 +52,6 @@ def deployment_advice(knobs: Knobs, longest_prompt: int | None = None) -> list[d
     found = []
     for change, also, rank in _candidates(knobs, before.max_num_batched_tokens,
                                           before.max_decode_query_len):
-        if all(getattr(knobs, n) == v for n, v in change.items()):
-            continue
         try:
             after = knobs.replace(**{**also, **change})
             verdict = exposure(after)

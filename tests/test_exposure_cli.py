@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from hisparse_model.deployment_advice import deployment_advice
+from hisparse_model.deployment_advice import deployment_advice, deployment_advice_lines
 from hisparse_model.exposure import exposure
 from hisparse_model.knobs import Knobs
 
@@ -86,3 +86,19 @@ def test_deployment_advice_is_verified_and_never_only_moves_c():
         assert exposure(base.replace(**change, **extra)).exposed is False
     assert all(c.get("max_num_seqs") != 1023 for c in changes)
     assert deployment_advice(base.replace(vllm_version="0.32.0")) == []
+
+
+def test_deployment_advice_skips_refused_and_unsafe_changes():
+    """A change vLLM refuses is not offered (K = 7 with parallel drafting: Model Runner V2
+    refuses it); a start-up crash's advice is only what the analysis finds safe."""
+    base = Knobs(max_num_seqs=1024, max_num_batched_tokens=8192, max_model_len=163840,
+                 parallel_drafting=True)  # inert without K
+    changes = [a["change"] for a in deployment_advice(base)]
+    assert changes and all("num_speculative_tokens" not in c for c in changes)
+    start = Knobs(max_num_seqs=1)  # S = 1: a PIECEWISE capture of 2 = W tokens at start-up
+    assert exposure(start).steps[0].kind == "startup"
+    for a in deployment_advice(start):
+        assert exposure(start.replace(**a["change"], **(
+            {"routing": "stock"} if "vllm_version" in a["change"] else {}))).exposed is False
+    assert deployment_advice_lines([]) == [
+        "  (no change the exposure analysis checks makes it safe)"]
