@@ -85,7 +85,8 @@ IGNORED = {
     "distributed_executor_backend": True, "enable_expert_parallel": False,
     "quantization": True,
 }
-CHECK_OPTIONS = ("prompt_lens", "json", "check", "full", "vllm", "engine_args")  # check's
+CHECK_OPTIONS = ("prompt_lens", "json", "check", "full", "vllm", "engine_args",
+                 "check_prompts_only", "exposure")  # check's
 SHORT_FLAGS = {"-sc": "speculative_config", "-cc": "compilation_config",
                "-ac": "attention_config"}
 
