@@ -88,13 +88,20 @@ class Prediction:
         return not self.startup_ok or any(p.error for p in self.prompts)
 
 
-def predict(knobs: Knobs, prompt_lens=()) -> Prediction:
+def _checked(knobs: Knobs, prompt_lens) -> tuple[list[int], Plan]:
+    """(prompt lengths, plan); ValueError where vLLM refuses the prompts or the knobs, or the
+    KV pool may run short, in that order."""
     lens = validate_prompt_lens(prompt_lens, knobs.max_model_len)
     p = plan(knobs)
     short = serving_shortfall(knobs, [(n, MAX_TOKENS) for n in lens],
                               sequential=not knobs.enable_prefix_caching)
     if short:
         raise ValueError(short)
+    return lens, p
+
+
+def predict(knobs: Knobs, prompt_lens=()) -> Prediction:
+    lens, p = _checked(knobs, prompt_lens)
     startup = list(startup_batches(p))
     alive = not any(map(_ERROR, startup))  # no start-up batch raised
     hits = cached_prefixes(p, lens)
@@ -117,12 +124,7 @@ def crashes(knobs: Knobs, prompt_lens=()) -> bool:
     first that raises, and the prefix-cache hits are worked out only once a prompt may share
     a block with an earlier one (until then every hit is 0, as :func:`cached_prefixes` says).
     ``tests/test_advice_speed.py`` compares it with ``predict`` on a table of cases."""
-    lens = validate_prompt_lens(prompt_lens, knobs.max_model_len)
-    p = plan(knobs)
-    short = serving_shortfall(knobs, [(n, MAX_TOKENS) for n in lens],
-                              sequential=not knobs.enable_prefix_caching)
-    if short:
-        raise ValueError(short)
+    lens, p = _checked(knobs, prompt_lens)
     if any(map(_ERROR, startup_batches(p))):
         return True
     if not p.rules.crashes:
