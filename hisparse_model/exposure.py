@@ -156,6 +156,9 @@ def exposure(knobs: Knobs) -> Exposure:
     """The verdict for all traffic (see the module docstring); ValueError where vLLM refuses
     the knobs (``plan``)."""
     p = plan(knobs)
+    if knobs.data_parallel_size > 1 and knobs.num_speculative_tokens:
+        return Exposure(knobs, None, (), None, "MTP under data parallelism is not modelled "
+                        "(the drafter's forwards sync across ranks too)")
     bad = next((x for x in startup_batches(p) if x.error), None)
     if bad is not None:
         what = f"start-up ({bad.phase}: {bad.label}, {bad.num_tokens} tokens): before any traffic"
@@ -194,10 +197,16 @@ def exposure(knobs: Knobs) -> Exposure:
         return Exposure(knobs, True, tuple(exposed), None)
     if undecided:
         return Exposure(knobs, None, (), None, "; ".join(dict.fromkeys(undecided)))
-    if blocked_by_graph:
-        return Exposure(knobs, False, (), f"the only step that would raise ({c + 1} tokens) replays a FULL "
-                        "CUDA graph, which routes nothing")
-    return Exposure(knobs, False, (), _never(p, resident))
+    why = (f"the only step that would raise ({c + 1} tokens) replays a FULL CUDA graph, which "
+           "routes nothing") if blocked_by_graph else _never(p, resident)
+    if knobs.data_parallel_size > 1 and (blocked_by_graph or why.startswith("no step")):
+        # the gate is the traffic's, not the routing's: an idle rank's dummy batch, padded to
+        # the other rank's step (data_parallel.py), is traffic this analysis does not build
+        return Exposure(knobs, None, (), None, f"one rank alone: never ({why}); under data "
+                        "parallelism an idle rank also runs dummy batches padded to the other "
+                        "rank's step, which this analysis does not cover (simulate -dp N "
+                        "answers for a workload)")
+    return Exposure(knobs, False, (), why)
 
 
 def _fits_pool(knobs: Knobs, steps: list[ExposedStep], undecided: list[str]) -> list:

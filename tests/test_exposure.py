@@ -111,6 +111,15 @@ def test_json_shape():
     assert exposure(Knobs(vllm_version="0.32.0")).as_json()["steps"] == []
 
 
+def test_undecided_data_parallel():
+    """Under DP the traffic gates (max_model_len here) leave an idle rank's dummy batches
+    undecided, and MTP is not modelled; the routing's gates (0.32.0) still say never."""
+    tiny = Knobs(max_num_seqs=2, max_num_batched_tokens=8, max_model_len=3, data_parallel_size=2)
+    assert exposure(tiny).exposed is None and "dummy batches" in exposure(tiny).undecided
+    assert exposure(Knobs(num_speculative_tokens=1, data_parallel_size=2)).exposed is None
+    assert exposure(Knobs(vllm_version="0.32.0", data_parallel_size=2)).exposed is False
+
+
 def test_undecided_small_pool():
     """A KV pool too small for the example leaves the verdict undecided, never guessed."""
     # max_model_len 1000: kv_pool.request_blocks(1000) = 176 blocks + the null block start
@@ -126,7 +135,8 @@ def _configs(rng: random.Random, count: int) -> list[Knobs]:
     out = []
     while len(out) < count:
         version = rng.choice(["0.31.0", "0.31.0", "0.31.0", "0.32.0", "0.33.0"])
-        s, k = rng.randint(1, 5), rng.choice([0, 0, 1, 2])
+        dp = rng.choice([1] * 9 + [2])
+        s, k = rng.randint(1, 5), rng.choice([0, 0, 1, 2]) if dp == 1 else 0
         c = s * (1 + k)
         b = rng.choice([None, s, max(s, k + 1), c, c + 1, c + 2, c + rng.randint(3, 40)])
         try:
@@ -136,7 +146,9 @@ def _configs(rng: random.Random, count: int) -> list[Knobs]:
                 max_model_len=rng.choice([3, 4, 6, 12, 40, 200]), num_speculative_tokens=k,
                 attention_backend=rng.choice(["FLASH_ATTN_MLA_SPARSE"] * 3 + ["FLASHMLA_SPARSE"]),
                 cudagraph_mode=rng.choice([None, None, "PIECEWISE", "FULL_DECODE_ONLY", "NONE"]),
-                enforce_eager=rng.random() < .1, enable_prefix_caching=rng.random() < .6)
+                enforce_eager=rng.random() < .1, enable_prefix_caching=rng.random() < .6,
+                tensor_parallel_size=rng.choice([1, 1, 1, 2]),
+                data_parallel_size=dp)
             plan(knobs)
         except ValueError:
             continue
@@ -182,13 +194,16 @@ def _workloads(rng: random.Random, knobs: Knobs, count: int) -> list[list[dict]]
 
 
 def test_search_finds_no_counterexample():
-    """>= 5,000 (configuration, workload) pairs: 'never' never crashes; 'exposed' crashes only
-    with the C + 1 the analysis names, and its examples always crash."""
+    """>= 5,000 (configuration, workload) pairs (400 configurations x 20 workloads): 'never'
+    never crashes; 'exposed' crashes only with the C + 1 the analysis names, and its examples
+    always crash."""
     rng = random.Random(27)
     pairs = exposed = 0
-    for knobs in _configs(rng, 250):
+    for knobs in _configs(rng, 400):
         exp = exposure(knobs)
-        assert exp.exposed is not None, exp.undecided
+        if exp.exposed is None:  # only an idle DP rank's dummy batches are left undecided
+            assert knobs.data_parallel_size > 1 and "dummy batches" in exp.undecided
+            continue
         named = {s.tokens for s in exp.steps}
         c = plan(knobs).swap_capacity
         for st in exp.steps:

@@ -102,3 +102,11 @@ def test_deployment_advice_skips_refused_and_unsafe_changes():
             {"routing": "stock"} if "vllm_version" in a["change"] else {}))).exposed is False
     assert deployment_advice_lines([]) == [
         "  (no change the exposure analysis checks makes it safe)"]
+
+
+def test_undecided_exits_1():
+    """Where the model cannot decide (a set KV pool of 177 blocks may not hold the 513 + 512
+    burst, 113 + 113 = 226 blocks), check says UNDECIDED and --check exits 1."""
+    out = run("--check", "--prompt-lens", "2", *SERVE, "--max-model-len", "1000",
+              "--num-gpu-blocks-override", "177")
+    assert out.returncode == 1 and out.stdout.splitlines()[1].startswith("  UNDECIDED")
