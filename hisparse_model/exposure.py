@@ -210,7 +210,7 @@ def exposure(knobs: Knobs) -> Exposure:
 
 
 def _fits_pool(knobs: Knobs, steps: list[ExposedStep], undecided: list[str]) -> list:
-    """Drop the examples the KV pool the model assumes may not hold (``num_gpu_blocks_override``)."""
+    """Drop the examples a set KV pool may not hold (``num_gpu_blocks_override``)."""
     if knobs.num_gpu_blocks_override is None or not steps:
         return steps
     from .simulate import serving_refusal

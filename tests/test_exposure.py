@@ -1,4 +1,4 @@
-"""The exposure analysis: every exposed step kind crashes its example, every 'never' survives a search.
+"""The exposure analysis: each exposed step kind crashes its example; each 'never' survives a search.
 
 Each exposed kind's example is replayed through ``simulate`` (the exact error,
 stop = C + 1, capacity = C); the search serves >= 5,000 (configuration, workload)
@@ -104,7 +104,7 @@ def test_serve_default_done_means():
 
 
 def test_json_shape():
-    """The JSON is {"exposed", "steps": [{"what", "tokens", "example", "error"}], "never_because"}."""
+    """JSON: {"exposed", "steps": [{"what", "tokens", "example", "error"}], "never_because"}."""
     out = json.loads(json.dumps(exposure(Knobs()).as_json()))
     assert out["exposed"] is True and out["never_because"] is None
     assert {"what", "tokens", "example", "error"} <= set(out["steps"][0])

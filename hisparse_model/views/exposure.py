@@ -58,12 +58,12 @@ class ExposureDashboard(Dashboard):
         verified = [verify(knobs, st) for st in exp.steps]
         word = {True: "exposed", False: "safe", None: "undecided"}[exp.exposed]
         tokens = ",".join(str(st.tokens) for st in exp.steps if st.tokens) or "none"
-        labels = {"exposed": word, "tokens": tokens, "source": source,
-                  "kinds": ",".join(st.kind for st in exp.steps) or "none",
-                  "advice": str(len(advice)), "verified": str(all(verified)).lower(),
-                  "summary": f"exposed={word} kinds={','.join(st.kind for st in exp.steps) or 'none'}"
-                             f" tokens={tokens} advice={len(advice)} verified="
-                             f"{str(all(verified)).lower()}"}
+        kinds = ",".join(st.kind for st in exp.steps) or "none"
+        ok = str(all(verified)).lower()
+        labels = {"exposed": word, "tokens": tokens, "source": source, "kinds": kinds,
+                  "advice": str(len(advice)), "verified": ok,
+                  "summary": f"exposed={word} kinds={kinds} tokens={tokens} "
+                             f"advice={len(advice)} verified={ok}"}
         body = _verdict_html(exp, verified, source) + _advice_html(advice)
         return Screen({**knobs.as_dict(), "source": source}, exp, labels, body, lambda: {})
 
