@@ -7,7 +7,7 @@ pydantic dataclass that forbids unknown fields
 ``device_buffer_size: int | None``, greater than 0
 (vllm/config/attention.py:21 `device_buffer_size: int | None = Field(default=None, gt=0)`),
 and ``eager_host_mirror: bool``
-(vllm/config/attention.py:30 `eager_host_mirror: bool = True`).  So
+(vllm/config/attention.py:29 `eager_host_mirror: bool = True`).  So
 
 * ``null`` leaves HiSparse off (HiSparse is on when the field is not None,
   vllm/config/vllm.py:1820 `if self.attention_config.hisparse_config is not None:`),
