@@ -2,7 +2,8 @@
 
 The knob flags are generated from the :class:`~hisparse_model.knobs.Knobs`
 declaration, so ``--help`` shows every knob's default and meaning.  Exit
-status: 0 ok; 1 ``--check`` (predict, simulate, check) found a crash, or a live run failed;
+status: 0 ok; 1 ``--check`` (predict, simulate, check) found a crash (check, predict
+--exposure: or the server is exposed to some traffic, or undecided), or a live run failed;
 2 bad input (one line naming the knob, never a traceback); 3 ``live`` cannot
 run here (no GPU or no vLLM); 4 ``explain``: the text is not a crash this
 model covers, or does not say which (no fix advice).
