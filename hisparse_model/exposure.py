@@ -185,7 +185,8 @@ def exposure(knobs: Knobs) -> Exposure:
         m = _pieces(n, s, q, knobs.max_model_len)
         if m is None:
             continue
-        if dispatch(p, n, m, n, False).mode == "FULL":
+        # m prompts, none a decode nor a one-token extension: not decode-graph eligible
+        if dispatch(p, n, m, -(-n // m), False).mode == "FULL":
             blocked_by_graph = True  # a FULL replay routes nothing
             continue
         exposed += _forms(p, n, m)
