@@ -121,8 +121,9 @@ def crashes(knobs: Knobs, prompt_lens=()) -> bool:
     advice asks it of thousands of candidates): the same refusals in the same order, then
     start-up; nothing served can raise where the routing cannot
     (:attr:`~hisparse_model.versions.VersionRules.crashes`); the prompts are walked up to the
-    first that raises, and the prefix-cache hits are worked out only once a prompt may share
-    a block with an earlier one (until then every hit is 0, as :func:`cached_prefixes` says).
+    first that raises, each (length, hit) once (a prompt's batches depend on nothing else), and
+    the prefix-cache hits are worked out only once a prompt may share a block with an earlier
+    one (until then every hit is 0, as :func:`cached_prefixes` says).
     ``tests/test_advice_speed.py`` compares it with ``predict`` on a table of cases."""
     lens, p = _checked(knobs, prompt_lens)
     if any(map(_ERROR, startup_batches(p))):
@@ -131,9 +132,14 @@ def crashes(knobs: Knobs, prompt_lens=()) -> bool:
         return False
     walk = PromptWalk(p)
     hits = None
+    seen = set()  # (tokens, hit) of the prompts walked: a prompt's batches depend on nothing else
     for i, n in enumerate(lens):
         if hits is None and knobs.enable_prefix_caching and _may_share_a_block(lens[:i + 1]):
             hits = cached_prefixes(p, lens)
-        if any(map(_ERROR, walk.batches(i, n, hits[i] if hits else 0))):
+        shape = (n, hits[i] if hits else 0)
+        if shape in seen:
+            continue
+        seen.add(shape)
+        if any(map(_ERROR, walk.batches(i, *shape))):
             return True
     return False

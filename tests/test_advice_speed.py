@@ -61,6 +61,10 @@ CASES = [
     (Knobs(vllm_version="0.32.0"), [2, 3, 200]),  # never
     (Knobs(), [400]),  # refused: longer than max_model_len 320
     (Knobs(max_num_seqs=2, num_gpu_blocks_override=40), [200, 200, 200]),  # pool refusal
+    # identical prompts, then the crashing one last (each (length, hit) walked once)
+    (Knobs(max_num_seqs=2), [100] * 40 + [3]),
+    # B = 33: a 100-token prompt after a 64-token hit computes 36 = 33 + 3 tokens: 3 = C + 1
+    (Knobs(max_num_seqs=2, max_num_batched_tokens=33), [100, 100]),
 ]
 
 
