@@ -47,6 +47,7 @@ def _clear_caches() -> None:
     plan.cache_clear()
     startup.startup_batches.cache_clear()
     serving.served_one_after_another.cache_clear()
+    serving.REUSABLE.clear()
 
 
 def time_predict(repeat: int = 2000, cold: bool = False) -> float:
@@ -136,6 +137,8 @@ def measure() -> dict:
     out.update(_simulate_figures())
     out["simulate_dp8_10k_s"] = round(time_simulate_dp(), 3)
     out["simulate_advice_2k_s"] = round(time_simulate_advice(), 3)
+    out["exposure_us"] = round(time_exposure(), 1)
+    out["predict_advice_100_s"] = round(time_predict_advice(), 3)
     out["browser_latency_ms"] = browser_latency()
     return out
 
@@ -217,6 +220,49 @@ def _options(argv: list[str]):
     p = _Parser(prog="python -m hisparse_model.bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     return p.parse_args(argv)
+
+
+def exposure_configs() -> list[Knobs]:
+    """Configurations for :func:`time_exposure`: vllm serve's defaults and the fix PR's, each
+    under every version, backend and K of 0 to 2."""
+    out = []
+    for base in (Knobs(max_num_seqs=1024, max_num_batched_tokens=8192, max_model_len=163840),
+                 Knobs(max_num_seqs=2)):
+        for version in ("0.31.0", "0.32.0", "0.33.0"):
+            for backend in ("FLASH_ATTN_MLA_SPARSE", "FLASHMLA_SPARSE"):
+                for k in (0, 1, 2):
+                    out.append(base.replace(vllm_version=version, attention_backend=backend,
+                                            num_speculative_tokens=k))
+    return out
+
+
+def time_exposure() -> float:
+    """µs per exposure analysis (``exposure.py``), cold: every cache cleared before each."""
+    from . import exposure as exp
+
+    configs = exposure_configs()
+    total = 0.0
+    for knobs in configs:
+        _clear_caches()
+        exp.exposure.cache_clear()
+        t0 = time.perf_counter()
+        exp.exposure(knobs)
+        total += time.perf_counter() - t0
+    return total / len(configs) * 1e6
+
+
+def time_predict_advice(n: int = 100) -> float:
+    """Seconds for ``predict --max-num-seqs 2 --prompt-lens 1,...,n`` and its advice (prefix
+    caching on), caches cleared first."""
+    from .advice import SEQS_MAP, advise, prediction_crashes
+
+    lens = list(range(1, n + 1))
+    knobs = Knobs(max_num_seqs=2)
+    _clear_caches()
+    t0 = time.perf_counter()
+    predict(knobs, lens)
+    advise(knobs, prediction_crashes(lens), longest_prompt=n, seqs_map=SEQS_MAP)
+    return time.perf_counter() - t0
 
 
 def main(argv: list[str] | None = None) -> int:

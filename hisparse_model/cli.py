@@ -2,7 +2,8 @@
 
 The knob flags are generated from the :class:`~hisparse_model.knobs.Knobs`
 declaration, so ``--help`` shows every knob's default and meaning.  Exit
-status: 0 ok; 1 ``--check`` (predict, simulate, check) found a crash, or a live run failed;
+status: 0 ok; 1 ``--check`` (predict, simulate, check) found a crash (check, predict
+--exposure: or the server is exposed to some traffic, or undecided), or a live run failed;
 2 bad input (one line naming the knob, never a traceback); 3 ``live`` cannot
 run here (no GPU or no vLLM); 4 ``explain``: the text is not a crash this
 model covers, or does not say which (no fix advice); 130 Ctrl-C, and closed
@@ -97,6 +98,11 @@ def _predict_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--check", action="store_true",
                    help="exit 1 when any crash is predicted (for CI pipelines)")
     p.add_argument("--full", action="store_true", help="do not fold identical batches")
+    p.add_argument("--exposure", action="store_true",
+                   help="lead with the verdict for all traffic (check always does); "
+                   "--check then exits 1 when some traffic kills the server")
+    p.add_argument("--check-prompts-only", action="store_true",
+                   help="with --check: exit 1 only when the given prompts crash")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -169,7 +175,7 @@ def _predict(args) -> int:
     knobs = _one_rank(knobs_from_args(args))
     pred = predict(knobs, args.prompt_lens)
     return _answer(args, knobs, pred, pred.crashes, prediction_crashes(args.prompt_lens),
-                   to_cli_json, format_table, max(args.prompt_lens))
+                   to_cli_json, format_table, max(args.prompt_lens), args.exposure)
 
 
 def _check(args) -> int:
@@ -195,14 +201,21 @@ def _check(args) -> int:
             name_change=change_as_flags)])
 
     return _answer(args, launch.knobs, pred, pred.crashes, prediction_crashes(args.prompt_lens),
-                   to_json, to_text, max(args.prompt_lens))
+                   to_json, to_text, max(args.prompt_lens), True, change_as_flags)
 
 
 def _answer(args, knobs: Knobs, result, crashed: bool, crashes, to_json, to_text,
-            longest_prompt: int) -> int:
-    """Print a prediction or schedule (with verified advice when it crashes); the exit status."""
+            longest_prompt: int, exposure: bool = False, name_change=None) -> int:
+    """Print a prediction or schedule (with verified advice when it crashes); the exit status.
+
+    ``exposure``: lead with the verdict for all traffic (``exposure_report.py``)."""
     from .advice import SEQS_MAP, advise
 
+    if exposure:
+        from .exposure_report import answer_with_exposure
+
+        return answer_with_exposure(args, knobs, result, crashed, crashes, to_json, to_text,
+                                    longest_prompt, name_change)
     advice = (advise(knobs, crashes, longest_prompt=longest_prompt, seqs_map=SEQS_MAP)
               if crashed else [])
     if args.json:

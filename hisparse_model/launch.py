@@ -40,6 +40,7 @@ import json
 import os
 from typing import NamedTuple
 
+from .hisparse_config import hisparse_on
 from .knobs import MODEL_MAX_LEN, Knobs, knob_specs
 from .vllm_flags import (ASSUMED, CHECK_OPTIONS, CONFIG_KEYS, IGNORED, KNOB_FLAGS, KnobFlag,
                          field_of, json_config, parse_bool, parse_command, parse_int,
@@ -139,6 +140,8 @@ def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: s
                 elif allowed[key] is not None and str(sub) not in allowed[key]:
                     raise ValueError(f"{here} {sub!r}: the model covers "
                                      f"{' or '.join(allowed[key])} only")
+                elif key == "hisparse_config" and not hisparse_on(sub, here):
+                    continue  # null: off (hisparse_config.py), unless a connector switches it on
                 elif key == "hisparse_config" or config.get(key) == "HiSparseConnector":
                     hisparse = hisparse or here  # switches HiSparse on
                 elif allowed[key] is None:

@@ -17,7 +17,7 @@ from .knobs import Knobs
 from .kv_pool import serving_shortfall
 from .plan import Plan, plan
 from .reproduction import MAX_TOKENS
-from .serving import PromptWalk, cached_prefixes, validate_prompt_lens
+from .serving import PromptWalk, _may_share_a_block, cached_prefixes, validate_prompt_lens
 from .startup import startup_batches
 
 
@@ -88,13 +88,20 @@ class Prediction:
         return not self.startup_ok or any(p.error for p in self.prompts)
 
 
-def predict(knobs: Knobs, prompt_lens=()) -> Prediction:
+def _checked(knobs: Knobs, prompt_lens) -> tuple[list[int], Plan]:
+    """(prompt lengths, plan); ValueError where vLLM refuses the prompts or the knobs, or the
+    KV pool may run short, in that order."""
     lens = validate_prompt_lens(prompt_lens, knobs.max_model_len)
     p = plan(knobs)
     short = serving_shortfall(knobs, [(n, MAX_TOKENS) for n in lens],
                               sequential=not knobs.enable_prefix_caching)
     if short:
         raise ValueError(short)
+    return lens, p
+
+
+def predict(knobs: Knobs, prompt_lens=()) -> Prediction:
+    lens, p = _checked(knobs, prompt_lens)
     startup = list(startup_batches(p))
     alive = not any(map(_ERROR, startup))  # no start-up batch raised
     hits = cached_prefixes(p, lens)
@@ -107,3 +114,32 @@ def predict(knobs: Knobs, prompt_lens=()) -> Prediction:
         if died_at is None and out.error:
             died_at = f"prompt {i + 1}, of {n} tokens"  # numbered for people, from 1
     return Prediction(knobs, p, startup, prompts)
+
+
+def crashes(knobs: Knobs, prompt_lens=()) -> bool:
+    """``predict(knobs, prompt_lens).crashes``, raising where it raises, with less work (the
+    advice asks it of thousands of candidates): the same refusals in the same order, then
+    start-up; nothing served can raise where the routing cannot
+    (:attr:`~hisparse_model.versions.VersionRules.crashes`); the prompts are walked up to the
+    first that raises, each (length, hit) once (a prompt's batches depend on nothing else), and
+    the prefix-cache hits are worked out only once a prompt may share a block with an earlier
+    one (until then every hit is 0, as :func:`cached_prefixes` says).
+    ``tests/test_advice_speed.py`` compares it with ``predict`` on a table of cases."""
+    lens, p = _checked(knobs, prompt_lens)
+    if any(map(_ERROR, startup_batches(p))):
+        return True
+    if not p.rules.crashes:
+        return False
+    walk = PromptWalk(p)
+    hits = None
+    seen = set()  # (tokens, hit) of the prompts walked: a prompt's batches depend on nothing else
+    for i, n in enumerate(lens):
+        if hits is None and knobs.enable_prefix_caching and _may_share_a_block(lens[:i + 1]):
+            hits = cached_prefixes(p, lens)
+        shape = (n, hits[i] if hits else 0)
+        if shape in seen:
+            continue
+        seen.add(shape)
+        if any(map(_ERROR, walk.batches(i, *shape))):
+            return True
+    return False

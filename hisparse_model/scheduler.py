@@ -39,11 +39,11 @@ clamped to 0..num_drafts, padded placeholder drafts included.
 
 from __future__ import annotations
 
-import bisect
 from collections import deque
 from dataclasses import dataclass, field
 
 from .scheduler_config import VERSIONS, SchedulerConfig, acceptance  # noqa: F401
+from .workload import Arrivals
 
 
 @dataclass
@@ -210,13 +210,16 @@ class _Sim:
             pass
         return self.steps
 
-    def lazily(self, workload):
+    def lazily(self, workload, arrivals=None):
         """The engine loop as a generator: each :class:`Step` as soon as it is scheduled (its
-        ``finished`` and ``returned_at`` are filled in later, when its output is processed)."""
-        arrivals: dict[int, list[int]] = {}
-        for i, r in enumerate(workload.requests):
-            arrivals.setdefault(r.arrival_step, []).append(i)
-        later, queue, step = sorted(arrivals), deque(), 0
+        ``finished`` and ``returned_at`` are filled in later, when its output is processed).
+        ``arrivals``: engine step -> requests joining before it, looked up (``.get``) at every
+        engine step, and ``next_after(step)``, the next step a request joins at (None: no
+        more); default: each request's ``arrival_step`` (:class:`Arrivals`; ``serving.py``
+        decides them as the run goes)."""
+        if arrivals is None:
+            arrivals = Arrivals.of(workload)
+        queue, step = deque(), 0
         while True:
             for i in arrivals.get(step, ()):
                 self.waiting.append(self.reqs[i])
@@ -224,10 +227,9 @@ class _Sim:
                 # Nothing waiting, running, finished or in flight: every engine step until the
                 # next arrival schedules and processes nothing, so jump to it in O(1) (its
                 # number is the one vLLM's loop gives it); none left: the loop ends.
-                nxt = bisect.bisect_right(later, step)
-                if nxt == len(later):
+                step = arrivals.next_after(step)
+                if step is None:
                     return
-                step = later[nxt]
                 continue
             scheduled = len(self.steps)
             if self.asyn:  # vllm/v1/engine/core.py:670-786 `def step_with_batch_queue`

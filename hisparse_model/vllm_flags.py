@@ -87,7 +87,8 @@ IGNORED = {
     "distributed_executor_backend": True, "enable_expert_parallel": False,
     "quantization": True,
 }
-CHECK_OPTIONS = ("prompt_lens", "json", "check", "full", "vllm", "engine_args")  # check's
+CHECK_OPTIONS = ("prompt_lens", "json", "check", "full", "vllm", "engine_args",
+                 "check_prompts_only", "exposure")  # check's
 # Fields whose flag takes one or more values (nargs "+": a ``str | list[str]`` field,
 # vllm/engine/arg_utils.py:473 `served_model_name: str | list[str] | None`,
 # vllm/engine/arg_utils.py:251 `"nargs": "+"`).

@@ -13,6 +13,7 @@ request (numbered from 1, the file's first request being request 1).
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
 import os
@@ -223,3 +224,21 @@ def synthetic(n_requests: int, prompt_lens=(16,), spacing: int = 0,
     return Workload.from_json([
         {"prompt_len": lens[i % len(lens)], "max_tokens": max_tokens,
          "arrival_step": i * spacing} for i in range(n_requests)])
+
+
+class Arrivals(dict):
+    """Engine step -> the requests that join before it (their ``arrival_step``), and the next
+    such step after a given one (how the engine loop jumps over an idle stretch in O(log n))."""
+
+    @classmethod
+    def of(cls, workload) -> "Arrivals":
+        out = cls()
+        for i, r in enumerate(workload.requests):
+            out.setdefault(r.arrival_step, []).append(i)
+        out.later = sorted(out)
+        return out
+
+    def next_after(self, step: int) -> int | None:
+        nxt = bisect.bisect_right(self.later, step)
+        return self.later[nxt] if nxt < len(self.later) else None
+

@@ -200,6 +200,22 @@ MUTATIONS: list[Mutation] = [
       "return f\"<span class='{CLASS}' data-dashboard='{name}' hidden>{esc(summary)}</span>\"",
       "return f\"<code class='{CLASS}' data-dashboard='{name}'>{esc(summary)}</code>\"",
       ("tests/test_notebook_live_replay.py",)),
+    # -- the exposure analysis (exposure.py) and its fast advice paths ---------------------
+    M("exposure: B does not bound a step (C + 1 asked even when B <= C)",
+      "hisparse_model/exposure.py", "range(c + 1, min(b, c + SCAN) + 1), b}",
+      "range(c + 1, c + SCAN + 1), b}", ("tests/test_exposure.py",)),
+    M("exposure: a step that routes taken for a FULL replay (routes nothing)",
+      "hisparse_model/exposure.py", 'if dispatch(p, n, m, -(-n // m), False).mode == "FULL":',
+      'if dispatch(p, n, m, -(-n // m), False).mode != "FULL":', ("tests/test_exposure.py",)),
+    M("exposure: a prompt of max_model_len tokens counted as servable",
+      "hisparse_model/exposure.py", "top = max_len - 1  # the longest prompt vLLM accepts",
+      "top = max_len  # the longest prompt vLLM accepts", ("tests/test_exposure.py",)),
+    M("exposure: a staged cached prefix taken as resident",
+      "hisparse_model/exposure.py", "resident, staged = router(p, True), router(p, False)",
+      "resident, staged = router(p, True), router(p, True)", ("tests/test_exposure.py",)),
+    M("predict advice: a prompt's predecessor done one step earlier (the one run gives up)",
+      "hisparse_model/serving.py", "return steps[j].index + 2", "return steps[j].index + 1",
+      ("tests/test_advice_speed.py",)),
 ]
 
 

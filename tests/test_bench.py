@@ -23,6 +23,8 @@ def test_each_measurement_runs_small():
     assert bench.time_sweep(n=1000) > 0
     assert bench.time_model_config_path(configs) > 0
     assert bench.time_simulate_dp(n=200, dp=2) > 0
+    assert len(bench.exposure_configs()) == 36 and bench.time_exposure() > 0  # 2 x 3 x 2 x 3
+    assert bench.time_predict_advice(n=10) > 0
 
 
 def test_without_vllm_trees_vllm_figures_are_none(tmp_path, monkeypatch):
@@ -76,13 +78,16 @@ def test_measure_puts_one_runs_figures_together(monkeypatch):
     monkeypatch.setattr(bench, "_simulate_figures", lambda: {"simulate_10k_s": 0.5})
     monkeypatch.setattr(bench, "time_simulate_dp", lambda: 0.3)
     monkeypatch.setattr(bench, "time_simulate_advice", lambda: 4.0)
+    monkeypatch.setattr(bench, "time_exposure", lambda: 310.04)  # rounded to 0.1 µs
+    monkeypatch.setattr(bench, "time_predict_advice", lambda: 0.2804)  # rounded to 1 ms
     monkeypatch.setattr(bench, "browser_latency", lambda: None)
     assert bench.measure() == {
         "predict_warm_us": 3.0, "predict_cold_us": 40.0, "plan_us": 2.0,
         "vllm_config_path_us": 80000.0,
         "ratio_cold": 2000,  # 0.08 s / 40 µs
         "sweep_100k_s": 0.25, "simulate_10k_s": 0.5, "simulate_dp8_10k_s": 0.3,
-        "simulate_advice_2k_s": 4.0, "browser_latency_ms": None}
+        "simulate_advice_2k_s": 4.0, "browser_latency_ms": None,
+        "exposure_us": 310.0, "predict_advice_100_s": 0.28}
 
 
 def test_advice_workload_crashes_where_it_says():

@@ -122,15 +122,19 @@ def test_answers_like_predict_with_the_version_and_advice_in_flags():
     """check's answer is predict's for the same knobs; --vllm picks the version; advice in flags."""
     # S = 2, L = 320: B = 640, C = 2, W = 3: the 3-token prompt crashes 0.31.0
     command = serve(f"{MODEL} --max-num-seqs 2 --max-model-len 320 {HS}")
-    got = json.loads(run("--json", "--prompt-lens", "2,3", "--", *command).stdout)
+    got = json.loads(run("--json", "--check-prompts-only", "--prompt-lens", "2,3", "--",
+                         *command).stdout)
     want = json.loads(subprocess.run(
         [sys.executable, "-m", "hisparse_model", "predict", "--max-num-seqs", "2",
          "--max-num-batched-tokens", "640", "--prompt-lens", "2,3", "--json"],
         capture_output=True, text=True, timeout=120).stdout)
     assert got["prompts"] == want["prompts"] and got["advice"] == want["advice"]
     assert got["prompts"][1]["error"] == ERROR_TEMPLATE.format(stop=3, capacity=2)
-    text = run("--prompt-lens", "2,3", "--", *command).stdout
+    text = run("--check-prompts-only", "--prompt-lens", "2,3", "--", *command).stdout
     assert "1. upgrade to vLLM 0.32.0" in text and "--max-num-seqs 3" in text
+    # for all traffic S = 3 only moves C to 3 (a 4-token prompt still crashes): not offered
+    text = run("--prompt-lens", "2,3", "--", *command).stdout
+    assert "1. upgrade to vLLM 0.32.0" in text and "--max-num-seqs 3" not in text
     assert run("--check", "--prompt-lens", "2,3", "--", *command).returncode == 1
     fixed = run("--vllm", "0.32.0", "--check", "--prompt-lens", "2,3", "--", *command)
     assert fixed.returncode == 0 and "vLLM 0.32.0" in fixed.stdout
@@ -177,18 +181,20 @@ def test_advice_in_flags_avoids_the_crash_when_applied():
     got = json.loads(run("--json", "--prompt-lens", "2,3", "--", *serve(base)).stdout)
     flagged = 0
     for a in got["advice"]:
-        (knob, value), = a["change"].items()
-        extra = {"max_num_seqs": f"--max-num-seqs {value}",
-                 "max_num_batched_tokens": f"--max-num-batched-tokens {value}",
-                 "num_speculative_tokens": "--speculative-config "
-                 f"""'{{"method": "mtp", "num_speculative_tokens": {value}}}'"""}.get(knob)
-        if extra is None:  # the upgrade and the patch are not flags
+        flags = [{"max_num_seqs": f"--max-num-seqs {value}",
+                  "max_num_batched_tokens": f"--max-num-batched-tokens {value}",
+                  "num_speculative_tokens": "--speculative-config "
+                  f"""'{{"method": "mtp", "num_speculative_tokens": {value}}}'""",
+                  "attention_backend": f"--attention-backend {value}"}.get(knob)
+                 for knob, value in a["change"].items()]
+        if None in flags:  # the upgrade and the patch are not flags
             continue
+        extra = " ".join(flags)
         # the flag given last wins, in vLLM's parser as in check's
         out = run("--check", "--prompt-lens", "2,3", "--", *serve(f"{base} {extra}"))
         assert out.returncode == 0, (a["change"], out.stdout[-500:], out.stderr)
         flagged += 1
-    assert flagged >= 3  # S = 3, K = 1 and the crippling B = 2
+    assert flagged >= 3  # the backend, S = B = 640 and the crippling B = 2
 
 
 @pytest.mark.parametrize("argv", [

@@ -25,6 +25,7 @@ EXPECTED = [
     "04_model_vs_engine",
     "05_your_traffic",
     "06_two_gpus",
+    "07_is_my_server_exposed",
 ]
 
 

@@ -6,8 +6,8 @@ crash_size=3``) and what a reader sees, its numbers, from the widget state nbcli
 HTML the notebook displays; they compare them with :func:`hisparse_model.predict`
 computed here, so a notebook that runs but shows the wrong numbers fails.
 
-The five notebooks run once per session (a module fixture), each cell with a
-60 s timeout; together they must finish in 75 s.
+The six notebooks run once per session (a module fixture), each cell with a
+60 s timeout; together they must finish in 90 s.
 """
 
 from __future__ import annotations
@@ -37,9 +37,10 @@ NAMES = [
     "03_fix_and_next_fix",
     "04_model_vs_engine",
     "05_your_traffic",
+    "07_is_my_server_exposed",
 ]
 CELL_TIMEOUT = 60  # seconds per cell (a lost kernel reply stalls for exactly this long)
-TOTAL_BUDGET = 75  # seconds for all five notebooks
+TOTAL_BUDGET = 90  # seconds for all six notebooks (75 for the first five, 15 for notebook 7)
 
 
 def _execute(name: str):
@@ -54,7 +55,7 @@ def _execute(name: str):
 
 @pytest.fixture(scope="module")
 def executed():
-    """name -> (executed notebook, its plain text output); runs all five once."""
+    """name -> (executed notebook, its plain text output); runs all six once."""
     out, seconds = {}, {}
     with pytest.MonkeyPatch.context() as mp:
         # notebooks 4 and 5's live cells would run the real engine for minutes on a GPU;
@@ -104,7 +105,7 @@ def _widget_views(nb) -> int:
 
 
 def test_all_notebooks_run_within_the_budget(executed):
-    """All five notebooks execute without error in 75 s together."""
+    """All six notebooks execute without error in 90 s together."""
     seconds = executed["_seconds"]
     assert set(seconds) == set(NAMES)
     assert sum(seconds.values()) < TOTAL_BUDGET, seconds
@@ -249,3 +250,14 @@ def test_05_serves_the_traffic_and_compares_the_recorded_workloads(executed):
     assert re.search(r"^live engine (unavailable: .+|available \(vLLM .+\), not run: "
                      r"HISPARSE_NOTEBOOK_LIVE=0)$", text, re.MULTILINE), text
     assert _widget_views(nb) == 2
+
+
+def test_07_says_the_default_serve_command_is_exposed(executed):
+    """Notebook 7: vllm serve's defaults (S = 1024, B = 8192, C = 1024) on 0.31.0 are exposed by
+    1025-token steps: a lone prompt, the last chunk of 8192 + 1025 = 9217 tokens, a burst."""
+    nb, _ = executed["07_is_my_server_exposed"]
+    digest, numbers = dashboards(nb)["exposure"]
+    assert digest == ("exposed=exposed kinds=lone_prompt,last_chunk,burst "
+                      "tokens=1025,1025,1025 advice=6 verified=true")
+    assert routing.swap_error(1025, 1024) in numbers and "9217-token prompt" in numbers
+    assert _widget_views(nb) == 1

@@ -676,6 +676,7 @@ def test_app_page_holds_every_dashboard():
     """The standalone app's page has one tab per notebook dashboard, each with its digest."""
     page, dashboards = app_page()
     assert [d.name for d in dashboards.values()] == ["off_by_one", "startup", "versions",
-                                                     "recordings", "traffic", "two_gpus"]
+                                                     "recordings", "traffic", "two_gpus",
+                                                     "exposure"]
     for d in dashboards.values():
         assert d.name in read_digests(d.numbers.value)

@@ -13,6 +13,7 @@
 ``traffic``            notebook 5: a workload step by step, its crash, the max_num_seqs map
 ``traffic_charts``     notebook 5's timeline and max_num_seqs map (SVG)
 ``two_gpus``           notebook 6: two DP ranks side by side, the idle rank's dummy batch
+``exposure``           notebook 7: is a server exposed to any traffic, examples, advice
 ``charts`` / ``svg``   the SVG charts and the one palette
 ``tables``             HTML tables, formulas with their vLLM lines, assumptions
 ``primer``             notebook 1's buffer diagram and "Where in vLLM"

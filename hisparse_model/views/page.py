@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipywidgets as W
 
 from .engine_runs import recordings_dashboard
+from .exposure import exposure_dashboard
 from .first_request import startup_dashboard
 from .fixes import versions_dashboard
 from .off_by_one import off_by_one_dashboard
@@ -19,6 +20,7 @@ TABS = (
     ("4 · vs engine", recordings_dashboard),
     ("5 · your traffic", traffic_dashboard),
     ("6 · two GPUs", two_gpus_dashboard),
+    ("7 · is my server exposed?", exposure_dashboard),
 )
 INTRO = (
     "<h2>vLLM HiSparse: the off-by-one in buffer sizing</h2><p style='max-width:900px'>vLLM "

@@ -1,0 +1,108 @@
+"""Notebook 7: "Is my server exposed?" -- the verdict for all traffic, its example, the advice.
+
+Paste a ``vllm serve`` command (read as ``check`` reads it, ``launch.py``) or leave the box
+empty and move the knobs; the dashboard shows :func:`~hisparse_model.exposure.exposure`'s
+verdict, each exposed step kind with its example traffic replayed through ``simulate``
+(:func:`~hisparse_model.exposure.verify`), and the changes that make the server safe for
+all traffic (:func:`~hisparse_model.deployment_advice.deployment_advice`).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from ..deployment_advice import deployment_advice
+from ..exposure import EXPOSURE_ASSUMPTIONS, exposure, verify
+from ..launch import change_as_flags, from_command
+from .controls import SPECS, knob_control, text_control
+from .dashboard import Dashboard, Screen
+from .tables import esc
+
+TOGGLES = ("vllm_version", "attention_backend", "routing")
+SLIDERS = ("max_num_seqs", "max_num_batched_tokens", "num_speculative_tokens", "max_model_len")
+COMMAND_HELP = ("a vllm serve command (read as `check` reads it); empty: the knobs below. "
+                "vllm_version still picks the release")
+SERVE_DEFAULT = ("vllm serve deepseek-ai/DeepSeek-V3.2 "
+                 """--attention-config '{"hisparse_config": {}}'""")
+
+
+class ExposureDashboard(Dashboard):
+    """A command or the knobs -> exposed or not, for all traffic, with examples and advice."""
+
+    name = "exposure"
+    assumptions = EXPOSURE_ASSUMPTIONS
+
+    def __init__(self, command: str = "", **initial):
+        controls = {"command": text_control("command", command, COMMAND_HELP)}
+        controls.update({n: knob_control(SPECS[n], initial.get(n), toggle=True) for n in TOGGLES})
+        controls.update({n: knob_control(SPECS[n], initial.get(n)) for n in SLIDERS})
+        super().__init__(controls)
+
+    def deployment(self):
+        """(knobs, where they came from): the pasted command, else the knobs."""
+        command = str(self.value("command")).strip()
+        if not command:
+            return self.knobs(), "the knobs below"
+        try:
+            argv = shlex.split(command)
+        except ValueError as exc:
+            raise ValueError(f"command: {exc}") from None
+        launch = from_command(argv, self.value("vllm_version"))
+        return launch.knobs, "the pasted vllm serve command"
+
+    def compute(self) -> Screen:
+        knobs, source = self.deployment()
+        exp = exposure(knobs)
+        advice = deployment_advice(knobs)
+        verified = [verify(knobs, st) for st in exp.steps]
+        word = {True: "exposed", False: "safe", None: "undecided"}[exp.exposed]
+        tokens = ",".join(str(st.tokens) for st in exp.steps if st.tokens) or "none"
+        kinds = ",".join(st.kind for st in exp.steps) or "none"
+        ok = str(all(verified)).lower()
+        labels = {"exposed": word, "tokens": tokens, "source": source, "kinds": kinds,
+                  "advice": str(len(advice)), "verified": ok,
+                  "summary": f"exposed={word} kinds={kinds} tokens={tokens} "
+                             f"advice={len(advice)} verified={ok}"}
+        body = _verdict_html(exp, verified, source) + _advice_html(advice)
+        return Screen({**knobs.as_dict(), "source": source}, exp, labels, body, lambda: {})
+
+    def draw(self) -> str:
+        return ""
+
+
+def _verdict_html(exp, verified: list[bool], source: str) -> str:
+    colour = {True: "#d73027", False: "#1a9850", None: "#fc8d59"}[exp.exposed]
+    k = exp.knobs
+    out = [f"<div class='hs-big' style='color:{colour}'><b class='hs-verdict'>"
+           f"{esc(exp.headline.split(':')[0])}</b> for all traffic</div>",
+           f"<div class='hs-note'>Read from {esc(source)}: vLLM {esc(k.vllm_version)}"
+           f"{' + fix' if k.routing == 'fix' else ''}, {esc(k.attention_backend)}, "
+           f"S = {k.max_num_seqs}, max_model_len = {k.max_model_len}.</div>"]
+    if exp.exposed is False:
+        out.append(f"<div class='hs-note'>Never: {esc(exp.never_because)}.</div>")
+    elif exp.exposed is None:
+        out.append(f"<div class='hs-note'>The model cannot decide: {esc(exp.undecided)}.</div>")
+    for st, ok in zip(exp.steps, verified):
+        replay = "replayed through simulate: it crashes so" if ok else "NOT reproduced by simulate"
+        out.append(f"<div class='hs-note'><b>{esc(st.what)}</b><br>example traffic: "
+                   f"<code class='hs-example'>{esc(json.dumps(st.example))}</code><br>"
+                   f"{replay}: <code>{esc(st.error)}</code></div>")
+    return "".join(out)
+
+
+def _advice_html(advice: list[dict]) -> str:
+    if not advice:
+        return ""
+    items = "".join(f"<li><b>{esc(change_as_flags(a['change']))}</b>: {esc(a['why'])}"
+                    f"<br><i>cost: {esc(a['cost']['text'])}</i></li>" for a in advice)
+    return ("<div class='hs-note'>To make it safe for all traffic (each change checked by the "
+            f"exposure analysis):<ol class='hs-advice'>{items}</ol></div>")
+
+
+def exposure_dashboard(command: str = "", **initial) -> ExposureDashboard:
+    """Notebook 7: paste a vllm serve command, or move the knobs."""
+    return ExposureDashboard(command, **initial)
+
+
+__all__ = ["SERVE_DEFAULT", "ExposureDashboard", "exposure_dashboard"]

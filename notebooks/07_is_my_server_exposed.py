@@ -1,0 +1,78 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 7 · Is my server exposed?
+#
+# > **Run All first** (menu *Run* ▸ *Run All Cells*): the notebook is stored without outputs,
+# > so its dashboard appears once it has run. Open the `.ipynb`; the `.py` beside it is the
+# > same notebook as text, for review.
+#
+# Three sample prompts that survive say little about a server: an operator's question is
+# **can any traffic kill this deployment, and which?** Paste your `vllm serve` command into
+# the `command` box (it is read as `python -m hisparse_model check` reads it), or empty the
+# box and move the knobs. The dashboard answers for *all* traffic:
+#
+# * **EXPOSED**: every kind of engine step that reaches `swap_in` with more than C rows, in
+#   words (a lone prompt, the last chunk of a longer prompt, prompts arriving together),
+#   each with a minimal example workload that the model's own serving simulation
+#   (`simulate`) replays and sees crash with the exact error;
+# * **NOT EXPOSED**: the reason no step can (the version routes on C; the backend hands the
+#   routing only a step's decode part, at most C tokens; B ≤ C leaves no room for C + 1 ...);
+# * **UNDECIDED**: where the model cannot tell (a KV pool it does not model running short),
+#   it says so instead of guessing.
+#
+# It assumes any traffic the scheduler model can produce: prompts shorter than
+# `max_model_len`, arriving at any engine step, chunked prefill, prefix caching; the KV pool
+# never runs short (no preemption).
+#
+# ## Why 1025 tokens
+#
+# With `vllm serve`'s defaults on an H200, S = 1024 requests and B = 8192 tokens a step,
+# so C = min(B, S·q) = 1024 swap rows. A step with no decode in it hands all its tokens to
+# the routing (FLASH_ATTN_MLA_SPARSE, pages resident); 0.31.0 sends up to W = C + 1 = 1025
+# of them to `swap_in`, which has 1024 rows. Any step that computes exactly 1025 tokens with
+# no decode running kills the engine, and every request after it.
+
+# %%
+from IPython.display import display
+
+from hisparse_model.views.exposure import SERVE_DEFAULT, exposure_dashboard
+
+dash = exposure_dashboard(SERVE_DEFAULT)
+display(dash.widget)
+
+# %% [markdown]
+# ## Takeaways
+#
+# 1. **The default `vllm serve` of DeepSeek-V3.2 with HiSparse on 0.31.0 is exposed**: a
+#    1025-token prompt reaching an idle server, the last 1025-token chunk of a 9217-token
+#    prompt, or prompts arriving together that add up to 1025 kill it. The three default
+#    sample prompts (2, 3, 200 tokens) never show it.
+# 2. **The fix makes it safe for all traffic**: 0.32.0 (or 0.31.0 patched with the upstream
+#    fix) routes on C, so `swap_in` never gets more than C rows.
+# 3. **Knob changes can too, at a cost**: the FLASHMLA_SPARSE backend, or B ≤ S·q (no step
+#    holds C + 1 tokens). Moving `max_num_seqs` so that C + 1 still fits in B only moves the
+#    fatal step size: it is never offered as a fix.
+#
+# ## Try this
+#
+# * Add `--attention-backend FLASHMLA_SPARSE` to the command: why is it safe?
+# * Add `--max-num-batched-tokens 1024`: safe, and what does it cost per step?
+# * Set `vllm_version` to 0.32.0 with the same command.
+# * Add `--max-model-len 1000`: no single prompt of 1025 tokens fits any more; which traffic
+#   still kills the server?
+# * Empty the `command` box: the fix PR's knobs (max_num_seqs = 2) are exposed by a 3-token
+#   step; set `max_num_batched_tokens` to 2 and read the reason it is now safe.
