@@ -49,17 +49,23 @@
 #   of **W = C + 1** rows. A batch of n ≤ C tokens fits both buffers; n > W goes
 #   all-resident; and **n = W = C + 1** passes the check, goes to `swap_in`, and finds no
 #   row for its last token:
+#
+#
+# The dashboard below draws exactly that, for the knobs you set: the batch's routed tokens
+# (top row), the W workspace rows (middle) and the C swap rows (bottom); a red token with a
+# dashed "no row" under it is the one `swap_in` has no row for. The fix (vLLM 0.32.0) asks
+# `n ≤ C` instead, so that batch takes the all-resident path.
 
 # %%
 from IPython.display import HTML, display
 
 from hisparse_model.views import off_by_one_dashboard
-from hisparse_model.views.primer import buffers_diagram, where_in_vllm
+from hisparse_model.views.primer import where_in_vllm
 
-display(HTML(buffers_diagram(2)))
+dash = off_by_one_dashboard(max_num_seqs=2, num_speculative_tokens=0)
+display(dash.widget)
 
 # %% [markdown]
-# The fix (vLLM 0.32.0) asks `n ≤ C` instead, so the same batch takes the all-resident path.
 # Every rule above is a line of vLLM's source; open the table for the file and line of each:
 
 # %%
@@ -74,7 +80,7 @@ display(HTML(where_in_vllm("0.31.0")))
 # 16384)** from it; it also bounds the prompts you can give (each must leave room for its
 # output) and the prompt lengths notebook 3 draws. Every dashboard has it as a control.
 #
-# The dashboard starts at the fix PR's reproduction (`max_num_seqs=2`, no speculative
+# The dashboard above starts at the fix PR's reproduction (`max_num_seqs=2`, no speculative
 # decoding, `max_num_batched_tokens` not set, `max_model_len=320`). Drag a slider or type into
 # its number box; `max_num_batched_tokens = 0` means "not set" (vLLM's default). When B is set
 # as low as C, a batch of W = C + 1 tokens would not fit in one step: the chart greys those
@@ -83,10 +89,6 @@ display(HTML(where_in_vllm("0.31.0")))
 # one routing rule: green fits `swap_in`, blue is the all-resident path, red is `swap_in`
 # past C rows (the crash, marked ▼). An invalid combination (for example
 # `max_num_batched_tokens` below `max_num_seqs`) shows vLLM's error message instead.
-
-# %%
-dash = off_by_one_dashboard(max_num_seqs=2, num_speculative_tokens=0)
-display(dash.widget)
 
 # %% [markdown]
 # ## Takeaways

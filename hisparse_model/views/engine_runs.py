@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 
 from .. import chart_data as cd
+from ..predict import predict
 from ..recordings import load_all, summary_row
+from .buffers import picture_for_prediction, picture_html
 from .charts import recordings_chart
 from .controls import choice_control
 from .dashboard import Dashboard, Screen
@@ -63,10 +65,24 @@ class RecordingsDashboard(Dashboard):
         labels["events"] = "; ".join(f"{ev} model={m} engine={e}" for ev, m, e in zip(
             row["events"], row["model_keys"], row["engine_keys"]))
         labels["summary"] = f"{summary} | {selected}: {labels['events']}"
-        body = self._table(selected) + self._detail(self.recordings[i], row)
+        body = (self._headline(row) + self._picture(row) + self._table(selected)
+                + self._detail(self.recordings[i], row))
         plot = {"rows": [{k: r[k] for k in ("name", "engine_keys", "model_keys", "agrees")}
                          for r in self.rows], "selected": selected}
         return Screen({"recording": selected}, None, labels, body, lambda: plot)
+
+    def _headline(self, row: dict) -> str:
+        """The one answer first: do the model and the engine agree, on every recording."""
+        agree = sum(r["agrees"] for r in self.rows)
+        mark = "✓" if agree == len(self.rows) else "✗"
+        return (f"<div class='hs-headline'>{mark} The model agrees with the real engine on "
+                f"<b>{agree} of {len(self.rows)}</b> recorded runs; {esc(row['name'])} "
+                f"{'agrees' if row['agrees'] else 'differs'}.</div>")
+
+    @staticmethod
+    def _picture(row: dict) -> str:
+        """The buffers under the selected recording's knobs, as the model predicts them."""
+        return picture_html(picture_for_prediction(predict(row["knobs"])))
 
     def _table(self, selected: str) -> str:
         rows, classes = [], []

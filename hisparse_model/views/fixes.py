@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .. import chart_data as cd
 from ..knobs import VLLM_VERSIONS
+from .buffers import picture_for_prediction, picture_html
 from .charts import lane_chart
 from .controls import SPECS, knob_control, parse_prompt_lens, text_control
 from .dashboard import Dashboard, Screen
@@ -48,7 +49,7 @@ class VersionsDashboard(Dashboard):
                   "attention_backend": backend, **words,
                   "summary": f"backend={backend} routing={knobs.routing} | "
                              + " | ".join(f"{v} {words[v]}" for v in VLLM_VERSIONS)}
-        body = (self._backend_note(pred) + self._side_by_side(preds, selected, lens)
+        body = (picture_html(picture_for_prediction(pred)) + self._backend_note(pred) + self._side_by_side(preds, selected, lens)
                 + f"<div class='hs-note'><b>each request's batches in {esc(selected)}</b> "
                   f"(pick another with vllm_version)</div>" + self._detail(pred))
         state = {**cd.version_knobs(knobs, selected).as_dict(), "prompt_lens": lens}

@@ -12,11 +12,13 @@ from .svg import PALETTE, esc
 
 CSS = """<style>
 .hisparse-dashboard .hs-table{border-collapse:collapse;font-size:13px;margin:4px 0}
+.hisparse-dashboard{max-width:100%;overflow-wrap:break-word}
 .hisparse-dashboard .hs-table th{text-align:left;padding:3px 8px;border-bottom:1px solid #888;
- white-space:nowrap;background:#fafafa;position:sticky;top:0;z-index:1}
+ background:#fafafa;position:sticky;top:0;z-index:1}
 .hisparse-dashboard .hs-table td{padding:3px 8px;vertical-align:top;word-break:normal;
  overflow-wrap:normal;border-bottom:1px solid #eee;text-align:left}
-.hisparse-dashboard .hs-table code.hs-error-text{display:inline-block;min-width:30em}
+.hisparse-dashboard .hs-table code.hs-error-text{display:inline-block;min-width:18em;
+ overflow-wrap:break-word}
 .hisparse-dashboard .hs-table td:first-child{white-space:nowrap}
 .hisparse-dashboard .hs-table tr.hs-crash td{background:#fde0dd;position:sticky;bottom:0}
 .hisparse-dashboard .hs-table tr.hs-selected td{background:#fff3b0}
@@ -24,8 +26,11 @@ CSS = """<style>
  max-width:100%}
 .hisparse-dashboard .hs-big{font-size:15px;margin:6px 0}
 .hisparse-dashboard .hs-note{color:#444;margin:4px 0;max-width:900px}
-.hisparse-dashboard .hs-cite{color:#555;overflow-wrap:anywhere}
-.hisparse-dashboard code{white-space:pre-wrap}
+.hisparse-dashboard .hs-cite{color:#555;overflow-wrap:break-word}
+.hisparse-dashboard code{white-space:pre-wrap;overflow-wrap:break-word}
+.hisparse-dashboard details.hs-fold>summary{cursor:pointer;color:#444}
+.hisparse-dashboard .hs-headline{font-size:17px;margin:8px 0;max-width:900px}
+.hisparse-dashboard .hs-buffers-box{margin:6px 0}
 </style>"""
 
 
@@ -113,6 +118,11 @@ def assumptions_html(assumptions=ASSUMPTIONS) -> str:
     items = "".join(f"<li>{esc(a)}</li>" for a in assumptions)
     return (f"<details class='hs-assumptions'><summary>Assumptions behind these numbers"
             f"</summary><ul>{items}</ul></details>")
+
+
+def fold(summary: str, body: str) -> str:
+    """``body`` folded away under a one-line ``summary`` (HTML), one click to open."""
+    return f"<details class='hs-fold'><summary>{summary}</summary>{body}</details>"
 
 
 def summary_html(name: str, summary: str) -> str:

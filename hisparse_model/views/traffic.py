@@ -22,6 +22,7 @@ from ..workload_recordings import compare_workload_recording
 from . import outbox
 from .controls import SPECS, choice_control, knob_control, parse_prompt_lens, \
     text_control
+from .buffers import picture_for_step, picture_html
 from .dashboard import Dashboard, Screen
 from .engine_runs import knobs_text, live_output_path
 from .first_request import ranges, ranges_text
@@ -180,7 +181,7 @@ class TrafficDashboard(Dashboard):
                 f"{esc(p.cudagraph_mode)}; {n} requests: "
                 f"{esc(', '.join(str(r.prompt_len) for r in work.requests[:12]))}"
                 f"{' …' if n > 12 else ''} tokens</div>" + formulas_html(pred)
-                + crash_html(sched) + steps_table(sched)
+                + crash_html(sched) + picture_html(picture_for_step(sched)) + steps_table(sched)
                 + "<div class='hs-note'>The simulation also assumes: "
                 + esc(" · ".join(a.removeprefix("simulate: ") for a in SIMULATE_ASSUMPTIONS[2:]))
                 + "</div>")

@@ -18,6 +18,7 @@ from ..parallel import error_surface
 from ..simulate import simulate
 from ..workload import Workload
 from .controls import SPECS, knob_control
+from .buffers import dp_pick, picture_for_dp_step, picture_for_step, picture_html
 from .dashboard import Dashboard, Screen
 from .tables import esc
 from .traffic import NUMBERING, advice_html
@@ -86,7 +87,10 @@ class TwoGpusDashboard(Dashboard):
                        f"</code>; the log holds <code>{esc(crash['error'])}</code></div>"
                        f"<div class='hs-note hs-lost'>{esc(lost_line(sched.lost, crash, request_name))} "
                        f"({esc(NUMBERING)})</div>")
-        body = (f"{verdict}<div class='hs-note'>C = {p.swap_capacity}, W = "
+        pick = dp_pick(sched)
+        picture = picture_html(picture_for_dp_step(sched, *pick) if pick
+                               else picture_for_step(sched))
+        body = (f"{verdict}{picture}<div class='hs-note'>C = {p.swap_capacity}, W = "
                 f"{p.workspace_rows}, capture sizes {list(p.capture_sizes)}</div>"
                 f"{timelines_html(sched)}"
                 + (advice_html(found) if found else ""))

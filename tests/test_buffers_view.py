@@ -1,0 +1,149 @@
+"""The buffers' picture: the knobs' C and W, the step's n tokens, the token with no swap row.
+
+Expected values are arithmetic from the knobs (C = min(B, S·q), W = C + 1) or the model's
+API (``predict``, ``simulate``), never the picture code under test.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from hisparse_model import Knobs, predict, simulate
+from hisparse_model.views.buffers import (buffer_picture, dp_pick, pick_step, picture_for_dp_step,
+                                          picture_for_prediction, picture_for_step, shown_slots)
+from hisparse_model.views.off_by_one import off_by_one_dashboard
+from hisparse_model.views.page import app_page
+from hisparse_model.views.two_gpus import two_gpus_dashboard, two_rank_workload
+from hisparse_model.workload import synthetic
+
+SVG_NS = "{http://www.w3.org/2000/svg}"
+
+
+def _pictures(markup: str) -> list[ET.Element]:
+    found = re.findall(r"<svg[^>]*class='hs-buffers'.*?</svg>", markup, flags=re.DOTALL)
+    return [ET.fromstring(s) for s in found]
+
+
+def _count(svg: ET.Element, cls: str) -> int:
+    return sum(1 for e in svg.iter() if cls in (e.get("class") or "").split())
+
+
+@pytest.mark.parametrize(("c", "w", "n", "expect"), [
+    (2, 3, 3, [1, 2, 3]),  # everything fits: all drawn
+    (40, 41, 41, [1, 2, 3, None, 39, 40, 41]),  # first three, C - 1 ... W
+    (40, 41, 5, [1, 2, 3, 4, 5, None, 39, 40, 41]),  # n below C: its last two, then C - 1 ... W
+    (24, 25, 25, [1, 2, 3, None, 23, 24, 25]),  # 25 slots > 24: elided
+    (23, 24, 24, list(range(1, 25))),  # 24 slots: every one
+])
+def test_the_slots_drawn_keep_c_w_and_n(c, w, n, expect):
+    """Past 24 slots only the first three and those around C, W and n are drawn, "…" between."""
+    assert shown_slots(c, w, n) == expect
+
+
+@pytest.mark.parametrize(("seqs", "spec", "c"), [
+    (2, 0, 2),  # q = 1: C = min(B, 2·1) = 2
+    (2, 2, 6),  # q = 3: C = min(B, 2·3) = 6
+    (5, 0, 5),  # C = 5
+    (40, 0, 40),  # C = 40: slots elided
+])
+def test_notebook_1s_picture_follows_the_knobs(seqs, spec, c):
+    """Notebook 1: the picture's C and W are the knobs', n = W tokens, one token has no row."""
+    dash = off_by_one_dashboard(max_num_seqs=seqs, num_speculative_tokens=spec)
+    [svg] = _pictures(dash.numbers.value)
+    assert (svg.get("data-c"), svg.get("data-w"), svg.get("data-n")) == (str(c), str(c + 1),
+                                                                            str(c + 1))
+    assert svg.get("data-route") == "crash"
+    assert _count(svg, "hs-token-nowhere") == 1 and _count(svg, "hs-no-row") == 1
+    assert dash.labels["C"] == str(c)
+
+
+def test_no_row_is_missing_when_no_step_holds_w_tokens():
+    """S = B = 4: C = 4 = B, a 4-token batch (n = B) fits swap_in; nothing drawn red."""
+    dash = off_by_one_dashboard(max_num_seqs=4, num_speculative_tokens=0,
+                                max_num_batched_tokens=4)
+    [svg] = _pictures(dash.numbers.value)
+    assert (svg.get("data-c"), svg.get("data-n"), svg.get("data-route")) == ("4", "4", "swap_in")
+    assert _count(svg, "hs-no-row") == 0
+    assert "all-resident path" not in dash.numbers.value.split("hs-fix-note")[1][:200]
+
+
+def test_the_fixed_rule_sends_w_tokens_all_resident():
+    """0.32.0 checks n ≤ C: the W-token batch takes the all-resident path, no buffer filled."""
+    pred = predict(Knobs(max_num_seqs=2, vllm_version="0.32.0"))
+    svg = ET.fromstring(picture_for_prediction(pred, startup=False))
+    assert svg.get("data-route") == "all_resident" and _count(svg, "hs-no-row") == 0
+    texts = " ".join(t.text or "" for t in svg.iter(SVG_NS + "text"))
+    assert "0.32.0 checks n ≤ C" in texts
+
+
+def test_every_route_has_its_sentence():
+    """Each route (and none) says what happens in words; the crash names stop and capacity."""
+    for route, words in [("crash", "stop=3, capacity=2"), ("swap_in", "every token has"),
+                         ("all_resident", "no swap row is used"), (None, "No token")]:
+        svg = buffer_picture(2, 3, 3 if route == "crash" else 2, route, title="t",
+                             labels=["r1", "r1", "r2"], note="a note")
+        assert words in svg and "a note" in svg
+
+
+def test_notebook_5s_picture_is_the_crash_step_or_a_chosen_one():
+    """Two 3- and 2-token prompts, S = 4: step 0 packs 5 = W tokens and crashes; C = 4."""
+    knobs = Knobs(max_num_seqs=4, vllm_version="0.31.0")
+    sched = simulate(knobs, synthetic(2, [3, 2], 0, 8))
+    assert sched.crash["step"] == 0 and pick_step(sched) == 0
+    svg = ET.fromstring(picture_for_step(sched))
+    assert (svg.get("data-c"), svg.get("data-n"), svg.get("data-route")) == ("4", "5", "crash")
+    # no crash: the busiest step (most routed tokens, the first of them) unless one is chosen
+    safe = simulate(Knobs(max_num_seqs=8, vllm_version="0.31.0"), synthetic(2, [3, 2], 0, 8))
+    assert safe.crash is None
+    busiest = max(s.routed_tokens for s in safe.steps)
+    first = next(s.step for s in safe.steps if s.routed_tokens == busiest)
+    assert pick_step(safe) == first and pick_step(safe, safe.steps[-1].step) == safe.steps[-1].step
+    assert pick_step(safe, 10**6) == first  # a step it never ran: the default
+    last = ET.fromstring(picture_for_step(safe, safe.steps[-1].step))
+    assert last.get("data-n") == str(safe.steps[-1].routed_tokens)
+
+
+def test_a_start_up_death_draws_the_start_up_batch():
+    """max_num_seqs = 1 (C = 1, W = 2): the 2-token PIECEWISE capture crashes, and is drawn."""
+    knobs = Knobs(max_num_seqs=1, vllm_version="0.31.0")
+    sched = simulate(knobs, synthetic(1, [2], 0, 2))
+    crash = predict(knobs).startup_crash_batch
+    assert not sched.steps and crash.routed == 2  # n = W = C + 1 = 2
+    svg = ET.fromstring(picture_for_step(sched))
+    assert (svg.get("data-c"), svg.get("data-n"), svg.get("data-route")) == ("1", "2", "crash")
+    assert crash.label in (svg.get("aria-label") or "")
+
+
+def test_notebook_6s_picture_is_the_crashing_ranks_forward():
+    """S = 7 under 0.31.0: the model's crash (step, rank) is the forward drawn, C = 7."""
+    knobs = Knobs(max_num_seqs=7, vllm_version="0.31.0", data_parallel_size=2)
+    sched = simulate(knobs, two_rank_workload(7))
+    crash = sched.crash
+    assert crash is not None
+    assert dp_pick(sched) == (crash["step"], crash["rank"] or 0)
+    svg = ET.fromstring(picture_for_dp_step(sched, *dp_pick(sched)))
+    assert svg.get("data-c") == "7" and svg.get("data-route") == "crash"
+    dash = two_gpus_dashboard(max_num_seqs=7)
+    [shown] = _pictures(dash.numbers.value)
+    assert shown.get("data-c") == dash.labels["C"] == "7"
+    ok = two_gpus_dashboard(max_num_seqs=2)
+    [quiet] = _pictures(ok.numbers.value)
+    assert quiet.get("data-c") == ok.labels["C"]
+
+
+def test_every_app_tab_draws_its_own_knobs():
+    """The app: each tab's picture has that tab's C (tab 1 at S = 5 and tab 6 at S = 7)."""
+    page, dashboards = app_page()
+    tabs = list(dashboards.values())
+    tabs[0].controls["max_num_seqs"].value = 5
+    tabs[-1].controls["max_num_seqs"].value = 7
+    for dash in tabs:
+        pictures = _pictures(dash.numbers.value)
+        assert pictures, dash.name
+        if "C" in dash.labels:
+            assert pictures[0].get("data-c") == dash.labels["C"], dash.name
+    assert _pictures(tabs[0].numbers.value)[0].get("data-c") == "5"
+    assert _pictures(tabs[-1].numbers.value)[0].get("data-c") == "7"
