@@ -147,3 +147,36 @@ def test_every_app_tab_draws_its_own_knobs():
             assert pictures[0].get("data-c") == dash.labels["C"], dash.name
     assert _pictures(tabs[0].numbers.value)[0].get("data-c") == "5"
     assert _pictures(tabs[-1].numbers.value)[0].get("data-c") == "7"
+
+
+@pytest.mark.parametrize(("requests", "size", "names"), [
+    (3, 1, ["r1", "r2", "r3"]),  # up to 8: one colour a request
+    (8, 1, [f"r{i}" for i in range(1, 9)]),
+    (9, 2, ["r1–r2", "r3–r4", "r5–r6", "r7–r8", "r9"]),  # ceil(9 / 8) = 2 a colour
+    (64, 8, [f"r{8 * g + 1}–r{8 * g + 8}" for g in range(8)]),  # 64 / 8 = 8 a colour
+])
+def test_past_8_requests_a_colour_is_a_named_group(requests, size, names):
+    """No colour stands for two requests the legend does not group: r1–r8, r9–r16, …"""
+    from hisparse_model.views.traffic_charts import group_name, request_groups
+    assert request_groups(requests) == size
+    groups = -(-requests // size)
+    assert [group_name(g, size, requests) for g in range(groups)] == names
+
+
+def test_the_timeline_is_linear_and_the_dp_chart_marks_skipped_steps():
+    """Notebook 5's token axis is linear (no √); notebook 6's chart has axes, a legend, and a
+    "⋯ +20" column for DP steps 10 … 29 that have no work (rank 1's request arrives at 30)."""
+    from hisparse_model.views.traffic import traffic_dashboard
+    dash = traffic_dashboard()
+    assert "√" not in dash.chart.value and "(linear)" in dash.chart.value
+    knobs = Knobs(max_num_seqs=2, vllm_version="0.31.0", data_parallel_size=2)
+    sched = simulate(knobs, two_rank_workload(2))
+    numbers = [s.step for s in sched.steps]
+    gaps = [(a, b) for a, b in zip(numbers, numbers[1:]) if b > a + 1]
+    dp = two_gpus_dashboard(max_num_seqs=2)
+    root = ET.fromstring(dp.chart.value)
+    texts = {c: [t.text for t in root.iter(SVG_NS + "text") if c in (t.get("class") or "")]
+             for c in ("hs-legend", "hs-axis-label", "hs-lane-label", "hs-skipped")}
+    assert texts["hs-legend"] and texts["hs-axis-label"] and texts["hs-lane-label"] == [
+        "rank 0", "rank 1"]
+    assert gaps and texts["hs-skipped"] == [f"+{b - a - 1}" for a, b in gaps]
