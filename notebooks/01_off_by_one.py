@@ -31,6 +31,30 @@
 # exact pure-Python model of vLLM's code (no GPU needed); notebook 4 checks it against
 # recorded runs of the real engine.
 #
+# ## Glossary
+#
+# The words every notebook uses, in the order they build on each other:
+#
+# | word | what it means here |
+# |---|---|
+# | **request**, **prompt** | one generation job sent to vLLM; its prompt is the input text, counted in tokens |
+# | **engine step** | one pass of vLLM's scheduler and one forward of the model over the tokens it picked |
+# | **prefill** | the step(s) that run a request's prompt tokens (a long prompt is split into *chunks* of at most B tokens) |
+# | **decode** | every later step of that request: 1 new token each (1 + K under MTP) |
+# | **KV cache** | the per-token keys and values attention reads; HiSparse keeps part of it in host memory |
+# | **MTP** | multi-token prediction, DeepSeek's speculative decoding: `num_speculative_tokens` = K extra draft tokens per decode |
+# | **S** | `max_num_seqs`: the most requests in one step |
+# | **B** | `max_num_batched_tokens`: the most tokens in one step (default min(S · max_model_len, 16384)) |
+# | **q** | tokens of one decode request: 1 + K |
+# | **C** | the swap rows `swap_in` has: min(B, S · q), one per decode token a step can hold |
+# | **W** | the index-group workspace's rows: C + 1 |
+# | **routed tokens (n)** | the tokens of a forward the attention backend hands to HiSparse's routing |
+# | **swap_in** | the path that copies a batch's missing KV pages onto the GPU, one swap row per routed token |
+# | **all-resident** | the other path: every page is on the GPU already, so no swap row is needed |
+# | **stock** | `routing = stock`: the version's own routing rule (0.31.0: swap_in when n ≤ W) |
+# | **the fix PR** | the upstream change that routes on n ≤ C (`routing = fix`; vLLM 0.32.0 has it); its reproduction: S = 2, max_model_len = 320 |
+# | **ignore_eos** | a sampling setting that makes each request produce exactly `max_tokens` output tokens (the traffic notebook uses it) |
+#
 # ## A primer
 #
 # * **Sparse attention.** DeepSeek-V3.2 does not attend to every earlier token: for each new
@@ -48,8 +72,7 @@
 # * Which path? 0.31.0 asks whether the n tokens fit the **index-group workspace**, a buffer
 #   of **W = C + 1** rows. A batch of n ≤ C tokens fits both buffers; n > W goes
 #   all-resident; and **n = W = C + 1** passes the check, goes to `swap_in`, and finds no
-#   row for its last token:
-#
+#   row for its last token.
 #
 # The dashboard below draws exactly that, for the knobs you set: the batch's routed tokens
 # (top row), the W workspace rows (middle) and the C swap rows (bottom); a red token with a
@@ -102,9 +125,12 @@ display(HTML(where_in_vllm("0.31.0")))
 #
 # ## Try this
 #
-# * Set `num_speculative_tokens = 2` with `max_num_seqs = 2`. Predict C and the crashing
-#   size before looking (q = 3, so C = min(B, 6) = 6 and W = 7).
-# * Set `max_num_batched_tokens = 4` with `max_num_seqs = 4`: now C = B. Why does the
-#   dashboard say no batch crashes? (Notebook 2's strip shows the same from start-up on.)
-# * Leave B unset and drag `max_model_len`: B follows it, and C = min(B, max_num_seqs · q) does
-#   not move until B falls below max_num_seqs · q.
+# Predict each answer before you open it. Every answer is computed by the model when this
+# cell runs, and a test recomputes it another way, so none can go stale.
+
+# %%
+from IPython.display import HTML, display
+
+from hisparse_model.views.exercises import try_this_html
+
+display(HTML(try_this_html("off_by_one")))

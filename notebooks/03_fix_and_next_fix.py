@@ -20,6 +20,9 @@
 # > so its dashboards appear once it has run. Open the `.ipynb`; the `.py` beside it is the
 # > same notebook as text, for review.
 #
+# New to these words (prefill, decode, KV cache, MTP, C, W, q, B, S, stock, all-resident, the fix PR)?
+# Each is defined in [notebook 1's glossary](01_off_by_one.ipynb#Glossary).
+#
 # The same knobs and the same prompts run through vLLM 0.31.0, 0.32.0 and 0.33.0 side by
 # side: the routing rule each version applies, B, q, C, W, the capture sizes, whether
 # start-up survives and how each prompt ends. The `vllm_version` buttons pick the version
@@ -83,11 +86,12 @@ display(dash.widget)
 #
 # ## Try this
 #
-# * Set `max_num_batched_tokens = 64` and add 67 to `prompt_lens`: the 67-token prompt
-#   crashes 0.31.0 (chunks of 64 and 3 tokens; the 3-token chunk is W), and so would 131,
-#   195 and 259: find them in the chart.
-# * Select 0.31.0 with `routing = fix`: does it now match 0.32.0 for every prompt?
-# * Switch `attention_backend` to FLASHMLA_SPARSE: which prefills are still routed?
-# * Set `num_speculative_tokens = 1` and the workload `2, 4, 5, 6`: which prompt crashes in
-#   0.31.0? The 2-token prompt's prefill has 2 ≤ q = 2 tokens: the batch table shows it
-#   routed as 2 decode tokens.
+# Predict each answer before you open it. Every answer is computed by the model when this
+# cell runs, and a test recomputes it another way, so none can go stale.
+
+# %%
+from IPython.display import HTML, display
+
+from hisparse_model.views.exercises import try_this_html
+
+display(HTML(try_this_html("versions")))

@@ -20,6 +20,9 @@
 # > so its dashboards appear once it has run. Open the `.ipynb`; the `.py` beside it is the
 # > same notebook as text, for review.
 #
+# New to these words (prefill, decode, KV cache, MTP, C, W, q, B, S, stock, all-resident, the fix PR)?
+# Each is defined in [notebook 1's glossary](01_off_by_one.ipynb#Glossary).
+#
 # Every number in notebooks 1–3 comes from `hisparse_model`, a pure-Python reading of vLLM's
 # source. Here the model meets the engine: each file in `tests/recorded/` is one real run of
 # vLLM (tiny DeepSeek-V3.2 with dummy weights, the fix PR's setup) on an H200, with its
@@ -91,6 +94,12 @@ elif live_vllm:
 #
 # ## Try this
 #
-# * Pick `v0.31.0-stock-s2-b64`: why does the 67-token prompt crash with `stop=3`? (Hint:
-#   B = 64, so the prompt is prefilled in chunks of 64 and 3.)
-# * On a GPU machine, change the live cell to `max_num_seqs=1` and predict the outcome first.
+# Predict each answer before you open it. Every answer is computed by the model when this
+# cell runs, and a test recomputes it another way, so none can go stale.
+
+# %%
+from IPython.display import HTML, display
+
+from hisparse_model.views.exercises import try_this_html
+
+display(HTML(try_this_html("recordings")))

@@ -20,6 +20,9 @@
 # > so its dashboards appear once it has run. Open the `.ipynb`; the `.py` beside it is the
 # > same notebook as text, for review.
 #
+# New to these words (prefill, decode, KV cache, MTP, C, W, q, B, S, stock, all-resident, the fix PR)?
+# Each is defined in [notebook 1's glossary](01_off_by_one.ipynb#Glossary).
+#
 # Notebooks 1–4 served one prompt at a time. A real engine serves requests **together**, and
 # that is where most 0.31.0 crashes come from: on the H200, two short prompts that were fine one
 # at a time killed the engine when they were submitted together. This notebook serves a whole
@@ -197,8 +200,12 @@ for line in ASSUMPTIONS:
 #
 # ## Try this
 #
-# * Set `requests=4`, `prompt_lens=1, 1, 1, 2` with `max_num_seqs=4`: does it crash? Why do
-#   1-token prompts behave like decodes? (Hint: a query of at most q tokens counts as a decode.)
-# * With the default 2 requests of 3 and 2 tokens, which max_num_seqs values in the map crash,
-#   and why is `max_num_seqs=1` different from all the others?
-# * Set `prompt_lens=64, 69`, `arrival_spacing=12` and untick `enable_prefix_caching`.
+# Predict each answer before you open it. Every answer is computed by the model when this
+# cell runs, and a test recomputes it another way, so none can go stale.
+
+# %%
+from IPython.display import HTML, display
+
+from hisparse_model.views.exercises import try_this_html
+
+display(HTML(try_this_html("traffic")))

@@ -180,3 +180,40 @@ def test_the_timeline_is_linear_and_the_dp_chart_marks_skipped_steps():
     assert texts["hs-legend"] and texts["hs-axis-label"] and texts["hs-lane-label"] == [
         "rank 0", "rank 1"]
     assert gaps and texts["hs-skipped"] == [f"+{b - a - 1}" for a, b in gaps]
+
+
+@pytest.mark.parametrize(("phase", "shown"), [
+    ("prompt:0", "prompt 1"),  # vLLM's index 0 is the reader's prompt 1
+    ("prompt:2 chunk 1/2", "prompt 3 chunk 1/2"),
+    ("jit_warmup", "jit_warmup"),  # anything else as recorded
+    (None, "None"),
+])
+def test_recorded_phases_number_prompts_from_1(phase, shown):
+    """Notebook 4 numbers prompts one way: from 1, as notebooks 2 and 3 and the chart do."""
+    from hisparse_model.views.engine_runs import phase_name
+    assert phase_name(phase) == shown
+
+
+@pytest.mark.parametrize(("j", "event", "shown"), [
+    (0, "start-up", "start-up"),
+    (1, "prompt n=2", "prompt 1 (2 tokens)"),  # n was the length, not the number
+    (3, "prompt n=200", "prompt 3 (200 tokens)"),
+])
+def test_recorded_events_name_prompt_and_length(j, event, shown):
+    """An event is "prompt k (n tokens)", k from 1; n is never mistaken for the number."""
+    from hisparse_model.views.engine_runs import event_name
+    assert event_name(j, event) == shown
+
+
+def test_each_dashboard_leads_with_its_headline():
+    """Notebooks 1, 2 and 4 open with one answer: the crash size, where it dies, the verdict."""
+    from hisparse_model.views import recordings_dashboard, startup_dashboard
+    one = off_by_one_dashboard()
+    assert one.numbers.value.startswith("<div class='hs-headline'>A batch of exactly")
+    two = startup_dashboard()  # S = 2, prompts 2, 3, 200: prompt 2 (3 tokens) crashes
+    assert two.numbers.value.startswith("<div class='hs-headline'>")
+    assert "prompt 2</b> (of 3 tokens)" in two.numbers.value.split("</div>")[0]
+    dead = startup_dashboard(max_num_seqs=1)  # the 2-token capture dies (C = 1, W = 2)
+    assert "Start-up dies" in dead.numbers.value.split("</div>")[0]
+    four = recordings_dashboard()
+    assert four.numbers.value.startswith("<div class='hs-headline'>")

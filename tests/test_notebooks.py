@@ -136,8 +136,11 @@ def test_01_shows_c_w_and_the_crash_size(executed):
     assert "W = C + 1 = 2 + 1 = 3" in numbers
     assert "index_group.py:365-376" in numbers
     assert routing.swap_error(3, 2) in numbers  # n = W under 0.31.0: swap_in and the ValueError
-    # the primer's diagram and the "Where in vLLM" table, from VersionRules.cites
-    assert "stop=3, capacity=2" in text
+    # the dashboard's buffers picture (n = W = 3 tokens, C = 2 rows) and the "Where in vLLM"
+    # table, from VersionRules.cites
+    for words in ("routed tokens: n = 3", "workspace: W = 3 rows", "swap rows: C = 2 rows",
+                  "token 3 has no row → ValueError stop=3, capacity=2"):
+        assert words in numbers
     for cite in RULES["0.31.0"].cites.values():
         assert " ".join(str(cite).replace("`", "").split()) in text
     assert _widget_views(nb) == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 from .. import chart_data as cd
 from ..predict import predict
@@ -29,6 +30,18 @@ def knobs_text(k) -> str:
     if k.attention_backend != "FLASH_ATTN_MLA_SPARSE":
         parts.append(k.attention_backend)
     return ", ".join(parts)
+
+
+def phase_name(phase) -> str:
+    """A recorded phase as the dashboards number prompts: ``prompt:0`` is ``prompt 1``."""
+    m = re.fullmatch(r"prompt:(\d+)(.*)", str(phase))
+    return f"prompt {int(m[1]) + 1}{m[2]}" if m else str(phase)
+
+
+def event_name(j: int, event: str) -> str:
+    """Event ``j`` of a recording's row: ``start-up``, then ``prompt j (n tokens)``."""
+    m = re.fullmatch(r"prompt n=(\d+)", event)
+    return f"prompt {j} ({m[1]} tokens)" if m else event
 
 
 class RecordingsDashboard(Dashboard):
@@ -90,9 +103,9 @@ class RecordingsDashboard(Dashboard):
             k = r["knobs"]
             c_model, c_engine = r["sizes"].get("C", (None, None))
             events = "<br>".join(  # the header says which is which: model · engine
-                f"{esc(ev)}: {outcome_html(m, m is not None)} · "
+                f"{esc(event_name(j, ev))}: {outcome_html(m, m is not None)} · "
                 f"{outcome_html(e, e is not None)}"
-                for ev, m, e in zip(r["events"], r["model"], r["engine"]))
+                for j, (ev, m, e) in enumerate(zip(r["events"], r["model"], r["engine"])))
             verdict = "✓ agrees" if r["agrees"] else f"✗ {esc(r['diffs'][0][:160])}"
             rows.append([f"<b>{esc(r['name'])}</b>", verdict,
                          esc(f"{k.vllm_version} {k.routing}: {knobs_text(k)}"),
@@ -111,7 +124,7 @@ class RecordingsDashboard(Dashboard):
         facts = ", ".join(f"{key} {prov[key]}" for key in ("vllm", "torch", "gpu", "date")
                           if prov.get(key))
         log = rec.get("routing_log") or []
-        rows = [[esc(x.get("phase")), str(x.get("num_actual_tokens")), str(x.get("num_tokens")),
+        rows = [[esc(phase_name(x.get("phase"))), str(x.get("num_actual_tokens")), str(x.get("num_tokens")),
                  esc(x.get("route")), str(x.get("calls")), esc(x.get("error") or "")]
                 for x in log[:40]]
         more = f"<div class='hs-note'>… {len(log) - 40} more rows</div>" if len(log) > 40 else ""
@@ -120,7 +133,7 @@ class RecordingsDashboard(Dashboard):
                 + (f"<ul class='hs-diffs'>{diffs}</ul>" if diffs else "")
                 + "<div class='hs-note'>its routing log (layer 0 of each index group, identical "
                   "consecutive calls folded):</div>"
-                + table(["phase, as recorded (prompt:0 is prompt 1)", "tokens", "routed n", "route",
+                + table(["phase", "tokens", "routed n", "route",
                          "calls", "error"], rows) + more)
 
     def draw(self) -> str:

@@ -24,6 +24,11 @@ def ranges_text(parts) -> str:
     return " · ".join(f"{label}: {ranges(values)}" for label, values in parts if values)
 
 
+def prompt_name(i: int, n: int) -> str:
+    """Prompt ``i`` (from 0 in a list) as every dashboard names it: from 1, with its length."""
+    return f"prompt {i + 1} ({n} tokens)"
+
+
 def prompt_word(p) -> str:
     """``ok``, ``crash`` or ``not_run`` (the engine died at start-up or on an earlier prompt)."""
     return "not_run" if not p.ran else ("ok" if p.ok else "crash")
@@ -68,12 +73,12 @@ def _startup_html(pred) -> str:
 
 
 def _prompts_html(pred) -> str:
-    rows = [[str(p.n), esc(", ".join(f"{b.label}: n={b.routed} → {b.route}" if b.routed
+    rows = [[esc(prompt_name(i, p.n)), esc(", ".join(f"{b.label}: n={b.routed} → {b.route}" if b.routed
                                      else f"{b.label}: not routed" for b in p.batches)),
              outcome_html("ok" if p.ok else p.error, p.ran, f": the engine died at {p.died_at}")]
-            for p in pred.prompts]
+            for i, p in enumerate(pred.prompts)]
     return ("<div class='hs-note'><b>prompts</b>, each served alone (8 output tokens)</div>"
-            + table(["prompt n", "batches: routed n → route", "outcome"], rows, raw=True))
+            + table(["prompt", "batches: routed n → route", "outcome"], rows, raw=True))
 
 
 def headline_html(pred) -> str:
