@@ -217,3 +217,21 @@ def test_each_dashboard_leads_with_its_headline():
     assert "Start-up dies" in dead.numbers.value.split("</div>")[0]
     four = recordings_dashboard()
     assert four.numbers.value.startswith("<div class='hs-headline'>")
+
+
+def test_advice_for_a_knob_without_a_control_says_where_to_set_it():
+    """Notebook 6 has no routing control: its "routing = fix" advice says where to set it;
+    notebook 5, which has one, says nothing of the kind."""
+    from hisparse_model.views.traffic import traffic_dashboard
+    dash = two_gpus_dashboard(max_num_seqs=7)  # rank 1 crashes: advice shown
+    item = next(li for li in dash.numbers.value.split("<li>") if li.startswith("<b>routing = fix"))
+    assert "routing has no control here: set it in notebook 5" in item
+    five = traffic_dashboard()  # the default traffic crashes: advice under the charts
+    assert "routing = fix" in five.search.value and "no control here" not in five.search.value
+
+
+def test_formulas_and_citations_fold_away():
+    """The formulas' vLLM lines are in a closed <details>; notebook 1's routing cites too."""
+    dash = off_by_one_dashboard()
+    folds = dash.numbers.value.count("<details class='hs-fold'>")
+    assert folds == 2 and "<details class='hs-fold' open" not in dash.numbers.value

@@ -217,8 +217,8 @@ def test_04_compares_the_committed_recordings(executed):
     assert m, digest
     assert tuple(map(int, m.groups())) == (len(recs), agree, len(recs) - agree)
     # the live cell says why it cannot run, or that the tests switched it off
-    assert re.search(r"^live engine (unavailable: .+|available \(vLLM .+\), not run: "
-                     r"HISPARSE_NOTEBOOK_LIVE=0)$", text, re.MULTILINE), text
+    assert re.search(r"^(Live engine: not available here, and nothing is wrong \(.+\)\. .+|"
+                     r"live engine available \(vLLM .+\), not run: HISPARSE_NOTEBOOK_LIVE=0)$", text, re.MULTILINE), text
     assert _widget_views(nb) >= 1
 
 
@@ -258,6 +258,6 @@ def test_05_serves_the_traffic_and_compares_the_recorded_workloads(executed):
     digest, _ = boards["workload_recordings"]
     assert digest.startswith(f"workload_recordings={len(recs)} agree={agree} "
                              f"differ={len(recs) - agree} | ")
-    assert re.search(r"^live engine (unavailable: .+|available \(vLLM .+\), not run: "
-                     r"HISPARSE_NOTEBOOK_LIVE=0)$", text, re.MULTILINE), text
+    assert re.search(r"^(Live engine: not available here, and nothing is wrong \(.+\)\. .+|"
+                     r"live engine available \(vLLM .+\), not run: HISPARSE_NOTEBOOK_LIVE=0)$", text, re.MULTILINE), text
     assert _widget_views(nb) == 2

@@ -146,6 +146,28 @@ def recordings_dashboard(recordings: list[dict] | None = None, directory: str | 
     return RecordingsDashboard(recordings, directory, name)
 
 
+def live_status(skip: str | None = None) -> str | None:
+    """The live engine's vLLM version when a live run should go ahead, else None and a calm note.
+
+    No GPU engine here is the usual case on a laptop, not a failure: the note says so, and
+    that the recordings shown are real engine runs.  ``skip`` says why an available engine is
+    not run (the tests' HISPARSE_NOTEBOOK_LIVE=0).
+    """
+    from ..engine.live import LiveUnavailable, check_available
+
+    try:
+        version = check_available()
+    except LiveUnavailable as exc:
+        print(f"Live engine: not available here, and nothing is wrong ({exc}). The "
+              "recordings above are real engine runs; on a CUDA GPU with vLLM "
+              "(pip install -e \".[gpu]\") this cell runs one live.")
+        return None
+    if skip:
+        print(f"live engine available (vLLM {version}), not run: {skip}")
+        return None
+    return version
+
+
 def live_output_path(filename: str = "live-notebook.json") -> str:
     """Where notebook 4's live cell writes its recording (``test-artifacts/``, git-ignored)."""
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -56,8 +56,8 @@ class OffByOneDashboard(Dashboard):
                        f"cannot crash with these knobs.")
             fix = ("0.32.0 checks n ≤ C instead; with these knobs both versions route every "
                    "batch the same way (no step reaches W).")
-        cite_rows = fold("where vLLM does each of these (file:line)",
-                         formulas_html(pred) + f"<div class='hs-note'>the routing check: "
+        cite_rows = formulas_html(pred) + fold(
+            "where vLLM routes, and raises (file:line)", f"<div class='hs-note'>the routing check: "
                          f"{cite_html(cites['predicate'])}; the error: "
                          f"{cite_html(cites['error'])}; 0.32.0's check: {cite_html(fixed)}</div>")
         body = (

@@ -61,11 +61,12 @@ def cite_html(cite) -> str:
 
 
 def formulas_html(pred) -> str:
-    """B, q, C and W of a prediction: formula = value, and the vLLM line."""
+    """B, q, C and W of a prediction: formula = value, and the vLLM line (folded away)."""
     rows = [[f"<code>{esc(text)}</code>", cite_html(cite)]
             for _, text, cite in cd.formulas(pred)]
-    return table(["formula", f"where vLLM {pred.plan.rules.vllm_version} does it"], rows,
-                 raw=True, cls="hs-table hs-formulas")
+    return fold("how B, q, C and W are computed, and where vLLM does each (file:line)",
+                table(["formula", f"where vLLM {pred.plan.rules.vllm_version} does it"], rows,
+                      raw=True, cls="hs-table hs-formulas"))
 
 
 def outcome_html(text: str | None, ran: bool = True, why: str = "") -> str:
@@ -97,12 +98,20 @@ def batch_rows(batches) -> tuple[list[list[str]], list[str]]:
     return rows, classes
 
 
-def advice_list_html(advice: list[dict]) -> str:
+def advice_list_html(advice: list[dict], controls=None) -> str:
     """The advice as the command line orders it (``report.advice_lines``): the fix first, then
-    by cost, each with what it costs; changes that cripple the engine apart, not advised."""
+    by cost, each with what it costs; changes that cripple the engine apart, not advised.
+
+    With ``controls`` (the dashboard's control names), a change of a knob that has no control
+    there says where to make it (notebook 5, or the command line).
+    """
     def item(a: dict) -> str:
         change = ", ".join(f"{k} = {v}" for k, v in a["change"].items())
-        return (f"<li><b>{esc(change)}</b>: {esc(a['why'])}<br>"
+        missing = [k for k in a["change"] if controls is not None and k not in controls]
+        where = (f" <i class='hs-elsewhere'>({esc(', '.join(missing))} has no control here: "
+                 f"set it in notebook 5, or with <code>python -m hisparse_model simulate</code>)"
+                 f"</i>" if missing else "")
+        return (f"<li><b>{esc(change)}</b>{where}: {esc(a['why'])}<br>"
                 f"<span class='hs-cost'>cost: {esc(a['cost']['text'])}</span></li>")
     usable = "".join(item(a) for a in advice if not a["cost"]["cripples"])
     crippling = "".join(item(a) for a in advice if a["cost"]["cripples"])

@@ -24,7 +24,7 @@ from .controls import SPECS, choice_control, knob_control, parse_prompt_lens, \
     text_control
 from .buffers import picture_for_step, picture_html
 from .dashboard import Dashboard, Screen
-from .engine_runs import knobs_text, live_output_path
+from .engine_runs import knobs_text, live_output_path, live_status
 from .first_request import ranges, ranges_text
 from .svg import PALETTE
 from .tables import advice_list_html, esc, formulas_html, static_html, swatch, table
@@ -119,13 +119,13 @@ def schedule_report(sched) -> str:
     return static_html(crash_html(sched) + steps_table(sched))
 
 
-def advice_html(found: dict) -> str:
+def advice_html(found: dict, controls=None) -> str:
     capped = (f"<div class='hs-note'>not searched beyond ±{cd.ADVICE_CALLS // 2} values: "
               f"{esc(', '.join(found['capped']))} (<code>python -m hisparse_model simulate"
               f"</code> searches further)</div>" if found["capped"] else "")
     return (f"<div class='hs-note'><b>what avoids it</b>, in the order an engineer would take "
             f"it (each re-simulated on this traffic):</div>"
-            f"{advice_list_html(found['advice'])}{capped}")
+            f"{advice_list_html(found['advice'], controls)}{capped}")
 
 
 class TrafficDashboard(Dashboard):
@@ -326,14 +326,8 @@ def live_command(knobs, workload_path: str, out: str) -> list[str]:
 
 def run_live(dash: TrafficDashboard, skip: str | None = None, timeout: float = 900):
     """The dashboard's workload on the real engine (GPU, vLLM): its recording, or None + why."""
-    from ..engine.live import LiveUnavailable, check_available
-
-    try:
-        version = check_available()
-    except LiveUnavailable as exc:
-        return print(f"live engine unavailable: {exc}")
-    if skip:
-        return print(f"live engine available (vLLM {version}), not run: {skip}")
+    if live_status(skip) is None:
+        return None
     work_path = live_output_path("live-traffic-workload.json")
     out = live_output_path("live-traffic.json")
     os.makedirs(os.path.dirname(out), exist_ok=True)

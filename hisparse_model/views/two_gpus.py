@@ -92,7 +92,7 @@ class TwoGpusDashboard(Dashboard):
         body = (f"{verdict}{picture}<div class='hs-note'>C = {p.swap_capacity}, W = "
                 f"{p.workspace_rows}, capture sizes {list(p.capture_sizes)}</div>"
                 f"{timelines_html(sched)}"
-                + (advice_html(found) if found else ""))
+                + (advice_html(found, list(self.controls)) if found else ""))
         return Screen(knobs.as_dict(), sched, labels, body,
                       lambda: {"steps": [[(r.routed_tokens, r.route, bool(r.error),
                                            r.dummy is not None) for r in s.ranks]
