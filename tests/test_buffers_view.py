@@ -235,3 +235,23 @@ def test_formulas_and_citations_fold_away():
     dash = off_by_one_dashboard()
     folds = dash.numbers.value.count("<details class='hs-fold'>")
     assert folds == 2 and "<details class='hs-fold' open" not in dash.numbers.value
+
+
+def test_every_dashboard_chart_has_axis_labels_and_a_legend():
+    """Each dashboard's chart (and notebook 5's map): a title, an axis title, a legend entry;
+    each dashboard's numbers hold one buffers picture."""
+    from hisparse_model.views import (recordings_dashboard, startup_dashboard,
+                                      versions_dashboard)
+    from hisparse_model.views.traffic import WorkloadRecordingsDashboard, traffic_dashboard
+    for make in (off_by_one_dashboard, startup_dashboard, versions_dashboard,
+                 recordings_dashboard, traffic_dashboard, WorkloadRecordingsDashboard,
+                 two_gpus_dashboard):
+        dash = make()
+        charts = [dash.chart.value] + ([dash.search.value.split("</svg>")[0] + "</svg>"]
+                                       if getattr(dash, "search", None) else [])
+        for svg in charts:
+            root = ET.fromstring(svg)
+            classes = [c for t in root.iter(SVG_NS + "text") for c in (t.get("class") or "").split()]
+            assert root.find(SVG_NS + "title").text, dash.name
+            assert "hs-axis-label" in classes and "hs-legend" in classes, dash.name
+        assert len(_pictures(dash.numbers.value)) == 1, dash.name

@@ -17,7 +17,7 @@ CSS = """<style>
  background:#fafafa;position:sticky;top:0;z-index:1}
 .hisparse-dashboard .hs-table td{padding:3px 8px;vertical-align:top;word-break:normal;
  overflow-wrap:normal;border-bottom:1px solid #eee;text-align:left}
-.hisparse-dashboard .hs-table code.hs-error-text{display:inline-block;min-width:18em;
+.hisparse-dashboard .hs-table code.hs-error-text{display:inline-block;min-width:24em;
  overflow-wrap:break-word}
 .hisparse-dashboard .hs-table td:first-child{white-space:nowrap}
 .hisparse-dashboard .hs-table tr.hs-crash td{background:#fde0dd;position:sticky;bottom:0}

@@ -295,7 +295,8 @@ class WorkloadRecordingsDashboard(Dashboard):
                 f"{'on' if k.enable_prefix_caching else 'off'}; {len(sched.workload)} requests; "
                 f"{esc(rec.get('provenance', {}).get('gpu', ''))}. {verdict}</div>"
                 + f"<div class='hs-note'>{esc(NUMBERING)}</div>"
-                + crash_html(sched) + "<div class='hs-scroll'>" + table(
+                + crash_html(sched) + picture_html(picture_for_step(sched))
+                + "<div class='hs-scroll'>" + table(
                     ["step engine / model", "engine: tokens per request", "model: tokens per "
                      "request", "engine routed n → route", "model routed n → route", "same"],
                     rows, row_classes=classes) + "</div>")
