@@ -13,11 +13,11 @@ from .svg import PALETTE, esc
 CSS = """<style>
 .hisparse-dashboard .hs-table{border-collapse:collapse;font-size:13px;margin:4px 0}
 .hisparse-dashboard{max-width:100%;overflow-wrap:break-word}
-.hisparse-dashboard .hs-table th{text-align:left;padding:3px 8px;border-bottom:1px solid #888;
+.hisparse-dashboard .hs-table th{text-align:left;padding:3px 6px;border-bottom:1px solid #888;
  background:#fafafa;position:sticky;top:0;z-index:1}
-.hisparse-dashboard .hs-table td{padding:3px 8px;vertical-align:top;word-break:normal;
+.hisparse-dashboard .hs-table td{padding:3px 6px;vertical-align:top;word-break:normal;
  overflow-wrap:normal;border-bottom:1px solid #eee;text-align:left}
-.hisparse-dashboard .hs-table code.hs-error-text{display:inline-block;min-width:24em;
+.hisparse-dashboard .hs-table code.hs-error-text{display:inline-block;min-width:16em;
  overflow-wrap:break-word}
 .hisparse-dashboard .hs-table td:first-child{white-space:nowrap}
 .hisparse-dashboard .hs-table tr.hs-crash td{background:#fde0dd;position:sticky;bottom:0}
@@ -56,7 +56,8 @@ def swatch(key: str, text=None) -> str:
 def cite_html(cite) -> str:
     """``vllm/<path>:<lines> `symbol``` with the symbol as code."""
     lines = f"{cite.start}" if cite.start == cite.end else f"{cite.start}-{cite.end}"
-    return (f"<span class='hs-cite'>vllm/{esc(cite.path)}:{lines} "
+    path = esc(cite.path).replace("/", "/<wbr>")  # a long path may wrap at a "/", never mid-name
+    return (f"<span class='hs-cite'>vllm/<wbr>{path}:{lines} "
             f"<code>{esc(cite.symbol)}</code></span>")
 
 
