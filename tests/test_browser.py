@@ -746,15 +746,21 @@ def test_a_learner_at_lab_width_sees_it_all(lab, browser, name):
         _run_all_any(page, lab, name)
         page.evaluate("() => window.jupyterapp.shell.activateById('filebrowser')")
         assert page.locator(".jp-FileBrowser").first.is_visible()
-        dash = page.locator(".hisparse-dashboard:has(.noUi-handle)").first
-        if dash.count():  # a move: the first slider one step right
+        # a move: the first slider one step right, else the first dropdown's last choice
+        dash = page.locator(".hisparse-dashboard:has(.noUi-handle), "
+                            ".hisparse-dashboard:has(select)").first
+        if dash.count():
             dash.scroll_into_view_if_needed()
-            before = dash.locator(".hs-summary").first.text_content()
-            dash.locator(".noUi-handle").first.focus()
-            dash.locator(".noUi-handle").first.press("ArrowRight")
-            page.wait_for_function("(a) => { const s = document.querySelectorAll("
-                                   "'.hisparse-dashboard:has(.noUi-handle) .hs-summary')[0];"
-                                   " return s && s.textContent !== a; }", arg=before,
+            summary = dash.locator(".hs-summary").first
+            before = summary.text_content()
+            if dash.locator(".noUi-handle").count():
+                dash.locator(".noUi-handle").first.focus()
+                dash.locator(".noUi-handle").first.press("ArrowRight")
+            else:
+                select = dash.locator("select").first
+                select.select_option(select.locator("option").last.get_attribute("value"))
+            page.wait_for_function("([el, was]) => el.textContent !== was",
+                                   arg=[summary.element_handle(), before],
                                    timeout=UPDATE_S * 1000)
         _settle(page)
         page.evaluate(DRAWN_JS)

@@ -121,8 +121,9 @@ def buffer_picture(c: int, w: int, n: int, route: str | None, *, title: str,
             svg.text(mid, SWAP_ROW + ROW_H + 16, "no row", anchor="middle", size=11,
                      weight="bold", fill=PALETTE[cd.CRASH])
     if route == cd.ALL_RESIDENT:
-        svg.text(LEFT, WORK_ROW + 20 + ROW_H / 2, "↷ all-resident path: neither buffer is used",
-                 size=13, weight="bold", fill=PALETTE[cd.ALL_RESIDENT])
+        svg.text(LEFT, TOKEN_ROW + ROW_H + 20, "↓ all-resident path: neither buffer below is "
+                 "used", size=13, weight="bold", fill=PALETTE[cd.ALL_RESIDENT],
+                 cls="hs-all-resident")
     y = SWAP_ROW + ROW_H + 38
     colour = PALETTE[cd.CRASH] if route == cd.CRASH else INK
     for k, line in enumerate(sentence(c, w, n, route, rule)):

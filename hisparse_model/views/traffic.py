@@ -27,7 +27,7 @@ from .dashboard import Dashboard, Screen
 from .engine_runs import knobs_text, live_output_path, live_status
 from .first_request import ranges, ranges_text
 from .svg import PALETTE
-from .tables import advice_list_html, esc, formulas_html, static_html, swatch, table
+from .tables import advice_list_html, esc, fold, formulas_html, static_html, swatch, table
 from .traffic_charts import (REQUEST_COLOURS, STRIP, request_name,  # noqa: F401  re-exported
                              seqs_chart, timeline_chart)
 
@@ -175,16 +175,17 @@ class TrafficDashboard(Dashboard):
                               f"W={p.workspace_rows} requests={n} steps={len(sched.steps)} "
                               f"crash={word} finished={len(sched.finished)}/{n}")}
         pred = Prediction(knobs, p, list(sched.startup))
-        body = (f"<div class='hs-note'>vLLM {esc(knobs.vllm_version)} ({esc(knobs.routing)} "
+        body = (crash_html(sched) + picture_html(picture_for_step(sched))
+                + f"<div class='hs-note'>vLLM {esc(knobs.vllm_version)} ({esc(knobs.routing)} "
                 f"routing), {esc(knobs.attention_backend)}, prefix caching "
                 f"{'on' if knobs.enable_prefix_caching else 'off'}, cudagraph_mode "
                 f"{esc(p.cudagraph_mode)}; {n} requests: "
                 f"{esc(', '.join(str(r.prompt_len) for r in work.requests[:12]))}"
                 f"{' …' if n > 12 else ''} tokens</div>" + formulas_html(pred)
-                + crash_html(sched) + picture_html(picture_for_step(sched)) + steps_table(sched)
-                + "<div class='hs-note'>The simulation also assumes: "
-                + esc(" · ".join(a.removeprefix("simulate: ") for a in SIMULATE_ASSUMPTIONS[2:]))
-                + "</div>")
+                + steps_table(sched)
+                + fold("what the simulation also assumes", "<ul>" + "".join(
+                    f"<li>{esc(a.removeprefix('simulate: '))}</li>"
+                    for a in SIMULATE_ASSUMPTIONS[2:]) + "</ul>"))
         state = {**knobs.as_dict(), "requests": n, "workload": work.as_json()["requests"]}
         return Screen(state, sched, labels, body, lambda: self._timeline(knobs, work, sched))
 
