@@ -255,3 +255,35 @@ def test_every_dashboard_chart_has_axis_labels_and_a_legend():
             assert root.find(SVG_NS + "title").text, dash.name
             assert "hs-axis-label" in classes and "hs-legend" in classes, dash.name
         assert len(_pictures(dash.numbers.value)) == 1, dash.name
+
+
+def test_no_gpu_engine_is_a_calm_note(monkeypatch, capsys):
+    """Without a GPU engine the live cell prints one calm line (not a failure) and runs
+    nothing; with one it runs unless told to skip."""
+    from hisparse_model.engine import live
+    from hisparse_model.views.engine_runs import live_status
+
+    def missing():
+        raise live.LiveUnavailable("No module named 'torch'")
+    monkeypatch.setattr(live, "check_available", missing)
+    assert live_status() is None
+    said = capsys.readouterr().out
+    assert said.startswith("Live engine: not available here, and nothing is wrong")
+    assert "No module named 'torch'" in said and "unavailable" not in said
+    monkeypatch.setattr(live, "check_available", lambda: "0.31.0")
+    assert live_status("HISPARSE_NOTEBOOK_LIVE=0") is None
+    assert "not run: HISPARSE_NOTEBOOK_LIVE=0" in capsys.readouterr().out
+    assert live_status() == "0.31.0"
+
+
+def test_notebook_5_draws_the_step_you_choose():
+    """draw_step picks the engine step drawn; -1 (or a step never run) draws the default."""
+    from hisparse_model.views.traffic import traffic_dashboard
+    dash = traffic_dashboard(max_num_seqs=8)  # C = 8: 3 + 2 = 5 tokens fit, no crash
+    sched = simulate(Knobs(max_num_seqs=8, vllm_version="0.31.0"), synthetic(2, [3, 2], 0, 8))
+    [first] = _pictures(dash.numbers.value)
+    assert first.get("data-n") == str(sched.steps[0].routed_tokens)  # the busiest: step 0, 5
+    dash.controls["draw_step"].value = sched.steps[3].step
+    [chosen] = _pictures(dash.numbers.value)
+    assert chosen.get("data-n") == str(sched.steps[3].routed_tokens)
+    assert f"Engine step {sched.steps[3].step}:" in chosen.get("aria-label")

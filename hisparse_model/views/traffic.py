@@ -51,6 +51,14 @@ def workload_slider(name: str, value: int):
     return slider
 
 
+def step_control(value: int = -1) -> W.BoundedIntText:
+    """Which engine step the buffers picture draws (-1: the crash step, else the busiest)."""
+    return W.BoundedIntText(value=value, min=-1, max=10**6, description="draw_step",
+                            tooltip="the engine step the buffers picture draws (-1: the crash "
+                                    "step, or else the step with most routed tokens)",
+                            style={"description_width": "210px"}, layout={"width": "300px"})
+
+
 def _tokens(scheduled: dict | None) -> str:
     return " ".join(f"{request_name(r)}:{n}" for r, n in (scheduled or {}).items())
 
@@ -134,7 +142,7 @@ class TrafficDashboard(Dashboard):
     name = "traffic"
 
     def __init__(self, requests: int = 2, prompt_lens: str = "3, 2",
-                 arrival_spacing: int = 0, max_tokens: int = 8, **initial):
+                 arrival_spacing: int = 0, max_tokens: int = 8, draw_step: int = -1, **initial):
         initial.setdefault("max_num_seqs", 4)
         controls = {"requests": workload_slider("requests", requests),
                     "prompt_lens": text_control("prompt_lens", prompt_lens,
@@ -142,6 +150,7 @@ class TrafficDashboard(Dashboard):
                     "arrival_spacing": workload_slider("arrival_spacing", arrival_spacing),
                     "max_tokens": workload_slider("max_tokens", max_tokens)}
         controls.update({n: knob_control(SPECS[n], initial.get(n)) for n in KNOBS})
+        controls["draw_step"] = step_control(draw_step)
         # the max_num_seqs map and the advice: searches, drawn under the timeline once it is out
         self.search = W.HTML()
         self.search.add_class("hs-search-box")
@@ -175,7 +184,8 @@ class TrafficDashboard(Dashboard):
                               f"W={p.workspace_rows} requests={n} steps={len(sched.steps)} "
                               f"crash={word} finished={len(sched.finished)}/{n}")}
         pred = Prediction(knobs, p, list(sched.startup))
-        body = (crash_html(sched) + picture_html(picture_for_step(sched))
+        step = self.value("draw_step")
+        body = (crash_html(sched) + picture_html(picture_for_step(sched, None if step < 0 else step))
                 + f"<div class='hs-note'>vLLM {esc(knobs.vllm_version)} ({esc(knobs.routing)} "
                 f"routing), {esc(knobs.attention_backend)}, prefix caching "
                 f"{'on' if knobs.enable_prefix_caching else 'off'}, cudagraph_mode "
