@@ -103,12 +103,15 @@ show(knobs.replace(enable_prefix_caching=False), synthetic(2, [64, 69], spacing=
 # requests), the steps between two arrivals (0: all at once) and the output tokens per request;
 # then the engine's knobs. The dashboard shows
 #
-# * C and W with their formulas, the crash (or none) with vLLM's exact error text and, in
-#   words, which requests made the crashing step; the requests that finished (what the caller
-#   received) and, at a crash, those whose output is lost (computed but never returned, or
-#   still running);
-# * every engine step in a table (identical neighbours folded, the crash row pinned);
-# * the **timeline**: tokens per request in each step (stacked, one colour per request;
+# * first, the crash (or none) with vLLM's exact error text and, in words, which requests made
+#   the crashing step; the requests that finished (what the caller received) and, at a crash,
+#   those whose output is lost (computed but never returned, or still running);
+# * the **buffers picture** of one engine step: its routed tokens over the W workspace rows and
+#   the C swap rows (the crash step by default, else the busiest; `draw_step` picks another);
+# * C and W with their formulas (folded), and every engine step in a table (identical
+#   neighbours folded, the crash row pinned);
+# * the **timeline**: tokens in each step on a linear axis, stacked by request (one colour per
+#   request up to 8; past 8 each colour is a group, r1–r8, r9–r16, …, named in the legend;
 #   requests are numbered r1, r2, … in arrival order, r1 being vLLM's request 0), and
 #   below it the tokens the step handed to the routing against the C and W lines (green: fits
 #   `swap_in`, blue: all-resident, grey: a FULL-graph replay that routes nothing, red: the
