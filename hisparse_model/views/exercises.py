@@ -44,6 +44,12 @@ def _crash_sizes(knobs: Knobs) -> list[int]:
     return lanes["crash_sizes"][next(iter(cd.OFF_BY_ONE_LANES))]
 
 
+def _by_outcome(strip: dict, keys) -> dict:
+    """A max_num_seqs strip as ``{outcome: [max_num_seqs with it]}`` for ``keys``."""
+    return {k: [s for s, o in zip(strip["max_num_seqs"], strip["outcome"]) if o == k]
+            for k in keys}
+
+
 # --------------------------------------------------------------------------
 # notebook 1
 # --------------------------------------------------------------------------
@@ -133,9 +139,8 @@ def eager_moves_crash() -> Answer:
 
 
 def strip_with_b64() -> Answer:
-    strip = cd.seqs_strip(_knobs(max_num_batched_tokens=64))
-    by = {k: [s for s, o in zip(strip["max_num_seqs"], strip["outcome"]) if o == k]
-          for k in (cd.STARTUP_CRASH, cd.RUNTIME_CRASH, cd.SAFE, cd.INVALID)}
+    by = _by_outcome(cd.seqs_strip(_knobs(max_num_batched_tokens=64)),
+                     (cd.STARTUP_CRASH, cd.RUNTIME_CRASH, cd.SAFE, cd.INVALID))
     return Answer(by, "With B = 64: start-up crashes at max_num_seqs "
                   f"{ranges(by[cd.STARTUP_CRASH]) or 'none'}; a prompt crashes at "
                   f"{ranges(by[cd.RUNTIME_CRASH]) or 'none'}; safe at "
@@ -230,9 +235,8 @@ def default_traffic() -> Answer:
 
 
 def traffic_map() -> Answer:
-    strip = cd.traffic_seqs_strip(_knobs(max_num_seqs=4), synthetic(2, [3, 2], 0, 8))
-    by = {k: [s for s, o in zip(strip["max_num_seqs"], strip["outcome"]) if o == k]
-          for k in (cd.STARTUP_CRASH, cd.RUNTIME_CRASH, cd.SAFE)}
+    by = _by_outcome(cd.traffic_seqs_strip(_knobs(max_num_seqs=4), synthetic(2, [3, 2], 0, 8)),
+                     (cd.STARTUP_CRASH, cd.RUNTIME_CRASH, cd.SAFE))
     dead = by[cd.STARTUP_CRASH]
     why = ""
     if dead:
