@@ -571,6 +571,9 @@ def test_app_serves_the_dashboards_and_stops_on_ctrl_c(browser, latency, tmp_pat
               redraws=True)
         _check_main(page, "01_off_by_one", dash_sel)
         page.screenshot(path=os.path.join(ARTIFACTS, "app_after.png"))
+        if os.environ.get("HISPARSE_DOCS_SHOTS") == "1":  # the README's picture of the app
+            os.makedirs(DOCS_SHOTS, exist_ok=True)
+            page.screenshot(path=os.path.join(DOCS_SHOTS, "app.png"))
     except Exception:
         page.screenshot(path=os.path.join(ARTIFACTS, "app_failure.png"), full_page=True)
         shutil.copy(tmp_path / "app.log", os.path.join(ARTIFACTS, "app.log"))
