@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .. import chart_data as cd
-from .svg import INK, PALETTE, Svg, esc
+from .svg import INK, PALETTE, Svg
 
 WIDTH, LEFT, CELL_MAX = 900, 200, 40  # px: picture, row labels' column, widest cell
 ALL_CELLS = 24  # up to this many slots every one is drawn
@@ -47,6 +47,10 @@ def shown_slots(c: int, w: int, n: int, most: int = ALL_CELLS) -> list[int | Non
     return out
 
 
+def _rows(k: int) -> str:
+    return f"{k} row" if k == 1 else f"{k} rows"
+
+
 def token_colour(i: int, c: int, route: str | None) -> str:
     """Token i's colour: routed to swap_in it is green up to C and red past it."""
     if route in (cd.SWAP_IN, cd.CRASH):
@@ -57,8 +61,8 @@ def token_colour(i: int, c: int, route: str | None) -> str:
 def sentence(c: int, w: int, n: int, route: str | None, rule: str) -> tuple[str, str]:
     """What happens to these n tokens, in two lines (``rule``: the version's routing check)."""
     if route == cd.CRASH:
-        return (f"{rule}: n = {n} passes, so all {n} tokens go to swap_in, which has C = {c} "
-                f"rows:", f"token {c + 1} has no row → ValueError stop={n}, capacity={c}.")
+        return (f"{rule}: n = {n} passes, so all {n} tokens go to swap_in, which has C = "
+                f"{_rows(c)}:", f"token {c + 1} has no row → ValueError stop={n}, capacity={c}.")
     if route == cd.SWAP_IN:
         return f"{rule}: n = {n} passes, so the batch goes to swap_in.", (
             f"n = {n} ≤ C = {c}: every token has a swap row.")
@@ -82,8 +86,8 @@ def buffer_picture(c: int, w: int, n: int, route: str | None, *, title: str,
     svg = Svg(WIDTH, SWAP_ROW + ROW_H + 84 + (20 if note else 0), title, cls="hs-buffers")
     svg.data = {"c": c, "w": w, "n": n, "route": route or "none"}
     svg.text(10, 20, title, size=14, weight="bold", cls="hs-buffers-title")
-    heads = ((TOKEN_ROW, f"routed tokens: n = {n}"), (WORK_ROW, f"workspace: W = {w} rows"),
-             (SWAP_ROW, f"swap rows: C = {c} rows"))
+    heads = ((TOKEN_ROW, f"routed tokens: n = {n}"), (WORK_ROW, f"workspace: W = {_rows(w)}"),
+             (SWAP_ROW, f"swap rows: C = {_rows(c)}"))
     for y, text in heads:
         svg.text(10, y + 20, text, weight="bold", cls="hs-buffers-row")
     svg.text(LEFT - 8, 52, "slot", size=11, fill="#555", anchor="end")
@@ -225,5 +229,5 @@ def picture_html(svg: str) -> str:
     return f"<div class='hs-buffers-box' style='max-width:100%;overflow:hidden'>{svg}</div>"
 
 
-__all__ = ["buffer_picture", "esc", "pick_step", "picture_for_dp_step",
+__all__ = ["buffer_picture", "dp_pick", "pick_step", "picture_for_dp_step",
            "picture_for_prediction", "picture_for_step", "shown_slots"]
