@@ -62,8 +62,11 @@
 # blue all-resident, red the crash, marked ▼ with its n). It draws the lengths that tell the
 # versions apart: C − 5 … W + 5, and every length where some version changes path; a `⋯`
 # column stands for the lengths left out, each going where the length left of it goes.
-# Prefills longer than B are chunked, so with B = 64 a 67-token prompt is prefilled as
-# 64 + 3 tokens, and its last chunk is the W-token batch.
+# Prefills longer than B are chunked into pieces of at most B tokens, so a long prompt's last
+# chunk can be the W-token batch even when the prompt is much longer than W ("Try this" at
+# the end works out which lengths, for B = 64). The batch table names each row's prompt
+# as "prompt k (n tokens)", k counted from 1; with prefix caching on, a later prompt that
+# shares an earlier one's blocks prefills only what is not cached.
 
 # %%
 from IPython.display import display
