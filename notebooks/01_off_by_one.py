@@ -105,7 +105,8 @@ display(HTML(where_in_vllm("0.31.0")))
 #
 # The dashboard above starts at the fix PR's reproduction (`max_num_seqs=2`, no speculative
 # decoding, `max_num_batched_tokens` not set, `max_model_len=320`). Drag a slider or type into
-# its number box; `max_num_batched_tokens = 0` means "not set" (vLLM's default). When B is set
+# its number box; `max_num_batched_tokens = 0` means "not set" (vLLM's default), and the
+# **B = C** / **B = W** buttons set it to the C or W on screen in one click. When B is set
 # as low as C, a batch of W = C + 1 tokens would not fit in one step: the chart greys those
 # sizes out ("n > B") and the crash cannot happen. The chart's x axis is n,
 # the number of tokens one forward hands to the routing, zoomed around C … W; each lane is

@@ -287,3 +287,19 @@ def test_notebook_5_draws_the_step_you_choose():
     [chosen] = _pictures(dash.numbers.value)
     assert chosen.get("data-n") == str(sched.steps[3].routed_tokens)
     assert f"Engine step {sched.steps[3].step}:" in chosen.get("aria-label")
+
+
+def test_b_snaps_to_c_and_w_in_one_click():
+    """Notebook 1, S = 4: C = 4, W = 5.  B = C: no step holds W, no crash; B = W: n = 5 crashes."""
+    dash = off_by_one_dashboard(max_num_seqs=4)
+    dash.snaps["C"].click()
+    assert dash.controls["max_num_batched_tokens"].value == 4
+    assert dash.number_boxes["max_num_batched_tokens"].value == 4  # the box follows
+    assert dash.labels["crash_size"] == "none"
+    dash.snaps["W"].click()
+    assert dash.controls["max_num_batched_tokens"].value == 5
+    assert dash.labels["crash_size"] == "5"
+    dash.controls["max_num_batched_tokens"].value = 3  # refused (3 < S = 4): the snap waits
+    assert dash.error is not None
+    dash.snaps["C"].click()
+    assert dash.controls["max_num_batched_tokens"].value == 3

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipywidgets as W
+
 from .. import chart_data as cd
 from ..predict import predict
 from ..versions import RULES
@@ -21,6 +23,22 @@ class OffByOneDashboard(Dashboard):
 
     def __init__(self, **initial):
         super().__init__({n: knob_control(SPECS[n], initial.get(n)) for n in KNOBS})
+        # B snapped to C or W in one click: the two values where the crash appears or goes
+        self.snaps = {to: W.Button(description=f"B = {to}", tooltip=f"set max_num_batched_tokens "
+                                   f"to this {to}", layout={"width": "90px"}) for to in "CW"}
+        for to, button in self.snaps.items():
+            button.on_click(lambda _, to=to: self.snap_b(to))
+        row = W.HBox([W.HTML("<span style='color:#555;font-size:12px'>snap "
+                             "max_num_batched_tokens to:</span>"), *self.snaps.values()],
+                     layout={"margin": "0 0 0 214px", "align_items": "center"})
+        parts = list(self.widget.children)
+        parts.insert(2, row)  # under the controls
+        self.widget.children = parts
+
+    def snap_b(self, to: str) -> None:
+        """max_num_batched_tokens set to the current C or W (nothing while an error shows)."""
+        if self.error is None:
+            self.controls["max_num_batched_tokens"].value = int(self.labels[to])
 
     def compute(self) -> Screen:
         knobs = self.knobs(vllm_version="0.31.0")
