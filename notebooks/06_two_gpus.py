@@ -42,7 +42,8 @@ from hisparse_model.views.two_gpus import two_gpus_dashboard
 two_gpus_dashboard(max_num_seqs=3)
 
 # %% [markdown]
-# The picture above draws the forward that crashes (or, with no crash, the busiest one); the
+# The picture above draws the forward that crashes (or, with no crash, the busiest one;
+# `draw_step` picks another step, and its rank that failed or routed most); the
 # chart under the numbers shows both ranks' forwards step by step, a ⋯ where steps with no
 # work are skipped.
 #

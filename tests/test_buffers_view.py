@@ -303,3 +303,19 @@ def test_b_snaps_to_c_and_w_in_one_click():
     assert dash.error is not None
     dash.snaps["C"].click()
     assert dash.controls["max_num_batched_tokens"].value == 3
+
+
+def test_notebook_6_draws_the_step_you_choose():
+    """draw_step in notebook 6: the forward of that step that failed or routed most; S = 7's
+    default is the crash (step 2, rank 1's dummy)."""
+    dash = two_gpus_dashboard(max_num_seqs=7)
+    sched = simulate(Knobs(max_num_seqs=7, vllm_version="0.31.0", data_parallel_size=2),
+                     two_rank_workload(7))
+    [shown] = _pictures(dash.numbers.value)
+    assert shown.get("aria-label").startswith(f"Step {sched.crash['step']}, rank {sched.crash['rank']}")
+    first = sched.steps[0]
+    busiest = max(first.ranks, key=lambda r: (bool(r.error), r.routed_tokens, -r.rank))
+    dash.controls["draw_step"].value = first.step
+    [chosen] = _pictures(dash.numbers.value)
+    assert chosen.get("aria-label").startswith(f"Step {first.step}, rank {busiest.rank}")
+    assert chosen.get("data-n") == str(busiest.routed_tokens)

@@ -212,9 +212,14 @@ def picture_for_dp_step(sched, step: int, rank: int) -> str:
                           title=f"Step {step}, rank {rank}: {what}, {r.routed_tokens} routed")
 
 
-def dp_pick(sched) -> tuple[int, int] | None:
-    """(step, rank) to draw: the crash's, else the forward with most routed tokens."""
+def dp_pick(sched, step: int | None = None) -> tuple[int, int] | None:
+    """(step, rank) to draw: at ``step`` if it ran, the rank that failed or routed most there;
+    else the crash's forward; else the forward with most routed tokens."""
     crash = sched.crash
+    chosen = [s for s in sched.steps if s.step == step]
+    if chosen:
+        ranks = chosen[0].ranks
+        return step, max(ranks, key=lambda r: (bool(r.error), r.routed_tokens, -r.rank)).rank
     if crash is not None and crash["step"] is not None:
         return crash["step"], crash["rank"] or 0
     forwards = [(r.routed_tokens, -s.step, -r.rank) for s in sched.steps for r in s.ranks]

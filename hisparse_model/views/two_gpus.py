@@ -22,7 +22,7 @@ from .buffers import dp_pick, picture_for_dp_step, picture_for_step, picture_htm
 from .dashboard import Dashboard, Screen
 from .svg import PALETTE, Svg
 from .tables import esc
-from .traffic import NUMBERING, advice_html
+from .traffic import NUMBERING, advice_html, step_control
 from .traffic_charts import request_name
 
 KNOBS = ("vllm_version", "max_num_seqs")
@@ -60,7 +60,9 @@ class TwoGpusDashboard(Dashboard):
     assumptions = DP_ASSUMPTIONS
 
     def __init__(self, **initial):
-        super().__init__({n: knob_control(SPECS[n], initial.get(n)) for n in KNOBS})
+        controls = {n: knob_control(SPECS[n], initial.get(n)) for n in KNOBS}
+        controls["draw_step"] = step_control(initial.get("draw_step", -1))
+        super().__init__(controls)
 
     def compute(self) -> Screen:
         knobs = self.knobs(data_parallel_size=2)
@@ -86,7 +88,8 @@ class TwoGpusDashboard(Dashboard):
                        f"</code>; the log holds <code>{esc(crash['error'])}</code></div>"
                        f"<div class='hs-note hs-lost'>{esc(lost_line(sched.lost, crash, request_name))} "
                        f"({esc(NUMBERING)})</div>")
-        pick = dp_pick(sched)
+        step = self.value("draw_step")
+        pick = dp_pick(sched, None if step < 0 else step)
         picture = picture_html(picture_for_dp_step(sched, *pick) if pick
                                else picture_for_step(sched))
         body = (f"{verdict}{picture}<div class='hs-note'>C = {p.swap_capacity}, W = "
