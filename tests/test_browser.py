@@ -754,17 +754,19 @@ def test_a_learner_at_lab_width_sees_it_all(lab, browser, name):
                             ".hisparse-dashboard:has(select)").first
         if dash.count():
             dash.scroll_into_view_if_needed()
-            summary = dash.locator(".hs-summary").first
-            before = summary.text_content()
+            which = next(c for c in dash.get_attribute("class").split()
+                         if c.startswith("hs-dashboard-"))
+            summary_sel = f".{which} .hs-summary"  # the numbers' HTML is replaced on a move
+            before = page.locator(summary_sel).first.text_content()
             if dash.locator(".noUi-handle").count():
                 dash.locator(".noUi-handle").first.focus()
                 dash.locator(".noUi-handle").first.press("ArrowRight")
             else:
                 select = dash.locator("select").first
                 select.select_option(select.locator("option").last.get_attribute("value"))
-            page.wait_for_function("([el, was]) => el.textContent !== was",
-                                   arg=[summary.element_handle(), before],
-                                   timeout=UPDATE_S * 1000)
+            page.wait_for_function("([sel, was]) => { const el = document.querySelector(sel);"
+                                   " return !!el && el.textContent !== was; }",
+                                   arg=[summary_sel, before], timeout=UPDATE_S * 1000)
         _settle(page)
         page.evaluate(DRAWN_JS)
         wide = page.evaluate(OVERFLOW_JS)
