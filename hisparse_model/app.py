@@ -8,6 +8,14 @@ on it in a child process, bound to 127.0.0.1 unless ``--ip`` says otherwise
 (or SIGTERM) stops the server and its kernels and exits with status 0.  A port
 already in use is bad input: one line naming ``--port`` and exit status 2, before
 anything starts; "serving at ..." is printed only once Voilà accepts connections.
+
+Kernels: each page load starts one kernel.  Voilà 0.5's page asks the server to shut
+its kernel down when it closes (a ``beforeunload`` beacon to ``voila/api/shutdown``);
+a page that goes without it (a crashed tab, a dropped network) is culled by the kernel
+manager: a kernel with no open page, idle for ``--cull-idle`` seconds (default
+:data:`CULL_IDLE_S`), is shut down, checked every :data:`CULL_INTERVAL_S` seconds.  A
+kernel with its page still open is never culled (``cull_connected=False``), so any number of
+page loads leave at most one kernel per open page.
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ EXIT_UNAVAILABLE = 3  # as the command line's other "cannot run here" errors
 EXIT_BAD_INPUT = 2  # as the command line's other bad input: here a port already in use
 STOP_WAIT_S = 15  # seconds for Voilà to stop its kernels before it is killed
 LISTEN_POLL_S = 0.2  # how often to look whether Voilà has opened its port
+CULL_IDLE_S = 60  # a kernel whose page is gone, idle this long, is shut down
+CULL_INTERVAL_S = 10  # how often the kernel manager looks for such kernels
 
 
 def add_parser(subparsers) -> None:
@@ -40,6 +50,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--ip", default="127.0.0.1",
                    help="address to bind (default: 127.0.0.1, this machine only)")
     p.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    p.add_argument("--cull-idle", type=int, default=CULL_IDLE_S, metavar="SECONDS",
+                   help="shut down a kernel whose page is closed after this many idle seconds "
+                        f"(default: {CULL_IDLE_S})")
     p.set_defaults(run_app=run)
 
 
@@ -56,11 +69,17 @@ def write_notebook(directory: str) -> str:
     return path
 
 
-def voila_command(notebook: str, port: int, ip: str, open_browser: bool) -> list[str]:
-    """The Voilà command line that serves ``notebook``."""
+def voila_command(notebook: str, port: int, ip: str, open_browser: bool,
+                  cull_idle_s: int = CULL_IDLE_S) -> list[str]:
+    """The Voilà command line that serves ``notebook``, culling kernels whose page is gone."""
+    interval = max(1, min(CULL_INTERVAL_S, cull_idle_s))
     return [sys.executable, "-m", "voila", notebook, f"--port={port}", f"--Voila.ip={ip}",
             "--Voila.port_retries=0", "--theme=light",
             f"--Voila.open_browser={open_browser}",
+            f"--MappingKernelManager.cull_idle_timeout={cull_idle_s}",
+            f"--MappingKernelManager.cull_interval={interval}",
+            "--MappingKernelManager.cull_connected=False",  # an open page keeps its kernel
+            "--MappingKernelManager.cull_busy=False",
             # Lab extensions that are not for this page (they target Lab, not Voila's front end)
             "--VoilaConfiguration.extension_denylist=jupyterlab-jupytext",
             "--VoilaConfiguration.extension_denylist=@voila-dashboards/jupyterlab-preview"]
@@ -126,7 +145,8 @@ def run(args) -> int:
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         with tempfile.TemporaryDirectory(prefix="hisparse-app-") as tmp:
-            cmd = voila_command(write_notebook(tmp), args.port, args.ip, not args.no_browser)
+            cmd = voila_command(write_notebook(tmp), args.port, args.ip, not args.no_browser,
+                                cull_idle_s=getattr(args, "cull_idle", CULL_IDLE_S))
             proc = subprocess.Popen(cmd, cwd=tmp, start_new_session=True)
             try:
                 if _wait_listening(proc, args.ip, args.port):  # said only once it is true

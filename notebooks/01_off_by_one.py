@@ -31,6 +31,30 @@
 # exact pure-Python model of vLLM's code (no GPU needed); notebook 4 checks it against
 # recorded runs of the real engine.
 #
+# ## Glossary
+#
+# The words every notebook uses, in the order they build on each other:
+#
+# | word | what it means here |
+# |---|---|
+# | **request**, **prompt** | one generation job sent to vLLM; its prompt is the input text, counted in tokens |
+# | **engine step** | one pass of vLLM's scheduler and one forward of the model over the tokens it picked |
+# | **prefill** | the step(s) that run a request's prompt tokens (a long prompt is split into *chunks* of at most B tokens) |
+# | **decode** | every later step of that request: 1 new token each (1 + K under MTP) |
+# | **KV cache** | the per-token keys and values attention reads; HiSparse keeps part of it in host memory |
+# | **MTP** | multi-token prediction, DeepSeek's speculative decoding: `num_speculative_tokens` = K extra draft tokens per decode |
+# | **S** | `max_num_seqs`: the most requests in one step |
+# | **B** | `max_num_batched_tokens`: the most tokens in one step (default min(S · max_model_len, 16384)) |
+# | **q** | tokens of one decode request: 1 + K |
+# | **C** | the swap rows `swap_in` has: min(B, S · q), one per decode token a step can hold |
+# | **W** | the index-group workspace's rows: C + 1 |
+# | **routed tokens (n)** | the tokens of a forward the attention backend hands to HiSparse's routing |
+# | **swap_in** | the path that copies a batch's missing KV pages onto the GPU, one swap row per routed token |
+# | **all-resident** | the other path: every page is on the GPU already, so no swap row is needed |
+# | **stock** | `routing = stock`: the version's own routing rule (0.31.0: swap_in when n ≤ W) |
+# | **the fix PR** | the upstream change that routes on n ≤ C (`routing = fix`; vLLM 0.32.0 has it); its reproduction: S = 2, max_model_len = 320 |
+# | **ignore_eos** | a sampling setting that makes each request produce exactly `max_tokens` output tokens (the traffic notebook uses it) |
+#
 # ## A primer
 #
 # * **Sparse attention.** DeepSeek-V3.2 does not attend to every earlier token: for each new
@@ -48,18 +72,23 @@
 # * Which path? 0.31.0 asks whether the n tokens fit the **index-group workspace**, a buffer
 #   of **W = C + 1** rows. A batch of n ≤ C tokens fits both buffers; n > W goes
 #   all-resident; and **n = W = C + 1** passes the check, goes to `swap_in`, and finds no
-#   row for its last token:
+#   row for its last token.
+#
+# The dashboard below draws exactly that, for the knobs you set: the batch's routed tokens
+# (top row), the W workspace rows (middle) and the C swap rows (bottom); a red token with a
+# dashed "no row" under it is the one `swap_in` has no row for. The fix (vLLM 0.32.0) asks
+# `n ≤ C` instead, so that batch takes the all-resident path.
 
 # %%
 from IPython.display import HTML, display
 
 from hisparse_model.views import off_by_one_dashboard
-from hisparse_model.views.primer import buffers_diagram, where_in_vllm
+from hisparse_model.views.primer import where_in_vllm
 
-display(HTML(buffers_diagram(2)))
+dash = off_by_one_dashboard(max_num_seqs=2, num_speculative_tokens=0)
+display(dash.widget)
 
 # %% [markdown]
-# The fix (vLLM 0.32.0) asks `n ≤ C` instead, so the same batch takes the all-resident path.
 # Every rule above is a line of vLLM's source; open the table for the file and line of each:
 
 # %%
@@ -74,19 +103,16 @@ display(HTML(where_in_vllm("0.31.0")))
 # 16384)** from it; it also bounds the prompts you can give (each must leave room for its
 # output) and the prompt lengths notebook 3 draws. Every dashboard has it as a control.
 #
-# The dashboard starts at the fix PR's reproduction (`max_num_seqs=2`, no speculative
+# The dashboard above starts at the fix PR's reproduction (`max_num_seqs=2`, no speculative
 # decoding, `max_num_batched_tokens` not set, `max_model_len=320`). Drag a slider or type into
-# its number box; `max_num_batched_tokens = 0` means "not set" (vLLM's default). When B is set
+# its number box; `max_num_batched_tokens = 0` means "not set" (vLLM's default), and the
+# **B = C** / **B = W** buttons set it to the C or W on screen in one click. When B is set
 # as low as C, a batch of W = C + 1 tokens would not fit in one step: the chart greys those
 # sizes out ("n > B") and the crash cannot happen. The chart's x axis is n,
 # the number of tokens one forward hands to the routing, zoomed around C … W; each lane is
 # one routing rule: green fits `swap_in`, blue is the all-resident path, red is `swap_in`
 # past C rows (the crash, marked ▼). An invalid combination (for example
 # `max_num_batched_tokens` below `max_num_seqs`) shows vLLM's error message instead.
-
-# %%
-dash = off_by_one_dashboard(max_num_seqs=2, num_speculative_tokens=0)
-display(dash.widget)
 
 # %% [markdown]
 # ## Takeaways
@@ -100,9 +126,12 @@ display(dash.widget)
 #
 # ## Try this
 #
-# * Set `num_speculative_tokens = 2` with `max_num_seqs = 2`. Predict C and the crashing
-#   size before looking (q = 3, so C = min(B, 6) = 6 and W = 7).
-# * Set `max_num_batched_tokens = 4` with `max_num_seqs = 4`: now C = B. Why does the
-#   dashboard say no batch crashes? (Notebook 2's strip shows the same from start-up on.)
-# * Leave B unset and drag `max_model_len`: B follows it, and C = min(B, max_num_seqs · q) does
-#   not move until B falls below max_num_seqs · q.
+# Predict each answer before you open it. Every answer is computed by the model when this
+# cell runs, and a test recomputes it another way, so none can go stale.
+
+# %%
+from IPython.display import HTML, display
+
+from hisparse_model.views.exercises import try_this_html
+
+display(HTML(try_this_html("off_by_one")))

@@ -20,6 +20,9 @@
 # > so its dashboards appear once it has run. Open the `.ipynb`; the `.py` beside it is the
 # > same notebook as text, for review.
 #
+# New to these words (prefill, decode, KV cache, MTP, C, W, q, B, S, stock, all-resident, the fix PR)?
+# Each is defined in [notebook 1's glossary](01_off_by_one.ipynb#Glossary).
+#
 # Notebook 1 showed that vLLM 0.31.0 crashes on a batch of exactly W = C + 1 routed tokens.
 # *When* that batch first appears depends on the batches the engine runs by itself while it
 # starts: CUDA-graph captures and warmups. This notebook lists every start-up batch for the
@@ -111,6 +114,12 @@ display(dash.widget)
 #
 # ## Try this
 #
-# * Set `max_num_seqs=1` and tick `enforce_eager`. Which prompt of the workload crashes now, and why?
-# * Set `max_num_batched_tokens=64`: which max_num_seqs values become safe, which crash at
-#   start-up (look at 63 and 64 in the strip), and which are refused?
+# Predict each answer before you open it. Every answer is computed by the model when this
+# cell runs, and a test recomputes it another way, so none can go stale.
+
+# %%
+from IPython.display import HTML, display
+
+from hisparse_model.views.exercises import try_this_html
+
+display(HTML(try_this_html("startup")))

@@ -20,6 +20,9 @@
 # > so its dashboards appear once it has run. Open the `.ipynb`; the `.py` beside it is the
 # > same notebook as text, for review.
 #
+# New to these words (prefill, decode, KV cache, MTP, C, W, q, B, S, stock, all-resident, the fix PR)?
+# Each is defined in [notebook 1's glossary](01_off_by_one.ipynb#Glossary).
+#
 # The same knobs and the same prompts run through vLLM 0.31.0, 0.32.0 and 0.33.0 side by
 # side: the routing rule each version applies, B, q, C, W, the capture sizes, whether
 # start-up survives and how each prompt ends. The `vllm_version` buttons pick the version
@@ -59,8 +62,11 @@
 # blue all-resident, red the crash, marked ▼ with its n). It draws the lengths that tell the
 # versions apart: C − 5 … W + 5, and every length where some version changes path; a `⋯`
 # column stands for the lengths left out, each going where the length left of it goes.
-# Prefills longer than B are chunked, so with B = 64 a 67-token prompt is prefilled as
-# 64 + 3 tokens, and its last chunk is the W-token batch.
+# Prefills longer than B are chunked into pieces of at most B tokens, so a long prompt's last
+# chunk can be the W-token batch even when the prompt is much longer than W ("Try this" at
+# the end works out which lengths, for B = 64). The batch table names each row's prompt
+# as "prompt k (n tokens)", k counted from 1; with prefix caching on, a later prompt that
+# shares an earlier one's blocks prefills only what is not cached.
 
 # %%
 from IPython.display import display
@@ -83,11 +89,12 @@ display(dash.widget)
 #
 # ## Try this
 #
-# * Set `max_num_batched_tokens = 64` and add 67 to `prompt_lens`: the 67-token prompt
-#   crashes 0.31.0 (chunks of 64 and 3 tokens; the 3-token chunk is W), and so would 131,
-#   195 and 259: find them in the chart.
-# * Select 0.31.0 with `routing = fix`: does it now match 0.32.0 for every prompt?
-# * Switch `attention_backend` to FLASHMLA_SPARSE: which prefills are still routed?
-# * Set `num_speculative_tokens = 1` and the workload `2, 4, 5, 6`: which prompt crashes in
-#   0.31.0? The 2-token prompt's prefill has 2 ≤ q = 2 tokens: the batch table shows it
-#   routed as 2 decode tokens.
+# Predict each answer before you open it. Every answer is computed by the model when this
+# cell runs, and a test recomputes it another way, so none can go stale.
+
+# %%
+from IPython.display import HTML, display
+
+from hisparse_model.views.exercises import try_this_html
+
+display(HTML(try_this_html("versions")))

@@ -20,6 +20,9 @@
 # > so its dashboards appear once it has run. Open the `.ipynb`; the `.py` beside it is the
 # > same notebook as text, for review.
 #
+# New to these words (prefill, decode, KV cache, MTP, C, W, q, B, S, stock, all-resident, the fix PR)?
+# Each is defined in [notebook 1's glossary](01_off_by_one.ipynb#Glossary).
+#
 # Every number in notebooks 1–3 comes from `hisparse_model`, a pure-Python reading of vLLM's
 # source. Here the model meets the engine: each file in `tests/recorded/` is one real run of
 # vLLM (tiny DeepSeek-V3.2 with dummy weights, the fix PR's setup) on an H200, with its
@@ -61,20 +64,17 @@ display(dash.widget)
 # With a CUDA GPU and vLLM installed (`pip install -e ".[gpu]"`), this cell runs one
 # configuration (the fix PR's: `max_num_seqs=2`, prefix caching off, prompts 2, 3, 200) in a child process
 # with a 600 s timeout, writes its recording to `test-artifacts/live-notebook.json`, and
-# shows it against the model in the same kind of dashboard. Elsewhere it says why it cannot run.
+# shows it against the model in the same kind of dashboard. Without a GPU engine (the usual
+# case on a laptop) it says so in one calm line: nothing is wrong, the recordings above are
+# the engine's.
 
 # %%
 from hisparse_model import Knobs
-from hisparse_model.engine.live import LiveUnavailable, check_available, run_one
+from hisparse_model.engine.live import run_one
+from hisparse_model.views.engine_runs import live_status
 
-live_vllm = None
-try:
-    live_vllm = check_available()
-except LiveUnavailable as exc:
-    print(f"live engine unavailable: {exc}")
-if live_vllm and not RUN_LIVE:
-    print(f"live engine available (vLLM {live_vllm}), not run: HISPARSE_NOTEBOOK_LIVE=0")
-elif live_vllm:
+live_vllm = live_status(None if RUN_LIVE else "HISPARSE_NOTEBOOK_LIVE=0")
+if live_vllm:
     live = run_one(Knobs(vllm_version=live_vllm, max_num_seqs=2, enable_prefix_caching=False),
                    [2, 3, 200],
                    live_output_path(), timeout=600, command="notebook 04_model_vs_engine")
@@ -92,6 +92,12 @@ elif live_vllm:
 #
 # ## Try this
 #
-# * Pick `v0.31.0-stock-s2-b64`: why does the 67-token prompt crash with `stop=3`? (Hint:
-#   B = 64, so the prompt is prefilled in chunks of 64 and 3.)
-# * On a GPU machine, change the live cell to `max_num_seqs=1` and predict the outcome first.
+# Predict each answer before you open it. Every answer is computed by the model when this
+# cell runs, and a test recomputes it another way, so none can go stale.
+
+# %%
+from IPython.display import HTML, display
+
+from hisparse_model.views.exercises import try_this_html
+
+display(HTML(try_this_html("recordings")))

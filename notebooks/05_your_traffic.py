@@ -20,6 +20,9 @@
 # > so its dashboards appear once it has run. Open the `.ipynb`; the `.py` beside it is the
 # > same notebook as text, for review.
 #
+# New to these words (prefill, decode, KV cache, MTP, C, W, q, B, S, stock, all-resident, the fix PR)?
+# Each is defined in [notebook 1's glossary](01_off_by_one.ipynb#Glossary).
+#
 # Notebooks 1–4 served one prompt at a time. A real engine serves requests **together**, and
 # that is where most 0.31.0 crashes come from: on the H200, two short prompts that were fine one
 # at a time killed the engine when they were submitted together. This notebook serves a whole
@@ -100,12 +103,15 @@ show(knobs.replace(enable_prefix_caching=False), synthetic(2, [64, 69], spacing=
 # requests), the steps between two arrivals (0: all at once) and the output tokens per request;
 # then the engine's knobs. The dashboard shows
 #
-# * C and W with their formulas, the crash (or none) with vLLM's exact error text and, in
-#   words, which requests made the crashing step; the requests that finished (what the caller
-#   received) and, at a crash, those whose output is lost (computed but never returned, or
-#   still running);
-# * every engine step in a table (identical neighbours folded, the crash row pinned);
-# * the **timeline**: tokens per request in each step (stacked, one colour per request;
+# * first, the crash (or none) with vLLM's exact error text and, in words, which requests made
+#   the crashing step; the requests that finished (what the caller received) and, at a crash,
+#   those whose output is lost (computed but never returned, or still running);
+# * the **buffers picture** of one engine step: its routed tokens over the W workspace rows and
+#   the C swap rows (the crash step by default, else the busiest; `draw_step` picks another);
+# * C and W with their formulas (folded), and every engine step in a table (identical
+#   neighbours folded, the crash row pinned);
+# * the **timeline**: tokens in each step on a linear axis, stacked by request (one colour per
+#   request up to 8; past 8 each colour is a group, r1–r8, r9–r16, …, named in the legend;
 #   requests are numbered r1, r2, … in arrival order, r1 being vLLM's request 0), and
 #   below it the tokens the step handed to the routing against the C and W lines (green: fits
 #   `swap_in`, blue: all-resident, grey: a FULL-graph replay that routes nothing, red: the
@@ -197,8 +203,12 @@ for line in ASSUMPTIONS:
 #
 # ## Try this
 #
-# * Set `requests=4`, `prompt_lens=1, 1, 1, 2` with `max_num_seqs=4`: does it crash? Why do
-#   1-token prompts behave like decodes? (Hint: a query of at most q tokens counts as a decode.)
-# * With the default 2 requests of 3 and 2 tokens, which max_num_seqs values in the map crash,
-#   and why is `max_num_seqs=1` different from all the others?
-# * Set `prompt_lens=64, 69`, `arrival_spacing=12` and untick `enable_prefix_caching`.
+# Predict each answer before you open it. Every answer is computed by the model when this
+# cell runs, and a test recomputes it another way, so none can go stale.
+
+# %%
+from IPython.display import HTML, display
+
+from hisparse_model.views.exercises import try_this_html
+
+display(HTML(try_this_html("traffic")))

@@ -20,6 +20,9 @@
 # > so its dashboards appear once it has run. Open the `.ipynb`; the `.py` beside it is the
 # > same notebook as text, for review.
 #
+# New to these words (prefill, decode, KV cache, MTP, C, W, q, B, S, stock, all-resident, the fix PR)?
+# Each is defined in [notebook 1's glossary](01_off_by_one.ipynb#Glossary).
+#
 # With data parallelism (`-dp 2`) each GPU runs an engine of its own, with its own scheduler
 # and its own `max_num_seqs`. Every step the ranks agree on one CUDA-graph mode (the lowest
 # any rank asks for) and pad to the graph of the largest rank's token count. A rank that
@@ -39,5 +42,28 @@ from hisparse_model.views.two_gpus import two_gpus_dashboard
 two_gpus_dashboard(max_num_seqs=3)
 
 # %% [markdown]
-# Try `max_num_seqs` 4 (S + 1 = 5 is no capture size: the dummy pads to 8 and goes
-# all-resident) and 7 (8 is one: rank 1 dies again), or vLLM 0.32.0, which routes on C.
+# The picture above draws the forward that crashes (or, with no crash, the busiest one;
+# `draw_step` picks another step, and its rank that failed or routed most); the
+# chart under the numbers shows both ranks' forwards step by step, a ⋯ where steps with no
+# work are skipped.
+#
+# ## Takeaways
+#
+# 1. With data parallelism an **idle rank still runs a forward**: vLLM's dummy batch, padded
+#    to the CUDA-graph size of the busiest rank's token count.
+# 2. When that padded size is exactly **W = C + 1**, 0.31.0 sends the whole dummy batch to
+#    `swap_in`, and the rank that scheduled nothing raises `stop=C+1, capacity=C`.
+# 3. So the crash depends on the other rank's traffic and on the capture sizes, not on the
+#    crashing rank's own requests; the fix (0.32.0 routes on C) removes it for every rank.
+#
+# ## Try this
+#
+# Predict each answer before you open it. Every answer is computed by the model when this
+# cell runs, and a test recomputes it another way, so none can go stale.
+
+# %%
+from IPython.display import HTML, display
+
+from hisparse_model.views.exercises import try_this_html
+
+display(HTML(try_this_html("two_gpus")))

@@ -13,7 +13,7 @@ ARGS = argparse.Namespace(port=8866, ip="127.0.0.1", no_browser=True)
 
 def _serve_with(monkeypatch, code: str) -> None:
     """Make ``run`` start ``python -c code`` in place of Voila (same process group handling)."""
-    monkeypatch.setattr(app, "voila_command", lambda nb, port, ip, browser: [
+    monkeypatch.setattr(app, "voila_command", lambda nb, port, ip, browser, **kw: [
         sys.executable, "-c", code])
 
 
@@ -60,3 +60,14 @@ def test_without_voila_it_says_so_exit_3(monkeypatch, capsys):
     assert app.run(ARGS) == 3
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Voila is not installed" in err
+
+
+def test_voila_culls_kernels_whose_page_is_gone():
+    """A closed page's kernel is culled after --cull-idle seconds; an open page's never is."""
+    cmd = app.voila_command("nb.ipynb", 8866, "127.0.0.1", False, cull_idle_s=5)
+    assert "--MappingKernelManager.cull_idle_timeout=5" in cmd
+    assert "--MappingKernelManager.cull_interval=5" in cmd  # min(10, 5): looked at that often
+    assert "--MappingKernelManager.cull_connected=False" in cmd
+    default = app.voila_command("nb.ipynb", 8866, "127.0.0.1", False)
+    assert f"--MappingKernelManager.cull_idle_timeout={app.CULL_IDLE_S}" in default
+    assert f"--MappingKernelManager.cull_interval={app.CULL_INTERVAL_S}" in default

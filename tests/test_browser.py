@@ -572,6 +572,9 @@ def test_app_serves_the_dashboards_and_stops_on_ctrl_c(browser, latency, tmp_pat
               redraws=True)
         _check_main(page, "01_off_by_one", dash_sel)
         page.screenshot(path=os.path.join(ARTIFACTS, "app_after.png"))
+        if os.environ.get("HISPARSE_DOCS_SHOTS") == "1":  # the README's picture of the app
+            os.makedirs(DOCS_SHOTS, exist_ok=True)
+            page.screenshot(path=os.path.join(DOCS_SHOTS, "app.png"))
     except Exception:
         page.screenshot(path=os.path.join(ARTIFACTS, "app_failure.png"), full_page=True)
         shutil.copy(tmp_path / "app.log", os.path.join(ARTIFACTS, "app.log"))
@@ -669,6 +672,188 @@ def test_notebook_2_tables_read_left_to_right(lab, browser):
         aligns = set(cells.evaluate_all("els => els.map(e => getComputedStyle(e).textAlign)"))
         assert aligns == {"left"}, aligns
         error = page.locator(".hs-static tr.hs-crash code.hs-error-text").first
-        assert error.bounding_box()["width"] >= 300  # ~30em: the message reads in two lines
+        # 16em (~210 px at 13 px): the message reads in three lines, and the table fits the
+        # 968-px output area with the file browser open (test_a_learner_at_lab_width_sees_it_all)
+        assert error.bounding_box()["width"] >= 200
     finally:
         context.close()
+
+
+# --------------------------------------------------------------------------
+# what a learner sees at Lab's width: every notebook, whatever notebooks exist
+# --------------------------------------------------------------------------
+
+NOTEBOOK_NAMES = sorted(os.path.splitext(n)[0] for n in os.listdir(os.path.join(ROOT, "notebooks"))
+                        if n.endswith(".ipynb"))
+LEARNER_VIEWPORT = {"width": 1400, "height": 900}  # the walkthrough's window
+DOCS_SHOTS = os.path.join(ROOT, "docs", "screenshots")  # HISPARSE_DOCS_SHOTS=1 writes them
+# Elements wider than their output area, and boxes that scroll sideways, in px (1 px slack for
+# sub-pixel layout).  Elements inside a box that scrolls vertically only are measured too.
+OVERFLOW_JS = """() => {
+  const out = [];
+  for (const area of document.querySelectorAll('.jp-Notebook .jp-OutputArea-output')) {
+    const a = area.getBoundingClientRect();
+    if (a.width === 0) continue;
+    for (const el of area.querySelectorAll('*')) {
+      const r = el.getBoundingClientRect();
+      if (r.width > 0 && r.right > a.right + 1) {
+        out.push({what: 'wider', tag: el.tagName, cls: String(el.className.baseVal ?? el.className),
+                  right: Math.round(r.right), area_right: Math.round(a.right)});
+      }
+      const ox = getComputedStyle(el).overflowX;
+      if ((ox === 'auto' || ox === 'scroll') && el.scrollWidth > el.clientWidth + 1) {
+        out.push({what: 'scrolls', tag: el.tagName, cls: String(el.className),
+                  scroll: el.scrollWidth, client: el.clientWidth});
+      }
+    }
+  }
+  return out.slice(0, 10);
+}"""
+CHART_LABELS_JS = """() => [...document.querySelectorAll('.jp-Notebook svg.hs-chart')].map(s => ({
+  title: (s.querySelector('title') || {}).textContent || '',
+  axis: s.querySelectorAll('.hs-axis-label').length,
+  legend: s.querySelectorAll('.hs-legend').length}))"""
+PICTURES_JS = """() => [...document.querySelectorAll('.jp-Notebook svg.hs-buffers')].map(s => ({
+  c: s.dataset.c, w: s.dataset.w,
+  digest: ((s.closest('.hisparse-dashboard') || document).querySelector('.hs-summary') || {})
+          .textContent || ''}))"""
+
+
+def _run_all_any(page, lab, name: str) -> None:
+    """Open ``name`` with a fresh workspace, run every cell, wait until the kernel is idle."""
+    page.goto(f"{lab['url']}/lab/tree/{name}.ipynb?reset", timeout=SERVER_START_S * 1000)
+    page.wait_for_function(
+        "(path) => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
+        " return !!w && !!w.sessionContext && w.context.path === path; }",
+        arg=f"{name}.ipynb", timeout=SERVER_START_S * 1000)
+    page.wait_for_function(KERNEL_IDLE_JS, timeout=SERVER_START_S * 1000, polling=250)
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    page.locator(".hisparse-dashboard .hs-summary").first.wait_for(state="attached",
+                                                                   timeout=RUN_ALL_S * 1000)
+    page.wait_for_function(KERNEL_IDLE_JS, timeout=RUN_ALL_S * 1000, polling=250)
+
+
+def _digest_c_w(digest: str):
+    m = re.search(r"\bC=(\d+) W=(\d+)\b", digest)
+    return None if m is None else m.groups()
+
+
+@pytest.mark.parametrize("name", NOTEBOOK_NAMES)
+def test_a_learner_at_lab_width_sees_it_all(lab, browser, name):
+    """1400×900, file browser open: nothing wider than the output area, no sideways scrolling;
+    after a move the buffers picture's C and W are the dashboard's; every chart has an axis
+    title and a legend."""
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    context = browser.new_context(viewport=LEARNER_VIEWPORT)
+    page = context.new_page()
+    try:
+        _run_all_any(page, lab, name)
+        page.evaluate("() => window.jupyterapp.shell.activateById('filebrowser')")
+        assert page.locator(".jp-FileBrowser").first.is_visible()
+        # a move: the first slider one step right, else the first dropdown's last choice
+        dash = page.locator(".hisparse-dashboard:has(.noUi-handle), "
+                            ".hisparse-dashboard:has(select)").first
+        if dash.count():
+            dash.scroll_into_view_if_needed()
+            which = next(c for c in dash.get_attribute("class").split()
+                         if c.startswith("hs-dashboard-"))
+            summary_sel = f".{which} .hs-summary"  # the numbers' HTML is replaced on a move
+            before = page.locator(summary_sel).first.text_content()
+            if dash.locator(".noUi-handle").count():
+                dash.locator(".noUi-handle").first.focus()
+                dash.locator(".noUi-handle").first.press("ArrowRight")
+            else:
+                select = dash.locator("select").first
+                select.select_option(select.locator("option").last.get_attribute("value"))
+            page.wait_for_function("([sel, was]) => { const el = document.querySelector(sel);"
+                                   " return !!el && el.textContent !== was; }",
+                                   arg=[summary_sel, before], timeout=UPDATE_S * 1000)
+        _settle(page)
+        page.evaluate(DRAWN_JS)
+        wide = page.evaluate(OVERFLOW_JS)
+        assert not wide, json.dumps(wide)
+        pictures = page.evaluate(PICTURES_JS)
+        assert pictures, "no buffers picture"
+        for p in pictures:
+            want = _digest_c_w(p["digest"])
+            if want is not None:  # dashboards whose digest names C and W (1, 2, 5, 6)
+                assert (p["c"], p["w"]) == want, p
+        for chart in page.evaluate(CHART_LABELS_JS):
+            assert chart["title"] and chart["axis"] and chart["legend"], chart
+        if dash.count():
+            dash.scroll_into_view_if_needed()
+            page.screenshot(path=os.path.join(ARTIFACTS, f"{name}_lab_width.png"))
+            if os.environ.get("HISPARSE_DOCS_SHOTS") == "1":
+                os.makedirs(DOCS_SHOTS, exist_ok=True)
+                dash.locator(".hs-numbers-box").first.screenshot(
+                    path=os.path.join(DOCS_SHOTS, f"{name}.png"))
+    except Exception:
+        page.screenshot(path=os.path.join(ARTIFACTS, f"{name}_lab_width_failure.png"))
+        raise
+    finally:
+        context.close()
+
+
+def _kernels_under(pid: int) -> int:
+    """ipykernel processes descended from ``pid`` (Voila starts each in a session of its own)."""
+    parent, cmd = {}, {}
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                parent[int(p)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                cmd[int(p)] = f.read().decode(errors="replace")
+        except OSError:
+            continue
+
+    def under(p: int) -> bool:
+        while p > 1:
+            p = parent.get(p, 0)
+            if p == pid:
+                return True
+        return False
+    return sum(1 for p, c in cmd.items() if "ipykernel" in c and under(p))
+
+
+APP_LOADS = 3
+CULL_TEST_S = 5  # the app's --cull-idle here: a closed page's kernel goes within ~10 s
+
+
+def _kernels_drop_to(pid: int, most: int, wait_s: float) -> int:
+    """Wait until at most ``most`` kernels run under ``pid`` (or ``wait_s`` passed); the count."""
+    deadline = time.monotonic() + wait_s
+    while _kernels_under(pid) > most and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return _kernels_under(pid)
+
+
+def test_app_page_loads_leave_no_kernel_once_closed(browser, tmp_path):
+    """Three page loads of the app: one kernel while its page is open, none once it is closed
+    (Voila's close beacon, or the culler for a page that went without it)."""
+    port = _free_port()
+    cmd = [sys.executable, "-m", "hisparse_model", "app", "--port", str(port), "--no-browser",
+           "--cull-idle", str(CULL_TEST_S)]
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    proc = _serve(cmd, tmp_path / "app.log", f"http://127.0.0.1:{port}/", ROOT, env)
+    wait_s = 6 * CULL_TEST_S + 30  # the culler looks every CULL_TEST_S s; a busy machine
+    open_counts, closed_counts = [], []
+    try:
+        # _serve's own GET of the page started a kernel that no page holds: culled first
+        assert _kernels_drop_to(proc.pid, 0, wait_s) == 0
+        for i in range(APP_LOADS):
+            context = browser.new_context(viewport={"width": 1400, "height": 1000})
+            page = context.new_page()
+            page.goto(f"http://127.0.0.1:{port}/", timeout=SERVER_START_S * 1000)
+            page.locator(".hs-buffers").first.wait_for(state="attached", timeout=RUN_ALL_S * 1000)
+            page.wait_for_timeout(2 * CULL_TEST_S * 1000)  # past the cull time: an open page's
+            open_counts.append(_kernels_under(proc.pid))  # kernel is kept
+            page.close(run_before_unload=i % 2 == 0)  # with, and without, the close beacon
+            context.close()
+            closed_counts.append(_kernels_drop_to(proc.pid, 0, wait_s))
+    finally:
+        _stop(proc)
+    assert open_counts == [1] * APP_LOADS, open_counts
+    assert closed_counts == [0] * APP_LOADS, (closed_counts,
+                                              (tmp_path / "app.log").read_text()[-2000:])

@@ -348,25 +348,6 @@ def test_one_rule_for_the_prompt_box_everywhere(factory, text, message):
 # --------------------------------------------------------------------------
 
 
-def test_the_apps_diagram_follows_tab_1():
-    """S = 5: C = 5, W = 6 in the diagram; S = 40: rows 1, 2, …, 40, 41 (the middle elided)."""
-    page, dashboards = app_page()
-    first = next(iter(dashboards.values()))
-    diagram = next(w for w in page.children if "hs-app-diagram" in w._dom_classes)
-
-    def title() -> str:
-        return [t.text for t in _svg_texts(diagram.value, "hs-diagram-title")][0]
-
-    assert title() == "A batch of n = C + 1 = 3 routed tokens, C = 2"
-    first.controls["max_num_seqs"].value = 5
-    assert title() == "A batch of n = C + 1 = 6 routed tokens, C = 5"
-    first.controls["max_num_seqs"].value = 40
-    tokens = re.findall(r">token (\d+)<", diagram.value)
-    assert tokens == ["1", "2", "40", "41"]
-    first.controls["max_num_batched_tokens"].value = 3  # refused (3 < 40): the diagram stays
-    assert first.error is not None and "C = 40" in title()
-
-
 def test_the_app_refuses_a_port_in_use_before_saying_it_serves():
     """A held port: one line naming --port on stderr, exit 2, no "serving at" printed."""
     with socket.socket() as held:

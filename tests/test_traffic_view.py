@@ -317,8 +317,8 @@ def _svg_ok(svg: str) -> ET.Element:
     assert root.find("s:title", ns).text
     texts = root.findall(".//s:text", ns)
     assert all(int(t.get("font-size")) >= 11 for t in texts)
-    classes = {t.get("class") for t in texts}
-    assert {"hs-lane-label", "hs-legend"} <= classes
+    classes = {c for t in texts for c in (t.get("class") or "").split()}
+    assert {"hs-lane-label", "hs-legend", "hs-axis-label"} <= classes
     fills = {e.get("fill").lower() for e in root.iter() if e.get("fill")}
     allowed = {c.lower() for c in (*plots.PALETTE.values(), *traffic.REQUEST_COLOURS)} | {
         plots.INK.lower(), "none"}
@@ -328,7 +328,7 @@ def _svg_ok(svg: str) -> ET.Element:
 
 def test_charts_are_labelled_and_use_the_palette():
     """Timeline and strip: title, axis labels, legends, palette colours, text >= 11 px, crash marked."""
-    # 12 requests (colours cycle after 8) that all fit: no crash label; the prefix-caching
+    # 12 requests (two a colour past 8) that all fit: no crash label; the prefix-caching
     # pair crashes at step 12 (69 - 64 = 5 = W computed tokens): one label, at step 12
     for kw, crash in (({"requests": 12, "prompt_lens": "3, 2, 9"}, []),
                       ({"prompt_lens": "64, 69", "spacing": 12}, ["crash: step 12"])):

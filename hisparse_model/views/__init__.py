@@ -14,9 +14,11 @@
 ``traffic_charts``     notebook 5's timeline and max_num_seqs map (SVG)
 ``two_gpus``           notebook 6: two DP ranks side by side, the idle rank's dummy batch
 ``exposure``           notebook 7: is a server exposed to any traffic, examples, advice
+``buffers``            the one picture of the bug: a step's tokens, W workspace rows, C swap rows
+``exercises``          each notebook's "Try this", answers computed by the model
 ``charts`` / ``svg``   the SVG charts and the one palette
 ``tables``             HTML tables, formulas with their vLLM lines, assumptions
-``primer``             notebook 1's buffer diagram and "Where in vLLM"
+``primer``             notebook 1's "Where in vLLM"
 ``page``               every dashboard on one page (the standalone app)
 =====================  ==========================================================
 

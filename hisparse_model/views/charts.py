@@ -91,7 +91,7 @@ def lane_chart(ns: list[int], lanes: dict[str, list[str]], *, title: str, x_labe
                      anchor="end" if j % 2 == 0 else "start", cls="hs-bound")
     left, right = edge_notes
     svg.text(LEFT - 8, bottom + 18, left, anchor="end", size=11)
-    svg.text(LEFT, bottom + 58, x_label)
+    svg.text(LEFT, bottom + 58, x_label, cls="hs-axis-label")
     svg.text(WIDTH - RIGHT, bottom + 58, right, anchor="end", size=11)
     return svg.render()
 
@@ -126,6 +126,7 @@ def strip_chart(data: dict, current: int, *, title: str, caption: str = "") -> s
     _strip(svg, 134, zoom, outcomes[zoom[0] - 1:zoom[-1]], current,
            f"zoom {zoom[0]}…{zoom[-1]}", numbered=True)
     svg.text(10, 186, f"▼ current max_num_seqs = {current}", size=12, cls="hs-current-label")
+    svg.text(WIDTH - RIGHT, 186, "x: max_num_seqs", size=12, anchor="end", cls="hs-axis-label")
     svg.text(10, 206, caption, size=12, cls="hs-sweep")
     return svg.render()
 
@@ -144,7 +145,8 @@ def recordings_chart(rows: list[dict], selected: str | None) -> str:
     svg.text(LEFT + 368, 66, "dot = what the model predicts; same colour = agree", size=12)
     col = lambda i: LEFT + 30 + i * 90  # noqa: E731  centre of event column i
     for i in range(width):
-        svg.text(col(i), top - 10, "start-up" if i == 0 else f"prompt {i}", anchor="middle")
+        svg.text(col(i), top - 10, "start-up" if i == 0 else f"prompt {i}", anchor="middle",
+                 cls="hs-axis-label")
     for j, r in enumerate(rows):
         y = top + j * row_h
         if r["name"] == selected:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 
 from .. import chart_data as cd
+from ..predict import predict
 from ..recordings import load_all, summary_row
+from .buffers import picture_for_prediction, picture_html
 from .charts import recordings_chart
 from .controls import choice_control
 from .dashboard import Dashboard, Screen
@@ -27,6 +30,18 @@ def knobs_text(k) -> str:
     if k.attention_backend != "FLASH_ATTN_MLA_SPARSE":
         parts.append(k.attention_backend)
     return ", ".join(parts)
+
+
+def phase_name(phase) -> str:
+    """A recorded phase as the dashboards number prompts: ``prompt:0`` is ``prompt 1``."""
+    m = re.fullmatch(r"prompt:(\d+)(.*)", str(phase))
+    return f"prompt {int(m[1]) + 1}{m[2]}" if m else str(phase)
+
+
+def event_name(j: int, event: str) -> str:
+    """Event ``j`` of a recording's row: ``start-up``, then ``prompt j (n tokens)``."""
+    m = re.fullmatch(r"prompt n=(\d+)", event)
+    return f"prompt {j} ({m[1]} tokens)" if m else event
 
 
 class RecordingsDashboard(Dashboard):
@@ -63,10 +78,24 @@ class RecordingsDashboard(Dashboard):
         labels["events"] = "; ".join(f"{ev} model={m} engine={e}" for ev, m, e in zip(
             row["events"], row["model_keys"], row["engine_keys"]))
         labels["summary"] = f"{summary} | {selected}: {labels['events']}"
-        body = self._table(selected) + self._detail(self.recordings[i], row)
+        body = (self._headline(row) + self._picture(row) + self._table(selected)
+                + self._detail(self.recordings[i], row))
         plot = {"rows": [{k: r[k] for k in ("name", "engine_keys", "model_keys", "agrees")}
                          for r in self.rows], "selected": selected}
         return Screen({"recording": selected}, None, labels, body, lambda: plot)
+
+    def _headline(self, row: dict) -> str:
+        """The one answer first: do the model and the engine agree, on every recording."""
+        agree = sum(r["agrees"] for r in self.rows)
+        mark = "✓" if agree == len(self.rows) else "✗"
+        return (f"<div class='hs-headline'>{mark} The model agrees with the real engine on "
+                f"<b>{agree} of {len(self.rows)}</b> recorded runs; {esc(row['name'])} "
+                f"{'agrees' if row['agrees'] else 'differs'}.</div>")
+
+    @staticmethod
+    def _picture(row: dict) -> str:
+        """The buffers under the selected recording's knobs, as the model predicts them."""
+        return picture_html(picture_for_prediction(predict(row["knobs"])))
 
     def _table(self, selected: str) -> str:
         rows, classes = [], []
@@ -74,9 +103,9 @@ class RecordingsDashboard(Dashboard):
             k = r["knobs"]
             c_model, c_engine = r["sizes"].get("C", (None, None))
             events = "<br>".join(  # the header says which is which: model · engine
-                f"{esc(ev)}: {outcome_html(m, m is not None)} · "
+                f"{esc(event_name(j, ev))}: {outcome_html(m, m is not None)} · "
                 f"{outcome_html(e, e is not None)}"
-                for ev, m, e in zip(r["events"], r["model"], r["engine"]))
+                for j, (ev, m, e) in enumerate(zip(r["events"], r["model"], r["engine"])))
             verdict = "✓ agrees" if r["agrees"] else f"✗ {esc(r['diffs'][0][:160])}"
             rows.append([f"<b>{esc(r['name'])}</b>", verdict,
                          esc(f"{k.vllm_version} {k.routing}: {knobs_text(k)}"),
@@ -95,7 +124,7 @@ class RecordingsDashboard(Dashboard):
         facts = ", ".join(f"{key} {prov[key]}" for key in ("vllm", "torch", "gpu", "date")
                           if prov.get(key))
         log = rec.get("routing_log") or []
-        rows = [[esc(x.get("phase")), str(x.get("num_actual_tokens")), str(x.get("num_tokens")),
+        rows = [[esc(phase_name(x.get("phase"))), str(x.get("num_actual_tokens")), str(x.get("num_tokens")),
                  esc(x.get("route")), str(x.get("calls")), esc(x.get("error") or "")]
                 for x in log[:40]]
         more = f"<div class='hs-note'>… {len(log) - 40} more rows</div>" if len(log) > 40 else ""
@@ -104,7 +133,7 @@ class RecordingsDashboard(Dashboard):
                 + (f"<ul class='hs-diffs'>{diffs}</ul>" if diffs else "")
                 + "<div class='hs-note'>its routing log (layer 0 of each index group, identical "
                   "consecutive calls folded):</div>"
-                + table(["phase, as recorded (prompt:0 is prompt 1)", "tokens", "routed n", "route",
+                + table(["phase", "tokens", "routed n", "route",
                          "calls", "error"], rows) + more)
 
     def draw(self) -> str:
@@ -115,6 +144,28 @@ def recordings_dashboard(recordings: list[dict] | None = None, directory: str | 
                          name: str = "recordings") -> RecordingsDashboard:
     """Notebook 4: recordings (default ``tests/recorded/*.json``) against the model."""
     return RecordingsDashboard(recordings, directory, name)
+
+
+def live_status(skip: str | None = None) -> str | None:
+    """The live engine's vLLM version when a live run should go ahead, else None and a calm note.
+
+    No GPU engine here is the usual case on a laptop, not a failure: the note says so, and
+    that the recordings shown are real engine runs.  ``skip`` says why an available engine is
+    not run (the tests' HISPARSE_NOTEBOOK_LIVE=0).
+    """
+    from ..engine.live import LiveUnavailable, check_available
+
+    try:
+        version = check_available()
+    except LiveUnavailable as exc:
+        print(f"Live engine: not available here, and nothing is wrong ({exc}). The "
+              "recordings above are real engine runs; on a CUDA GPU with vLLM "
+              "(pip install -e \".[gpu]\") this cell runs one live.")
+        return None
+    if skip:
+        print(f"live engine available (vLLM {version}), not run: {skip}")
+        return None
+    return version
 
 
 def live_output_path(filename: str = "live-notebook.json") -> str:

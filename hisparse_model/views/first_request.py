@@ -7,6 +7,7 @@ from ..advice import ranges
 from ..predict import predict
 from .charts import strip_chart
 from .controls import SPECS, knob_control, parse_prompt_lens, text_control
+from .buffers import picture_for_prediction, picture_html
 from .dashboard import Dashboard, Screen
 from .svg import LABELS, PALETTE
 from .tables import (BATCH_HEADERS, batch_rows, cite_html, esc, formulas_html, outcome_html,
@@ -21,6 +22,11 @@ PROMPTS_HELP = "prompt lengths in tokens, comma-separated; each is served alone"
 def ranges_text(parts) -> str:
     """``[("safe", [4, 5, 6]), ("refused", [])]`` -> ``"safe: 4-6"``: the caption under a strip."""
     return " · ".join(f"{label}: {ranges(values)}" for label, values in parts if values)
+
+
+def prompt_name(i: int, n: int) -> str:
+    """Prompt ``i`` (from 0 in a list) as every dashboard names it: from 1, with its length."""
+    return f"prompt {i + 1} ({n} tokens)"
 
 
 def prompt_word(p) -> str:
@@ -67,17 +73,34 @@ def _startup_html(pred) -> str:
 
 
 def _prompts_html(pred) -> str:
-    rows = [[str(p.n), esc(", ".join(f"{b.label}: n={b.routed} → {b.route}" if b.routed
+    rows = [[esc(prompt_name(i, p.n)), esc(", ".join(f"{b.label}: n={b.routed} → {b.route}" if b.routed
                                      else f"{b.label}: not routed" for b in p.batches)),
              outcome_html("ok" if p.ok else p.error, p.ran, f": the engine died at {p.died_at}")]
-            for p in pred.prompts]
+            for i, p in enumerate(pred.prompts)]
     return ("<div class='hs-note'><b>prompts</b>, each served alone (8 output tokens)</div>"
-            + table(["prompt n", "batches: routed n → route", "outcome"], rows, raw=True))
+            + table(["prompt", "batches: routed n → route", "outcome"], rows, raw=True))
+
+
+def headline_html(pred) -> str:
+    """The one answer first: does start-up survive, and which prompt (from 1) crashes."""
+    crash_b = pred.startup_crash_batch
+    if crash_b is not None:
+        text = (f"<b style='color:{PALETTE[cd.CRASH]}'>Start-up dies</b> on its {esc(crash_b.label)}: "
+                f"n = {crash_b.routed} = W routed tokens, C = {pred.sizes.swap_capacity} swap rows.")
+    else:
+        bad = [i + 1 for i, p in enumerate(pred.prompts) if p.ran and not p.ok]
+        text = (f"<b style='color:{PALETTE['ok']}'>Start-up survives</b>; "
+                + (f"<b style='color:{PALETTE[cd.CRASH]}'>prompt {bad[0]}</b> (of "
+                   f"{pred.prompts[bad[0] - 1].n} tokens) is the first request that crashes."
+                   if bad else "every prompt is served."))
+    return f"<div class='hs-headline'>{text}</div>"
 
 
 def startup_report(pred) -> str:
-    """Sizes with their formulas, every start-up batch (to the crash), and each prompt."""
-    return _numbers_html(pred) + _startup_html(pred) + _prompts_html(pred)
+    """The headline, the buffers for the batch that matters, sizes with their formulas, every
+    start-up batch (to the crash), and each prompt."""
+    return (headline_html(pred) + picture_html(picture_for_prediction(pred))
+            + _numbers_html(pred) + _startup_html(pred) + _prompts_html(pred))
 
 
 def static_report(pred) -> str:

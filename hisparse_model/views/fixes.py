@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from .. import chart_data as cd
 from ..knobs import VLLM_VERSIONS
+from .buffers import picture_for_prediction, picture_html
 from .charts import lane_chart
 from .controls import SPECS, knob_control, parse_prompt_lens, text_control
 from .dashboard import Dashboard, Screen
-from .first_request import DEFAULT_PROMPTS, PROMPTS_HELP, prompt_word
+from .first_request import DEFAULT_PROMPTS, PROMPTS_HELP, prompt_name, prompt_word
 from .tables import BATCH_HEADERS, batch_rows, cite_html, esc, outcome_html, swatch, table
 
 TOGGLES = ("vllm_version", "attention_backend", "routing")
@@ -48,7 +49,7 @@ class VersionsDashboard(Dashboard):
                   "attention_backend": backend, **words,
                   "summary": f"backend={backend} routing={knobs.routing} | "
                              + " | ".join(f"{v} {words[v]}" for v in VLLM_VERSIONS)}
-        body = (self._backend_note(pred) + self._side_by_side(preds, selected, lens)
+        body = (picture_html(picture_for_prediction(pred)) + self._backend_note(pred) + self._side_by_side(preds, selected, lens)
                 + f"<div class='hs-note'><b>each request's batches in {esc(selected)}</b> "
                   f"(pick another with vllm_version)</div>" + self._detail(pred))
         state = {**cd.version_knobs(knobs, selected).as_dict(), "prompt_lens": lens}
@@ -89,7 +90,8 @@ class VersionsDashboard(Dashboard):
             ("W (workspace rows)", lambda p: str(p.sizes.workspace_rows)),
             ("capture sizes", lambda p: esc(p.capture_sizes)),
             ("start-up", lambda p: outcome_html("ok" if p.startup_ok else p.startup_error)),
-        ] + [(f"prompt n={n}", lambda p, i=i: self._prompt_cell(p, i)) for i, n in enumerate(lens)]
+        ] + [(prompt_name(i, n), lambda p, i=i: self._prompt_cell(p, i))
+             for i, n in enumerate(lens)]
         body = [[label] + [cell(v, fn) for v in VLLM_VERSIONS] for label, fn in rows]
         col = VLLM_VERSIONS.index(selected) + 1
         return table(hdr, body, raw=True).replace("<table", f"<table data-selected='{col}'", 1)
@@ -104,11 +106,11 @@ class VersionsDashboard(Dashboard):
 
     def _detail(self, pred) -> str:
         rows, classes = [], []
-        for p in pred.prompts:
+        for i, p in enumerate(pred.prompts):
             r, c = batch_rows(p.batches)
-            rows += [[str(p.n)] + x[1:] for x in r]
+            rows += [[esc(prompt_name(i, p.n))] + x[1:] for x in r]
             classes += c
-        return table(["prompt n"] + BATCH_HEADERS[1:], rows, raw=True, row_classes=classes)
+        return table(["prompt"] + BATCH_HEADERS[1:], rows, raw=True, row_classes=classes)
 
     def draw(self) -> str:
         d = self.plot_data

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import ipywidgets as W
+
 from .. import chart_data as cd
 from ..predict import predict
 from ..versions import RULES
 from .charts import lane_chart
 from .controls import SPECS, knob_control
 from .dashboard import Dashboard, Screen
-from .tables import cite_html, esc, formulas_html
+from .buffers import picture_for_prediction, picture_html
+from .tables import cite_html, esc, fold, formulas_html
 
 KNOBS = ("max_num_seqs", "num_speculative_tokens", "max_num_batched_tokens", "max_model_len")
 
@@ -20,6 +23,22 @@ class OffByOneDashboard(Dashboard):
 
     def __init__(self, **initial):
         super().__init__({n: knob_control(SPECS[n], initial.get(n)) for n in KNOBS})
+        # B snapped to C or W in one click: the two values where the crash appears or goes
+        self.snaps = {to: W.Button(description=f"B = {to}", tooltip=f"set max_num_batched_tokens "
+                                   f"to this {to}", layout={"width": "90px"}) for to in "CW"}
+        for to, button in self.snaps.items():
+            button.on_click(lambda _, to=to: self.snap_b(to))
+        row = W.HBox([W.HTML("<span style='color:#555;font-size:12px'>snap "
+                             "max_num_batched_tokens to:</span>"), *self.snaps.values()],
+                     layout={"margin": "0 0 0 214px", "align_items": "center"})
+        parts = list(self.widget.children)
+        parts.insert(2, row)  # under the controls
+        self.widget.children = parts
+
+    def snap_b(self, to: str) -> None:
+        """max_num_batched_tokens set to the current C or W (nothing while an error shows)."""
+        if self.error is None:
+            self.controls["max_num_batched_tokens"].value = int(self.labels[to])
 
     def compute(self) -> Screen:
         knobs = self.knobs(vllm_version="0.31.0")
@@ -38,26 +57,35 @@ class OffByOneDashboard(Dashboard):
                               f"C={s.swap_capacity} W={s.workspace_rows} crash_size={crash_size}")}
         cites = pred.plan.rules.cites
         fixed = RULES["0.32.0"].cites["predicate"]
+        w = s.workspace_rows
         if crash:
-            verdict = (f"A batch of exactly n = W = {s.workspace_rows} tokens passes that check, "
-                       f"but swap_in has only C = {s.swap_capacity} rows, and it raises "
-                       f"({cite_html(cites['error'])}):<br><code>{esc(error)}</code>")
-            crash_text = (f"<b style='color:#d73027'>n = <span class='hs-crash'>{crash_size}"
-                          f"</span></b> routed tokens")
+            headline = (f"A batch of exactly <b>n = W = C + 1 = <span class='hs-crash'>"
+                        f"{crash_size}</span></b> routed tokens crashes 0.31.0; every other "
+                        f"size is safe.")
+            verdict = (f"A batch of n = W = {w} tokens passes that check, but swap_in has only "
+                       f"C = {s.swap_capacity} rows, and it raises:<br><code>{esc(error)}</code>")
+            fix = (f"0.32.0 checks n ≤ C instead: the same batch of {w} tokens takes the "
+                   f"all-resident path, so it cannot crash.")
         else:  # C = B: the W-token batch would need more tokens than one step holds
-            verdict = (f"Here C = B = {b}: a batch of W = {s.workspace_rows} tokens would need "
-                       f"more than the B = {b} tokens one step holds, so no batch ever has it "
-                       f"and 0.31.0 cannot crash with these knobs.")
-            crash_text = "<b><span class='hs-crash'>none</span></b> (no step holds W tokens)"
+            headline = (f"<b><span class='hs-crash'>No</span> batch crashes</b> 0.31.0 here: "
+                        f"C = B = {b}, and no step holds W = {w} tokens.")
+            verdict = (f"Here C = B = {b}: a batch of W = {w} tokens would need more than the "
+                       f"B = {b} tokens one step holds, so no batch ever has it and 0.31.0 "
+                       f"cannot crash with these knobs.")
+            fix = ("0.32.0 checks n ≤ C instead; with these knobs both versions route every "
+                   "batch the same way (no step reaches W).")
+        cite_rows = formulas_html(pred) + fold(
+            "where vLLM routes, and raises (file:line)", f"<div class='hs-note'>the routing check: "
+                         f"{cite_html(cites['predicate'])}; the error: "
+                         f"{cite_html(cites['error'])}; 0.32.0's check: {cite_html(fixed)}</div>")
         body = (
+            f"<div class='hs-headline'>{headline}</div>"
             f"<div class='hs-big'>swap rows <b>C = <span class='hs-C'>{s.swap_capacity}</span>"
             f"</b> &nbsp;·&nbsp; index-group workspace <b>W = <span class='hs-W'>"
-            f"{s.workspace_rows}</span></b> &nbsp;·&nbsp; the batch that crashes 0.31.0: "
-            f"{crash_text}</div>{formulas_html(pred)}"
-            f"<div class='hs-note'>0.31.0 routes ({cite_html(cites['predicate'])}): "
-            f"{esc(pred.plan.rules.predicate_text)}. {verdict}</div>"
-            f"<div class='hs-note'>0.32.0 routes on C instead ({cite_html(fixed)}): the same "
-            f"batch takes the all-resident path.</div>")
+            f"{w}</span></b> &nbsp;·&nbsp; B = {b}, q = {s.max_decode_query_len}</div>"
+            f"{picture_html(picture_for_prediction(pred, startup=False))}"
+            f"<div class='hs-note'>0.31.0 routes: {esc(pred.plan.rules.predicate_text)}. "
+            f"{verdict}</div><div class='hs-note hs-fix-note'>{fix}</div>{cite_rows}")
         state = {**knobs.as_dict()}
         return Screen(state, pred, labels, body, lambda: lanes)
 

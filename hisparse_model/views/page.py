@@ -9,7 +9,7 @@ from .exposure import exposure_dashboard
 from .first_request import startup_dashboard
 from .fixes import versions_dashboard
 from .off_by_one import off_by_one_dashboard
-from .primer import buffers_diagram, where_in_vllm
+from .primer import where_in_vllm
 from .traffic import traffic_dashboard
 from .two_gpus import two_gpus_dashboard
 
@@ -28,32 +28,15 @@ INTRO = (
     "index-group workspace of W = C + 1 rows, but <code>swap_in</code> has only C = min(B, "
     "max_num_seqs · q) swap rows: a batch of exactly C + 1 tokens raises <code>ValueError: "
     "HiSparse swap rows exceed the configured speculative decode capacity</code>. Each tab is "
-    "one notebook's dashboard, computed by an exact model of vLLM's code.</p>")
-
-
-def header_diagram(dash) -> str:
-    """The buffers diagram for the C that tab 1's dashboard shows (called only without an error)."""
-    c = int(dash.labels["C"])
-    caption = "drawn for tab 1's knobs below: it follows them"
-    if dash.labels["crash_size"] == "none":
-        caption += f"; with them no step holds W = {c + 1} tokens, so this batch never happens"
-    return buffers_diagram(c, caption)
+    "one notebook's dashboard, computed by an exact model of vLLM's code; each starts with the "
+    "picture of its buffers, drawn for that tab's own knobs.</p>")
 
 
 def app_page() -> tuple[W.VBox, dict]:
-    """The page widget and its dashboards by tab title; the diagram follows tab 1's C."""
+    """The page widget and its dashboards by tab title (each tab draws its own buffers)."""
     dashboards = {title: make() for title, make in TABS}
     tabs = W.Tab(children=[d.widget for d in dashboards.values()], titles=list(dashboards))
-    first = next(iter(dashboards.values()))
-    diagram = W.HTML(header_diagram(first))
-    diagram.add_class("hs-app-diagram")
-
-    def follow(change) -> None:
-        if first.error is None:
-            diagram.value = header_diagram(first)
-
-    first.numbers.observe(follow, names="value")
-    page = W.VBox([W.HTML(INTRO), diagram, W.HTML(where_in_vllm("0.31.0")), tabs],
+    page = W.VBox([W.HTML(INTRO), W.HTML(where_in_vllm("0.31.0")), tabs],
                   layout={"width": "100%"})
     page.add_class("hs-app")
     return page, dashboards

@@ -42,6 +42,7 @@ class Svg:
     def __init__(self, width: int, height: int, title: str, cls: str = "hs-chart"):
         self.width, self.height, self.title, self.cls = width, height, title, cls
         self.parts: list[str] = []
+        self.data: dict = {}  # data-* attributes of the <svg> (what a browser test reads)
 
     def rect(self, x, y, w, h, fill, **attrs) -> None:
         self.parts.append(f"<rect x='{x:.1f}' y='{y:.1f}' width='{max(w, 0):.1f}' "
@@ -75,7 +76,8 @@ class Svg:
             x += 24 + 7 * len(LABELS[key])
 
     def render(self) -> str:
-        return (f"<svg xmlns='http://www.w3.org/2000/svg' class='{self.cls}' "
+        data = "".join(f" data-{k}='{esc(v)}'" for k, v in self.data.items())
+        return (f"<svg xmlns='http://www.w3.org/2000/svg' class='{self.cls}'{data} "
                 f"width='{self.width}' height='{self.height}' "
                 f"viewBox='0 0 {self.width} {self.height}' font-family='sans-serif' "
                 f"role='img' aria-label='{esc(self.title)}' style='max-width:none'>"
@@ -83,7 +85,9 @@ class Svg:
 
 
 def _attrs(attrs: dict) -> str:
-    return "".join(f" {k.replace('_', '-')}='{esc(v)}'" for k, v in attrs.items())
+    # ``cls`` is the element's class (``class`` is a Python keyword)
+    return "".join(f" {'class' if k == 'cls' else k.replace('_', '-')}='{esc(v)}'"
+                   for k, v in attrs.items())
 
 
 def runs(values) -> list[tuple[int, int, object]]:

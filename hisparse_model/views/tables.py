@@ -13,11 +13,13 @@ from .svg import PALETTE, esc
 
 CSS = """<style>
 .hisparse-dashboard .hs-table{border-collapse:collapse;font-size:13px;margin:4px 0}
-.hisparse-dashboard .hs-table th{text-align:left;padding:3px 8px;border-bottom:1px solid #888;
- white-space:nowrap;background:#fafafa;position:sticky;top:0;z-index:1}
-.hisparse-dashboard .hs-table td{padding:3px 8px;vertical-align:top;word-break:normal;
+.hisparse-dashboard{max-width:100%;overflow-wrap:break-word}
+.hisparse-dashboard .hs-table th{text-align:left;padding:3px 6px;border-bottom:1px solid #888;
+ background:#fafafa;position:sticky;top:0;z-index:1}
+.hisparse-dashboard .hs-table td{padding:3px 6px;vertical-align:top;word-break:normal;
  overflow-wrap:normal;border-bottom:1px solid #eee;text-align:left}
-.hisparse-dashboard .hs-table code.hs-error-text{display:inline-block;min-width:30em}
+.hisparse-dashboard .hs-table code.hs-error-text{display:inline-block;min-width:16em;
+ overflow-wrap:break-word}
 .hisparse-dashboard .hs-table td:first-child{white-space:nowrap}
 .hisparse-dashboard .hs-table tr.hs-crash td{background:#fde0dd;position:sticky;bottom:0}
 .hisparse-dashboard .hs-table tr.hs-selected td{background:#fff3b0}
@@ -25,8 +27,11 @@ CSS = """<style>
  max-width:100%}
 .hisparse-dashboard .hs-big{font-size:15px;margin:6px 0}
 .hisparse-dashboard .hs-note{color:#444;margin:4px 0;max-width:900px}
-.hisparse-dashboard .hs-cite{color:#555;overflow-wrap:anywhere}
-.hisparse-dashboard code{white-space:pre-wrap}
+.hisparse-dashboard .hs-cite{color:#555;overflow-wrap:break-word}
+.hisparse-dashboard code{white-space:pre-wrap;overflow-wrap:break-word}
+.hisparse-dashboard details.hs-fold>summary{cursor:pointer;color:#444}
+.hisparse-dashboard .hs-headline{font-size:17px;margin:8px 0;max-width:900px}
+.hisparse-dashboard .hs-buffers-box{margin:6px 0}
 </style>"""
 
 
@@ -52,16 +57,18 @@ def swatch(key: str, text=None) -> str:
 def cite_html(cite) -> str:
     """``vllm/<path>:<lines> `symbol``` with the symbol as code."""
     lines = f"{cite.start}" if cite.start == cite.end else f"{cite.start}-{cite.end}"
-    return (f"<span class='hs-cite'>vllm/{esc(cite.path)}:{lines} "
+    path = esc(cite.path).replace("/", "/<wbr>")  # a long path may wrap at a "/", never mid-name
+    return (f"<span class='hs-cite'>vllm/<wbr>{path}:{lines} "
             f"<code>{esc(cite.symbol)}</code></span>")
 
 
 def formulas_html(pred) -> str:
-    """B, q, C and W of a prediction: formula = value, and the vLLM line."""
+    """B, q, C and W of a prediction: formula = value, and the vLLM line (folded away)."""
     rows = [[f"<code>{esc(text)}</code>", cite_html(cite)]
             for _, text, cite in cd.formulas(pred)]
-    return table(["formula", f"where vLLM {pred.plan.rules.vllm_version} does it"], rows,
-                 raw=True, cls="hs-table hs-formulas")
+    return fold("how B, q, C and W are computed, and where vLLM does each (file:line)",
+                table(["formula", f"where vLLM {pred.plan.rules.vllm_version} does it"], rows,
+                      raw=True, cls="hs-table hs-formulas"))
 
 
 def outcome_html(text: str | None, ran: bool = True, why: str = "") -> str:
@@ -93,12 +100,20 @@ def batch_rows(batches) -> tuple[list[list[str]], list[str]]:
     return rows, classes
 
 
-def advice_list_html(advice: list[dict]) -> str:
+def advice_list_html(advice: list[dict], controls=None) -> str:
     """The advice as the command line orders it (``report.advice_lines``): the fix first, then
-    by cost, each with what it costs; changes that cripple the engine apart, not advised."""
+    by cost, each with what it costs; changes that cripple the engine apart, not advised.
+
+    With ``controls`` (the dashboard's control names), a change of a knob that has no control
+    there says where to make it (notebook 5, or the command line).
+    """
     def item(a: dict) -> str:
         change = ", ".join(f"{k} = {v}" for k, v in a["change"].items())
-        return (f"<li><b>{esc(change)}</b>: {esc(a['why'])}<br>"
+        missing = [k for k in a["change"] if controls is not None and k not in controls]
+        where = (f" <i class='hs-elsewhere'>({esc(', '.join(missing))} has no control here: "
+                 f"set it in notebook 5, or with <code>python -m hisparse_model simulate</code>)"
+                 f"</i>" if missing else "")
+        return (f"<li><b>{esc(change)}</b>{where}: {esc(a['why'])}<br>"
                 f"<span class='hs-cost'>cost: {esc(a['cost']['text'])}</span></li>")
     usable = "".join(item(a) for a in advice if not a["cost"]["cripples"])
     crippling = "".join(item(a) for a in advice if a["cost"]["cripples"])
@@ -114,6 +129,11 @@ def assumptions_html(assumptions=ASSUMPTIONS) -> str:
     items = "".join(f"<li>{esc(a)}</li>" for a in assumptions)
     return (f"<details class='hs-assumptions'><summary>Assumptions behind these numbers"
             f"</summary><ul>{items}</ul></details>")
+
+
+def fold(summary: str, body: str) -> str:
+    """``body`` folded away under a one-line ``summary`` (HTML), one click to open."""
+    return f"<details class='hs-fold'><summary>{summary}</summary>{body}</details>"
 
 
 def static_html(body: str) -> str:

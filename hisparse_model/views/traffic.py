@@ -22,11 +22,12 @@ from ..workload_recordings import compare_workload_recording
 from . import outbox
 from .controls import SPECS, choice_control, knob_control, parse_prompt_lens, \
     text_control
+from .buffers import picture_for_step, picture_html
 from .dashboard import Dashboard, Screen
-from .engine_runs import knobs_text, live_output_path
+from .engine_runs import knobs_text, live_output_path, live_status
 from .first_request import ranges, ranges_text
 from .svg import PALETTE
-from .tables import advice_list_html, esc, formulas_html, static_html, swatch, table
+from .tables import advice_list_html, esc, fold, formulas_html, static_html, swatch, table
 from .traffic_charts import (REQUEST_COLOURS, STRIP, request_name,  # noqa: F401  re-exported
                              seqs_chart, timeline_chart)
 
@@ -48,6 +49,14 @@ def workload_slider(name: str, value: int):
     slider = knob_control(KnobSpec(name, int, value, WORKLOAD_HELP[name], minimum=lo))
     slider.max = hi
     return slider
+
+
+def step_control(value: int = -1) -> W.BoundedIntText:
+    """Which engine step the buffers picture draws (-1: the crash step, else the busiest)."""
+    return W.BoundedIntText(value=value, min=-1, max=10**6, description="draw_step",
+                            tooltip="the engine step the buffers picture draws (-1: the crash "
+                                    "step, or else the step with most routed tokens)",
+                            style={"description_width": "210px"}, layout={"width": "300px"})
 
 
 def _tokens(scheduled: dict | None) -> str:
@@ -118,13 +127,13 @@ def schedule_report(sched) -> str:
     return static_html(crash_html(sched) + steps_table(sched))
 
 
-def advice_html(found: dict) -> str:
+def advice_html(found: dict, controls=None) -> str:
     capped = (f"<div class='hs-note'>not searched beyond ±{cd.ADVICE_CALLS // 2} values: "
               f"{esc(', '.join(found['capped']))} (<code>python -m hisparse_model simulate"
               f"</code> searches further)</div>" if found["capped"] else "")
     return (f"<div class='hs-note'><b>what avoids it</b>, in the order an engineer would take "
             f"it (each re-simulated on this traffic):</div>"
-            f"{advice_list_html(found['advice'])}{capped}")
+            f"{advice_list_html(found['advice'], controls)}{capped}")
 
 
 class TrafficDashboard(Dashboard):
@@ -133,7 +142,7 @@ class TrafficDashboard(Dashboard):
     name = "traffic"
 
     def __init__(self, requests: int = 2, prompt_lens: str = "3, 2",
-                 arrival_spacing: int = 0, max_tokens: int = 8, **initial):
+                 arrival_spacing: int = 0, max_tokens: int = 8, draw_step: int = -1, **initial):
         initial.setdefault("max_num_seqs", 4)
         controls = {"requests": workload_slider("requests", requests),
                     "prompt_lens": text_control("prompt_lens", prompt_lens,
@@ -141,6 +150,7 @@ class TrafficDashboard(Dashboard):
                     "arrival_spacing": workload_slider("arrival_spacing", arrival_spacing),
                     "max_tokens": workload_slider("max_tokens", max_tokens)}
         controls.update({n: knob_control(SPECS[n], initial.get(n)) for n in KNOBS})
+        controls["draw_step"] = step_control(draw_step)
         # the max_num_seqs map and the advice: searches, drawn under the timeline once it is out
         self.search = W.HTML()
         self.search.add_class("hs-search-box")
@@ -174,16 +184,18 @@ class TrafficDashboard(Dashboard):
                               f"W={p.workspace_rows} requests={n} steps={len(sched.steps)} "
                               f"crash={word} finished={len(sched.finished)}/{n}")}
         pred = Prediction(knobs, p, list(sched.startup))
-        body = (f"<div class='hs-note'>vLLM {esc(knobs.vllm_version)} ({esc(knobs.routing)} "
+        step = self.value("draw_step")
+        body = (crash_html(sched) + picture_html(picture_for_step(sched, None if step < 0 else step))
+                + f"<div class='hs-note'>vLLM {esc(knobs.vllm_version)} ({esc(knobs.routing)} "
                 f"routing), {esc(knobs.attention_backend)}, prefix caching "
                 f"{'on' if knobs.enable_prefix_caching else 'off'}, cudagraph_mode "
                 f"{esc(p.cudagraph_mode)}; {n} requests: "
                 f"{esc(', '.join(str(r.prompt_len) for r in work.requests[:12]))}"
                 f"{' …' if n > 12 else ''} tokens</div>" + formulas_html(pred)
-                + crash_html(sched) + steps_table(sched)
-                + "<div class='hs-note'>The simulation also assumes: "
-                + esc(" · ".join(a.removeprefix("simulate: ") for a in SIMULATE_ASSUMPTIONS[2:]))
-                + "</div>")
+                + steps_table(sched)
+                + fold("what the simulation also assumes", "<ul>" + "".join(
+                    f"<li>{esc(a.removeprefix('simulate: '))}</li>"
+                    for a in SIMULATE_ASSUMPTIONS[2:]) + "</ul>"))
         state = {**knobs.as_dict(), "requests": n, "workload": work.as_json()["requests"]}
         return Screen(state, sched, labels, body, lambda: self._timeline(knobs, work, sched))
 
@@ -294,7 +306,8 @@ class WorkloadRecordingsDashboard(Dashboard):
                 f"{'on' if k.enable_prefix_caching else 'off'}; {len(sched.workload)} requests; "
                 f"{esc(rec.get('provenance', {}).get('gpu', ''))}. {verdict}</div>"
                 + f"<div class='hs-note'>{esc(NUMBERING)}</div>"
-                + crash_html(sched) + "<div class='hs-scroll'>" + table(
+                + crash_html(sched) + picture_html(picture_for_step(sched))
+                + "<div class='hs-scroll'>" + table(
                     ["step engine / model", "engine: tokens per request", "model: tokens per "
                      "request", "engine routed n → route", "model routed n → route", "same"],
                     rows, row_classes=classes) + "</div>")
@@ -325,14 +338,8 @@ def live_command(knobs, workload_path: str, out: str) -> list[str]:
 
 def run_live(dash: TrafficDashboard, skip: str | None = None, timeout: float = 900):
     """The dashboard's workload on the real engine (GPU, vLLM): its recording, or None + why."""
-    from ..engine.live import LiveUnavailable, check_available
-
-    try:
-        version = check_available()
-    except LiveUnavailable as exc:
-        return print(f"live engine unavailable: {exc}")
-    if skip:
-        return print(f"live engine available (vLLM {version}), not run: {skip}")
+    if live_status(skip) is None:
+        return None
     work_path = live_output_path("live-traffic-workload.json")
     out = live_output_path("live-traffic.json")
     os.makedirs(os.path.dirname(out), exist_ok=True)

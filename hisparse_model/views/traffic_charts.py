@@ -14,10 +14,23 @@ from .. import chart_data as cd
 from .svg import INK, PALETTE, Svg, ticks
 
 WIDTH_PX, LEFT, RIGHT = 900, 90, 64
-# Request i (from 1) is drawn in colour (i - 1) mod 8: pinks, yellows, browns, purples, kept
-# away from the route colours the same chart uses (green, blue, red, grey).
+# Requests are drawn in up to 8 colours: pinks, yellows, browns, purples, kept away from the
+# route colours the same chart uses (green, blue, red, grey).  Past 8 requests each colour is a
+# group of consecutive requests (r1–r8, r9–r16, … for 64), named so in the legend: no colour
+# ever stands for two requests the legend does not group.
 REQUEST_COLOURS = ("#e78ac3", "#ffd92f", "#a6761d", "#9e86c8", "#fdb462", "#bcbd22",
                    "#e7298a", "#542788")
+
+
+def request_groups(requests: int, colours: int = len(REQUEST_COLOURS)) -> int:
+    """Requests per colour: 1 up to ``colours`` requests, else ceil(requests / colours)."""
+    return max(1, -(-requests // colours))
+
+
+def group_name(g: int, size: int, requests: int) -> str:
+    """Colour ``g``'s legend entry: ``r3``, or ``r9–r16`` for a group."""
+    lo, hi = g * size, min((g + 1) * size, requests) - 1
+    return request_name(lo) if lo == hi else f"{request_name(lo)}–{request_name(hi)}"
 STEP_LABELS = {cd.SWAP_IN: "swap_in (n ≤ C)", cd.ALL_RESIDENT: "all-resident",
                cd.CRASH: "swap_in past C: crash", cd.NOT_ROUTED: "replayed / not routed"}
 STRIP = {cd.STARTUP_CRASH: ("startup_crash", "start-up crash"),  # key: (digest word, legend)
@@ -37,18 +50,16 @@ def _legend(svg: Svg, x: float, y: float, items) -> None:
         x += 26 + 7 * len(label)
 
 
-def _y_axis(svg: Svg, top: float, h: float, hi: int, label: str, marks, sqrt: bool = False,
-            label_dy: int = 8):
-    """A vertical axis from 0 to ``hi`` over ``h`` px (square-root scale if ``sqrt``); v -> y.
+def _y_axis(svg: Svg, top: float, h: float, hi: int, label: str, marks, label_dy: int = 8):
+    """A linear vertical axis from 0 to ``hi`` over ``h`` px; returns v -> y.
 
     Its title sits ``label_dy`` px above the plot.
     """
-    f = (lambda v: min(v, hi) ** 0.5 / hi ** 0.5) if sqrt else (lambda v: min(v, hi) / hi)
-    y = lambda v: top + h - h * f(v)  # noqa: E731
+    y = lambda v: top + h - h * min(v, hi) / hi  # noqa: E731
     for t in marks:
         svg.text(LEFT - 6, y(t) + 4, t, anchor="end", size=11)
     svg.line(LEFT, top, LEFT, top + h)
-    svg.text(10, top - label_dy, label, size=12, cls="hs-lane-label")
+    svg.text(10, top - label_dy, label, size=12, cls="hs-lane-label hs-axis-label")
     return y
 
 
@@ -60,18 +71,17 @@ def timeline_chart(d: dict, engine: dict | None = None, of: str = "your traffic"
              f"{d['total_steps']}; C = {d['C']}, W = {d['W']})")
     svg = Svg(WIDTH_PX, 420, title)
     svg.text(10, 20, title, size=14, weight="bold")
-    nc = len(REQUEST_COLOURS)
-    _legend(svg, LEFT, 42, [(REQUEST_COLOURS[i], request_name(i))
-                            for i in range(min(d["requests"], nc))])
-    if d["requests"] > nc:
-        svg.text(LEFT + 40 * nc, 42, "… (r9 in r1's colour, and so on every 8)", size=11)
+    size = request_groups(d["requests"])
+    groups = -(-d["requests"] // size)
+    _legend(svg, LEFT, 42, [(REQUEST_COLOURS[g], group_name(g, size, d["requests"]))
+                            for g in range(groups)])
     _legend(svg, LEFT, 62, [(PALETTE[k], v) for k, v in STEP_LABELS.items()])
     bw = (WIDTH_PX - LEFT - RIGHT) / max(d["last"] - d["first"] + 1, 24)
     x = lambda s: LEFT + (s - d["first"]) * bw  # noqa: E731
     c, w = d["C"], d["W"]
     hi = max([s["num_tokens"] for s in d["steps"]] + [1])
-    y1 = _y_axis(svg, 110, 135, hi, "tokens per request (√ scale)",
-                 sorted({0, hi} | {t for t in (8, 64, 512, 4096) if t < hi * 0.6}), True)
+    y1 = _y_axis(svg, 110, 135, hi, "tokens in the step, by request (linear)",
+                 ticks(0, hi, 4))
     top2 = w + max(2, w // 2)
     y2 = _y_axis(svg, 282, 80, top2, "routed tokens vs C and W = C + 1", (0, top2),
                  label_dy=18)  # above the ▲ of steps past the axis
@@ -85,8 +95,8 @@ def timeline_chart(d: dict, engine: dict | None = None, of: str = "your traffic"
 
     for s in d["steps"]:
         sx, sw, base = x(s["step"]), max(bw - 1, 1), 0
-        for i in range(nc):  # one block per colour: requests i, i + 8, ... together
-            n = sum(t for r, t in s["tokens"] if r % nc == i)
+        for i in range(groups):  # one block per colour: a request, or a group of them
+            n = sum(t for r, t in s["tokens"] if r // size == i)
             if n:
                 block(REQUEST_COLOURS[i], "hs-step-tokens", sx, y1(base + n), sw,
                       y1(base) - y1(base + n))
@@ -105,8 +115,8 @@ def timeline_chart(d: dict, engine: dict | None = None, of: str = "your traffic"
                  cls="hs-bound")
     for t in ticks(d["first"], d["last"], 12):
         svg.text(x(t) + bw / 2, 378, t, anchor="middle", size=11)
-    svg.text(LEFT, 398, "engine step, counted from 0 as arrival_step counts (steps with no "
-             "work are blank)", size=12)
+    svg.text(LEFT, 398, "x: engine step, counted from 0 as arrival_step counts (steps with no "
+             "work are blank)", size=12, cls="hs-axis-label")
     if d["crash_step"] is not None:
         cx = x(d["crash_step"]) + bw / 2
         for y_from, y_to in PLOT_SPANS:  # over the two plots, never through their axis titles
@@ -146,7 +156,8 @@ def seqs_chart(d: dict) -> str:
     _legend(svg, LEFT, 42, [(PALETTE[k], v) for k, (_, v) in STRIP.items()
                             if k in d["outcome"]])
     cw = (WIDTH_PX - LEFT - RIGHT) / len(seqs)
-    svg.text(LEFT - 8, 102, "max_num_seqs", anchor="end", size=11, cls="hs-lane-label")
+    svg.text(LEFT - 8, 102, "max_num_seqs", anchor="end", size=11,
+             cls="hs-lane-label hs-axis-label")
     for i, key in enumerate(d["outcome"]):
         svg.rect(LEFT + i * cw, 60, cw - 1, 26, PALETTE[key], cls=f"hs-cell-{key}")
     for s in [1] + [s for s in seqs if s % 4 == 0]:

@@ -18,14 +18,14 @@ from ..report import crash_where
 from ..simulate import DP_ASSUMPTIONS, Schedule, simulate
 from ..workload import Workload
 from .controls import SPECS, knob_control
+from .buffers import dp_pick, picture_for_dp_step, picture_for_step, picture_html
 from .dashboard import Dashboard, Screen
+from .svg import PALETTE, Svg
 from .tables import esc
-from .traffic import NUMBERING, advice_html
+from .traffic import NUMBERING, advice_html, step_control
 from .traffic_charts import request_name
 
 KNOBS = ("vllm_version", "max_num_seqs")
-ROUTE_FILL = {"swap_in": "#4575b4", "all_resident": "#91bfdb", None: "#f7f7f7"}
-ERROR_FILL = "#d73027"
 
 
 def two_rank_workload(s: int, late: int = 30) -> Workload:
@@ -60,7 +60,9 @@ class TwoGpusDashboard(Dashboard):
     assumptions = DP_ASSUMPTIONS
 
     def __init__(self, **initial):
-        super().__init__({n: knob_control(SPECS[n], initial.get(n)) for n in KNOBS})
+        controls = {n: knob_control(SPECS[n], initial.get(n)) for n in KNOBS}
+        controls["draw_step"] = step_control(initial.get("draw_step", -1))
+        super().__init__(controls)
 
     def compute(self) -> Screen:
         knobs = self.knobs(data_parallel_size=2)
@@ -86,29 +88,76 @@ class TwoGpusDashboard(Dashboard):
                        f"</code>; the log holds <code>{esc(crash['error'])}</code></div>"
                        f"<div class='hs-note hs-lost'>{esc(lost_line(sched.lost, crash, request_name))} "
                        f"({esc(NUMBERING)})</div>")
-        body = (f"{verdict}<div class='hs-note'>C = {p.swap_capacity}, W = "
+        step = self.value("draw_step")
+        pick = dp_pick(sched, None if step < 0 else step)
+        picture = picture_html(picture_for_dp_step(sched, *pick) if pick
+                               else picture_for_step(sched))
+        body = (f"{verdict}{picture}<div class='hs-note'>C = {p.swap_capacity}, W = "
                 f"{p.workspace_rows}, capture sizes {list(p.capture_sizes)}</div>"
                 f"{timelines_html(sched)}"
-                + (advice_html(found) if found else ""))
+                + (advice_html(found, list(self.controls)) if found else ""))
         return Screen(knobs.as_dict(), sched, labels, body,
-                      lambda: {"steps": [[(r.routed_tokens, r.route, bool(r.error))
-                                          for r in s.ranks] for s in sched.steps]})
+                      lambda: {"steps": [[(r.routed_tokens, r.route, bool(r.error),
+                                           r.dummy is not None) for r in s.ranks]
+                                         for s in sched.steps],
+                               "step_numbers": [s.step for s in sched.steps],
+                               "C": p.swap_capacity, "W": p.workspace_rows})
 
     def draw(self) -> str:
-        steps = self.plot_data["steps"]
-        w, h = 22, 26
-        cells = []
-        for x, ranks in enumerate(steps):
-            for y, (routed, route, error) in enumerate(ranks):
-                fill = ERROR_FILL if error else ROUTE_FILL[route]
-                cells.append(f"<rect x='{60 + x * w}' y='{10 + y * h}' width='{w - 2}' "
-                             f"height='{h - 4}' fill='{fill}'><title>rank {y}: {routed} "
-                             f"routed{' (error)' if error else ''}</title></rect>")
-        names = "".join(f"<text x='4' y='{27 + y * h}' font-size='12'>rank {y}</text>"
-                        for y in range(2))
-        width = 70 + len(steps) * w
-        return (f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='70'>"
-                f"{names}{''.join(cells)}</svg>")
+        return dp_timeline_chart(self.plot_data)
+
+
+def forward_key(routed: int, route: str | None, error: bool) -> str:
+    """A rank's forward in the palette's words: crash, swap_in, all-resident or not routed."""
+    return cd.CRASH if error else (route or cd.NOT_ROUTED) if routed else cd.NOT_ROUTED
+
+
+def dp_timeline_chart(d: dict) -> str:
+    """Both ranks' forwards per engine step, coloured as every chart; skipped steps marked.
+
+    Only steps with work are drawn; where step numbers jump (9 → 30) a narrow "⋯" column says
+    how many were skipped.  A dummy batch is hatched with a "d".
+    """
+    steps = d["steps"]
+    title = f"Each rank's forward per engine step (C = {d['C']}, W = {d['W']})"
+    cols: list[int | None] = []
+    for s in d["step_numbers"]:
+        if cols and cols[-1] is not None and s > cols[-1] + 1:
+            cols.append(None)
+        cols.append(s)
+    left, top, row_h = 80, 70, 30
+    cw = min(30, (860 - left) / max(len(cols), 1))
+    svg = Svg(900, top + 2 * row_h + 70, title)
+    svg.text(10, 20, title, size=14, weight="bold")
+    svg.legend(left, 44, [cd.SWAP_IN, cd.ALL_RESIDENT, cd.CRASH, cd.NOT_ROUTED])
+    by_step = dict(zip(d["step_numbers"], steps))
+    for y in range(len(steps[0]) if steps else 0):
+        svg.text(left - 8, top + y * row_h + 19, f"rank {y}", anchor="end", cls="hs-lane-label")
+    prev = None
+    for i, s in enumerate(cols):
+        x = left + i * cw
+        if s is None:
+            svg.text(x + cw / 2, top + row_h + 4, "⋯", anchor="middle", cls="hs-gap-label")
+            svg.text(x + cw / 2, top + 2 * row_h + 16, f"+{_skipped(cols, i)}", anchor="middle",
+                     size=11, fill="#555", cls="hs-skipped")
+            continue
+        for y, (routed, route, error, dummy) in enumerate(by_step[s]):
+            key = forward_key(routed, route, error)
+            svg.rect(x + 1, top + y * row_h, cw - 2, row_h - 4, PALETTE[key],
+                     cls=f"hs-cell-{key}")
+            if dummy:
+                svg.text(x + cw / 2, top + y * row_h + 18, "d", anchor="middle", size=11,
+                         fill="#fff", weight="bold")
+        if prev is None or len(cols) <= 30 or i % 5 == 0:
+            svg.text(x + cw / 2, top + 2 * row_h + 16, s, anchor="middle", size=11)
+        prev = s
+    svg.text(left, top + 2 * row_h + 40, "x: engine step with work (⋯ +k: k steps with no "
+             "work skipped); d = the idle rank's dummy batch", size=12, cls="hs-axis-label")
+    return svg.render()
+
+
+def _skipped(cols: list, i: int) -> int:
+    return cols[i + 1] - cols[i - 1] - 1
 
 
 def two_gpus_dashboard(**initial) -> TwoGpusDashboard:
