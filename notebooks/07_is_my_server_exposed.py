@@ -69,10 +69,12 @@ display(dash.widget)
 #
 # ## Try this
 #
-# * Add `--attention-backend FLASHMLA_SPARSE` to the command: why is it safe?
-# * Add `--max-num-batched-tokens 1024`: safe, and what does it cost per step?
-# * Set `vllm_version` to 0.32.0 with the same command.
-# * Add `--max-model-len 1000`: no single prompt of 1025 tokens fits any more; which traffic
-#   still kills the server?
-# * Empty the `command` box: the fix PR's knobs (max_num_seqs = 2) are exposed by a 3-token
-#   step; set `max_num_batched_tokens` to 2 and read the reason it is now safe.
+# Predict each answer before you open it. Every answer is computed by the model when this
+# cell runs, and a test recomputes it another way, so none can go stale.
+
+# %%
+from IPython.display import HTML, display
+
+from hisparse_model.views.exercises import try_this_html
+
+display(HTML(try_this_html("exposure")))

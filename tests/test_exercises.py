@@ -11,11 +11,13 @@ import pytest
 
 from hisparse_model import Knobs, predict, simulate
 from hisparse_model.chart_data import prompt_lanes
+from hisparse_model.launch import from_command
+from hisparse_model.plan import plan
 from hisparse_model.recordings import load_all, summary_row
 from hisparse_model.views.controls import UI_RANGE
 from hisparse_model.views.exercises import EXERCISES, try_this_html
 from hisparse_model.views.two_gpus import two_rank_workload
-from hisparse_model.workload import synthetic
+from hisparse_model.workload import Workload, synthetic
 
 
 def k(**kw) -> Knobs:
@@ -87,7 +89,47 @@ EXPECTED = {
     ("two_gpus", 0): lambda: {"crash": _dp_crash(7)},
     ("two_gpus", 1): lambda: {"crashing": [s for s in range(2, 17) if _dp_crash(s)]},
     ("two_gpus", 2): lambda: {"crash": _dp_crash(7, "0.32.0")},
+    # serve's defaults: S = 1024, B = 8192, C = 1024; FLASHMLA_SPARSE routes no prefill
+    ("exposure", 0): lambda: _kinds_by_simulate(_served("--attention-backend FLASHMLA_SPARSE")),
+    # B = 1024 = C: no step holds C + 1 = 1025 tokens
+    ("exposure", 1): lambda: _kinds_by_simulate(_served("--max-num-batched-tokens 1024")),
+    ("exposure", 2): lambda: _kinds_by_simulate(_served(version="0.32.0")),
+    # max_model_len 1000: a prompt holds at most 999 < 1025 tokens; 513 + 512 together still do
+    ("exposure", 3): lambda: _kinds_by_simulate(_served("--max-model-len 1000")),
+    # S = 2: C = 2, W = 3; a lone 3-token prompt (no burst: 2 + 1 has a 1-token decode-sized one)
+    ("exposure", 4): lambda: _kinds_by_simulate(k(max_num_seqs=2)),
+    # B = 2 = C: no step holds 3 tokens
+    ("exposure", 5): lambda: _kinds_by_simulate(k(max_num_seqs=2, max_num_batched_tokens=2)),
 }
+
+SERVE = ["vllm", "serve", "deepseek-ai/DeepSeek-V3.2",
+         "--attention-config", '{"hisparse_config": {}}']
+
+
+def _served(extra: str = "", version: str = "0.31.0") -> Knobs:
+    return from_command(SERVE + extra.split(), version).knobs
+
+
+def _kinds_by_simulate(knobs: Knobs) -> dict:
+    """Which canonical C + 1-token workloads crash ``simulate``: a lone prompt of C + 1, a
+    prompt whose last chunk is C + 1 (B + C + 1 tokens), two prompts arriving together that
+    add up to C + 1 (each longer than q = 1); the stops they crash with."""
+    p = plan(knobs)
+    c, b, top = p.swap_capacity, p.max_num_batched_tokens, knobs.max_model_len - 1
+    half = (c + 1) // 2
+    canonical = {"lone_prompt": [c + 1] if c + 1 <= min(b, top) else None,
+                 "last_chunk": [b + c + 1] if c + 1 <= b and b + c + 1 <= top else None,
+                 "burst": [c + 1 - half, half] if half > 1 and knobs.max_num_seqs >= 2
+                 and c + 1 <= b else None}
+    kinds, stops = [], set()
+    for kind, lens in canonical.items():
+        if lens is None:
+            continue
+        crash = simulate(knobs, Workload.from_json([{"prompt_len": n} for n in lens])).crash
+        if crash is not None:
+            kinds.append(kind)
+            stops.add(int(crash["error"].split("stop=")[1].split(",")[0]))
+    return {"exposed": bool(kinds), "tokens": sorted(stops), "kinds": kinds}
 
 
 def _strip_by_predict() -> dict:

@@ -151,6 +151,13 @@ def picture_for_prediction(pred, title: str | None = None, startup: bool = True)
     if crash is not None:
         return buffer_picture(c, w, crash.routed, cd.CRASH, rule=_rule(p.rules),
                               title=title or f"The batch that crashes start-up: {crash.label}")
+    return picture_for_plan(p, title)
+
+
+def picture_for_plan(p, title: str | None = None) -> str:
+    """The batch of n = W tokens (the off-by-one's size) under plan ``p``'s routing, else,
+    where no step holds W tokens (C = B), a batch of B tokens."""
+    c, w, b = p.swap_capacity, p.workspace_rows, p.max_num_batched_tokens
     n = w if w <= b else b
     route = p.rules.router(p.knobs.attention_backend, c)(n, 0)
     key = cd.CRASH if route[2] else route[1]
@@ -235,4 +242,4 @@ def picture_html(svg: str) -> str:
 
 
 __all__ = ["buffer_picture", "dp_pick", "pick_step", "picture_for_dp_step",
-           "picture_for_prediction", "picture_for_step", "shown_slots"]
+           "picture_for_plan", "picture_for_prediction", "picture_for_step", "shown_slots"]

@@ -15,7 +15,9 @@ from typing import NamedTuple
 
 from .. import chart_data as cd
 from ..advice import ranges
+from ..exposure import exposure
 from ..knobs import Knobs
+from ..launch import from_command
 from ..predict import predict
 from ..simulate import simulate
 from ..workload import synthetic
@@ -279,6 +281,38 @@ def dp_crashing_seqs() -> Answer:
                   f"{ranges(crashing) or 'none'}{why}.")
 
 
+# --------------------------------------------------------------------------
+# notebook 7
+# --------------------------------------------------------------------------
+
+SERVE = ["vllm", "serve", "deepseek-ai/DeepSeek-V3.2",
+         "--attention-config", '{"hisparse_config": {}}']  # notebook 7's command, as argv
+
+
+def served(extra: str = "", version: str = "0.31.0") -> Answer:
+    """The verdict for all traffic of ``vllm serve`` (HiSparse on) with ``extra`` flags."""
+    return _verdict(exposure(from_command(SERVE + extra.split(), version).knobs))
+
+
+def fix_pr_knobs() -> Answer:
+    return _verdict(exposure(_knobs(max_num_seqs=2)))
+
+
+def fix_pr_b2() -> Answer:
+    return _verdict(exposure(_knobs(max_num_seqs=2, max_num_batched_tokens=2)))
+
+
+def _verdict(exp) -> Answer:
+    tokens = sorted({st.tokens for st in exp.steps if st.tokens})
+    kinds = [st.kind for st in exp.steps]
+    if exp.exposed:
+        text = (f"Exposed: {len(exp.steps)} kind(s) of step kill it ("
+                + "; ".join(st.what for st in exp.steps) + ").")
+    else:
+        text = f"Safe for all traffic: {exp.never_because}."
+    return Answer({"exposed": exp.exposed, "tokens": tokens, "kinds": kinds}, text)
+
+
 EXERCISES: dict[str, list[Exercise]] = {
     "off_by_one": [
         Exercise("Set num_speculative_tokens = 2 with max_num_seqs = 2. Predict q, C, W and "
@@ -328,6 +362,19 @@ EXERCISES: dict[str, list[Exercise]] = {
                  dp_crashing_seqs),
         Exercise("Select vLLM 0.32.0 with max_num_seqs = 7: does any rank crash?",
                  lambda: dp_crash(7, "0.32.0")),
+    ],
+    "exposure": [
+        Exercise("Add --attention-backend FLASHMLA_SPARSE to the command: is the server still "
+                 "exposed, and why?", lambda: served("--attention-backend FLASHMLA_SPARSE")),
+        Exercise("Add --max-num-batched-tokens 1024 instead: safe? (and what does a step "
+                 "lose?)", lambda: served("--max-num-batched-tokens 1024")),
+        Exercise("Set vllm_version to 0.32.0 with the command as it was.",
+                 lambda: served(version="0.32.0")),
+        Exercise("Add --max-model-len 1000: no prompt of 1025 tokens fits any more. Which "
+                 "traffic still kills the server?", lambda: served("--max-model-len 1000")),
+        Exercise("Empty the command box (the fix PR's knobs, max_num_seqs = 2): which step "
+                 "size kills it? Then set max_num_batched_tokens = 2.", fix_pr_knobs),
+        Exercise("... and with max_num_batched_tokens = 2?", fix_pr_b2),
     ],
 }
 

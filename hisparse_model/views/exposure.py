@@ -14,7 +14,10 @@ import shlex
 
 from ..deployment_advice import deployment_advice
 from ..exposure import EXPOSURE_ASSUMPTIONS, exposure, verify
+from .. import chart_data as cd
 from ..launch import change_as_flags, from_command
+from ..plan import plan
+from .buffers import buffer_picture, picture_for_plan, picture_html
 from .controls import SPECS, knob_control, text_control
 from .dashboard import Dashboard, Screen
 from .tables import esc
@@ -60,15 +63,27 @@ class ExposureDashboard(Dashboard):
         tokens = ",".join(str(st.tokens) for st in exp.steps if st.tokens) or "none"
         kinds = ",".join(st.kind for st in exp.steps) or "none"
         ok = str(all(verified)).lower()
+        p = plan(knobs)
+        c, w = p.swap_capacity, p.workspace_rows
         labels = {"exposed": word, "tokens": tokens, "source": source, "kinds": kinds,
                   "advice": str(len(advice)), "verified": ok,
                   "summary": f"exposed={word} kinds={kinds} tokens={tokens} "
-                             f"advice={len(advice)} verified={ok}"}
-        body = _verdict_html(exp, verified, source) + _advice_html(advice)
+                             f"advice={len(advice)} verified={ok} C={c} W={w}"}
+        body = (_verdict_html(exp, verified, source) + picture_html(_picture(p, exp))
+                + _advice_html(advice))
         return Screen({**knobs.as_dict(), "source": source}, exp, labels, body, lambda: {})
 
     def draw(self) -> str:
         return ""
+
+
+def _picture(p, exp) -> str:
+    """The first exposed step's tokens into the buffers; safe: the batch of W tokens."""
+    first = next((st for st in exp.steps if st.tokens), None)
+    if first is None:
+        return picture_for_plan(p)
+    return buffer_picture(p.swap_capacity, p.workspace_rows, first.tokens, cd.CRASH,
+                          title=f"The step that kills this server: {first.tokens} routed tokens")
 
 
 def _verdict_html(exp, verified: list[bool], source: str) -> str:
