@@ -22,8 +22,9 @@
 #
 # Three sample prompts that survive say little about a server: an operator's question is
 # **can any traffic kill this deployment, and which?** Paste your `vllm serve` command into
-# the `command` box (it is read as `python -m hisparse_model check` reads it), or empty the
-# box and move the knobs. The dashboard answers for *all* traffic:
+# the `command` box (it is read as `python -m hisparse_model check` reads it), then move a
+# knob to override the command's value for it, or empty the box and use the knobs alone.
+# The dashboard answers for *all* traffic:
 #
 # * **EXPOSED**: every kind of engine step that reaches `swap_in` with more than C rows, in
 #   words (a lone prompt, the last chunk of a longer prompt, prompts arriving together),

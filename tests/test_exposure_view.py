@@ -51,3 +51,30 @@ def test_the_app_has_the_tab():
     """The app shows the dashboard as tab 7."""
     titles = [title for title, _ in TABS]
     assert titles[-1] == "7 · is my server exposed?"
+
+
+# (knob moved after the serve command was pasted, value) -> (verdict, C, W, digest tokens)
+OVERRIDES = [
+    # S = 3 overrides S = 1024: C = min(8192, 3 · 1) = 3, W = 4, 4-token steps kill it
+    (("max_num_seqs", 3), ("exposed", "3", "4", "4,4,4")),
+    # K = 1: q = 2, C = min(8192, 1024 · 2) = 2048; still exposed (by 2049-token steps)
+    (("num_speculative_tokens", 1), ("exposed", "2048", "2049", None)),
+    # the backend toggle overrides the command's (default) FLASH_ATTN_MLA_SPARSE: no prefill routed
+    (("attention_backend", "FLASHMLA_SPARSE"), ("safe", "1024", "1025", "none")),
+    # routing = fix routes on C
+    (("routing", "fix"), ("safe", "1024", "1025", "none")),
+]
+
+
+def test_a_moved_knob_overrides_the_pasted_command():
+    """With a command pasted, each knob moved since the dashboard opened overrides the command's
+    value for it (and the source says so); the picture's C and W follow."""
+    for (name, value), (word, c, w, tokens) in OVERRIDES:
+        d = exposure_dashboard(SERVE_DEFAULT)
+        d.controls[name].value = value
+        assert d.labels["exposed"] == word, (name, value, d.labels)
+        assert f"C={c} W={w}" in d.labels["summary"]
+        assert f"with {name} = {value} from the knobs" in d.labels["source"]
+        if tokens is not None:
+            assert d.labels["tokens"] == tokens
+        assert f"data-c='{c}'" in d.numbers.value or f'data-c="{c}"' in d.numbers.value

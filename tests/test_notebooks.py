@@ -262,6 +262,6 @@ def test_07_says_the_default_serve_command_is_exposed(executed):
     nb, _ = executed["07_is_my_server_exposed"]
     digest, numbers = dashboards(nb)["exposure"]
     assert digest == ("exposed=exposed kinds=lone_prompt,last_chunk,burst "
-                      "tokens=1025,1025,1025 advice=6 verified=true")
+                      "tokens=1025,1025,1025 advice=6 verified=true C=1024 W=1025")
     assert routing.swap_error(1025, 1024) in numbers and "9217-token prompt" in numbers
     assert _widget_views(nb) == 1

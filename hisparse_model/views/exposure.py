@@ -18,14 +18,15 @@ from .. import chart_data as cd
 from ..launch import change_as_flags, from_command
 from ..plan import plan
 from .buffers import buffer_picture, picture_for_plan, picture_html
-from .controls import SPECS, knob_control, text_control
+from .controls import SPECS, knob_control, knob_value, text_control
 from .dashboard import Dashboard, Screen
 from .tables import esc
 
 TOGGLES = ("vllm_version", "attention_backend", "routing")
 SLIDERS = ("max_num_seqs", "max_num_batched_tokens", "num_speculative_tokens", "max_model_len")
+OVERRIDES = TOGGLES[1:] + SLIDERS  # knobs that, once moved, override a pasted command's value
 COMMAND_HELP = ("a vllm serve command (read as `check` reads it); empty: the knobs below. "
-                "vllm_version still picks the release")
+                "vllm_version picks the release; a knob you move overrides the command's")
 SERVE_DEFAULT = ("vllm serve deepseek-ai/DeepSeek-V3.2 "
                  """--attention-config '{"hisparse_config": {}}'""")
 
@@ -40,10 +41,13 @@ class ExposureDashboard(Dashboard):
         controls = {"command": text_control("command", command, COMMAND_HELP)}
         controls.update({n: knob_control(SPECS[n], initial.get(n), toggle=True) for n in TOGGLES})
         controls.update({n: knob_control(SPECS[n], initial.get(n)) for n in SLIDERS})
+        # what the knobs showed when the dashboard opened: one moved since overrides the command
+        self.opened_at = {n: controls[n].value for n in OVERRIDES}
         super().__init__(controls)
 
     def deployment(self):
-        """(knobs, where they came from): the pasted command, else the knobs."""
+        """(knobs, where they came from): the pasted command, with every knob moved since the
+        dashboard opened overriding the command's value; else the knobs."""
         command = str(self.value("command")).strip()
         if not command:
             return self.knobs(), "the knobs below"
@@ -52,7 +56,13 @@ class ExposureDashboard(Dashboard):
         except ValueError as exc:
             raise ValueError(f"command: {exc}") from None
         launch = from_command(argv, self.value("vllm_version"))
-        return launch.knobs, "the pasted vllm serve command"
+        moved = {n: knob_value(SPECS[n], self.value(n)) for n in OVERRIDES
+                 if self.value(n) != self.opened_at[n]}
+        if not moved:
+            return launch.knobs, "the pasted vllm serve command"
+        said = ", ".join(f"{n} = {v if v is not None else 'default'}" for n, v in moved.items())
+        return (launch.knobs.replace(**moved),
+                f"the pasted vllm serve command, with {said} from the knobs")
 
     def compute(self) -> Screen:
         knobs, source = self.deployment()
