@@ -122,7 +122,8 @@ class _Sim:
             if keys is None:
                 keys = memo[ids] = _block_keys(ids)
             self.reqs.append(_Req(i, len(ids), r.max_tokens, keys))
-        self.waiting, self.running, self.steps = deque(), [], []
+        # the engine loop's batches in flight (verdict.py compares two runs' states)
+        self.waiting, self.running, self.steps, self.queue = deque(), [], [], deque()
         self.finished_ids = False  # Scheduler.finished_req_ids is non-empty
         self.published: dict = {}  # host block key -> a GPU copy was recorded
         # coordinator.spills_to_send (a request per page), those the previous
@@ -219,7 +220,7 @@ class _Sim:
         decides them as the run goes)."""
         if arrivals is None:
             arrivals = Arrivals.of(workload)
-        queue, step = deque(), 0
+        queue, step = self.queue, 0
         while True:
             for i in arrivals.get(step, ()):
                 self.waiting.append(self.reqs[i])
