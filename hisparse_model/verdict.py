@@ -64,16 +64,16 @@ from operator import attrgetter
 from .dispatch import decode_graph_eligible
 from .knobs import Knobs
 from .plan import Plan, plan
-from .scheduler import _Req, _Sim
+from .scheduler import _Req, _Sim, request_keys
 from .scheduler_config import SchedulerConfig, scheduler_config
 from .simulate import serving_refusal, simulate
 from .startup import startup_batches
 from .step_record import route_step
-from .workload import Workload
+from .workload import Arrivals, Workload
 
 KEPT_RUNS = 16  # schedules kept per scheduler family for later configurations to reuse
 KEPT_STATES = 8  # schedules per family whose states a new one is compared with (rule 7)
-STATE_STEPS = 256  # steps from the start of a schedule at which its state is recorded
+STATE_STEPS = 64  # steps from the start of a schedule at which its state is recorded
 
 # _Sim's attributes: read from the configuration (the same within a family but S and B),
 # bookkeeping that decides nothing, and the loop state that _state compares
@@ -116,10 +116,10 @@ def _route_key(p: Plan) -> tuple:
 class _Run:
     """One schedule, scheduled lazily, with what its reuse for another (S, B) needs."""
 
-    def __init__(self, cfg: SchedulerConfig, workload: Workload, accepted):
+    def __init__(self, cfg: SchedulerConfig, workload: Workload, accepted, keys, arrivals):
         self.cfg = cfg
-        self.sim = _Sim(cfg, workload, accepted)
-        self.steps_iter = self.sim.lazily(workload)
+        self.sim = _Sim(cfg, workload, accepted, keys)
+        self.steps_iter = self.sim.lazily(workload, arrivals)
         self.done = False
         self.steps: list = []
         self.tokens: list[int] = []  # tokens of each step
@@ -216,6 +216,8 @@ class _Verdicts:
 
     def __init__(self, workload: Workload, accepted=None):
         self.workload, self.accepted = workload, accepted
+        # what every schedule of the workload reads alike: its prompts' block keys, its arrivals
+        self.keys, self.arrivals = request_keys(workload), Arrivals.of(workload)
         self.families: dict[SchedulerConfig, list[_Run]] = {}
         self.states: dict[SchedulerConfig, list[_Run]] = {}  # rule 7's kept schedules
         self.errors: dict[tuple, dict] = {}  # route key -> step shape -> error
@@ -257,11 +259,12 @@ class _Verdicts:
                 return False
         kept = self.states.setdefault(family_key, [])
         met = [x for x in kept if x.cfg.max_num_seqs == s]
-        run = _Run(cfg, self.workload, self.accepted)
+        run = _Run(cfg, self.workload, self.accepted, self.keys, self.arrivals)
         merged = None  # rule 7's verdict, once this schedule met a kept one
+        c = p.swap_capacity
         while run.extend():
-            if run.first_crash(p, key, errors, len(run.steps)) is not None:
-                break
+            if run.tokens[-1] > c and run.first_crash(p, key, errors, len(run.steps)) is not None:
+                break  # (a step of at most C tokens cannot raise: rule 5)
             if met and len(run.steps) <= STATE_STEPS:
                 merged = _met(run, met, p, key, errors, b)
                 if merged is not None:
@@ -280,11 +283,14 @@ def _met(run: _Run, kept: list[_Run], p: Plan, key: tuple, errors: dict,
          b: int) -> bool | None:
     """Rule 7 after ``run``'s last step: the verdict from a kept schedule whose state there is
     the same and whose later steps all stand for ``run``'s (None: no such schedule)."""
-    e = run.index[-1]
-    _, state = run.states[e]
+    e, last = run.index[-1], run.steps[-1].scheduled
+    state = None
     for x in kept:
         m, other = x.states.get(e, (None, None))
-        if other is None or other != state:
+        if other is None or x.steps[m].scheduled != last:
+            continue  # a cheap first test: under async the step in flight is in the state
+        state = state or run.states[e][1]
+        if other != state:
             continue
         upto = x.shared_after(m, b)
         if x.first_crash(p, key, errors, upto, m + 1) is not None:
