@@ -44,7 +44,8 @@ microseconds.)  Under data parallelism each candidate is simulated as is.
    head say which), the running list, every request a batch in flight, a transfer
    or the running list still reaches (each field of it), the finished flag, the
    transfers and the published host blocks (``_state``).  A request no longer
-   reached is never read again; everything else is the configuration.  So when a
+   reached is never read again; everything else is the configuration (and the MTP
+   acceptance, a function of step, request and drafts alone).  So when a
    new schedule's state after engine step e equals a kept schedule's after the same
    step (same scheduler family and S), the new schedule from e on is the kept one's,
    step by step, up to the first later step of the kept one that the budget forced
