@@ -71,6 +71,8 @@ class Step:
         return sorted(sc, key=lambda r: (not sp.get(r), sc[r] != q, sc[r]))
 
     def runner_query_lens(self) -> list[int]:  # what the attention metadata sees, in order
+        if not self.spec and not self.num_speculative_tokens:  # q = 1: by length alone
+            return sorted(self.scheduled.values())
         return [self.scheduled[r] for r in self.runner_order()]
 
 
@@ -96,8 +98,19 @@ def _block_keys(ids) -> tuple:
     return tuple(keys)
 
 
+def request_keys(workload) -> list[tuple]:
+    """Each request's block keys (:func:`_block_keys`), computed once per distinct prompt."""
+    memo: dict[tuple, tuple] = {}
+    for r in workload.requests:
+        ids = tuple(r.prompt_token_ids)
+        if ids not in memo:
+            memo[ids] = _block_keys(ids)
+    return [memo[tuple(r.prompt_token_ids)] for r in workload.requests]
+
+
 class _Sim:
-    def __init__(self, cfg: SchedulerConfig, workload, accepted):
+    def __init__(self, cfg: SchedulerConfig, workload, accepted, keys=None):
+        """``keys``: :func:`request_keys` of ``workload`` (read with prefix caching only)."""
         self.acc = acceptance(accepted)
         self.S, self.B, self.L = cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.max_model_len
         self.K, self.asyn, self.apc = (cfg.num_speculative_tokens, cfg.async_scheduling,
@@ -115,14 +128,11 @@ class _Sim:
         # 0.33.0: no drafts after a step whose drafts are sure to go unused (MTP reserves
         # lookahead slots), vllm/v1/core/sched/scheduler.py:319-321@0.33.0 `self.can_skip_drafts = (`
         self.can_skip_drafts = v == "0.33.0" and self.K > 0
-        memo, self.reqs = {}, []
-        for i, r in enumerate(workload.requests):
-            ids = tuple(r.prompt_token_ids)
-            keys = memo.get(ids) if self.apc else ()
-            if keys is None:
-                keys = memo[ids] = _block_keys(ids)
-            self.reqs.append(_Req(i, len(ids), r.max_tokens, keys))
-        self.waiting, self.running, self.steps = deque(), [], []
+        keys = (keys or request_keys(workload)) if self.apc else [()] * len(workload.requests)
+        self.reqs = [_Req(i, len(r.prompt_token_ids), r.max_tokens, keys[i])
+                     for i, r in enumerate(workload.requests)]
+        # the engine loop's batches in flight (verdict.py compares two runs' states)
+        self.waiting, self.running, self.steps, self.queue = deque(), [], [], deque()
         self.finished_ids = False  # Scheduler.finished_req_ids is non-empty
         self.published: dict = {}  # host block key -> a GPU copy was recorded
         # coordinator.spills_to_send (a request per page), those the previous
@@ -219,7 +229,7 @@ class _Sim:
         decides them as the run goes)."""
         if arrivals is None:
             arrivals = Arrivals.of(workload)
-        queue, step = deque(), 0
+        queue, step = self.queue, 0
         while True:
             for i in arrivals.get(step, ()):
                 self.waiting.append(self.reqs[i])
@@ -316,9 +326,10 @@ class _Sim:
         if not rows:
             return None, sent, rows
         sc, kinds, before, spec, asyn = {}, {}, {}, {}, self.asyn
-        drafts = not self.can_skip_drafts
+        drafts, resident = not self.can_skip_drafts, True
         for r, n, b, d in rows:
             i = r.i
+            resident = resident and r.copies_ok
             # vllm/v1/core/sched/scheduler.py:502-544@0.33.0 `def _drafts_unused(`: unused
             # after a partial prefill, or when this step samples the last output token
             drafts = drafts or not (b + n < r.ntok or r.nout + 1 + (r.ph > 0) >= r.M)
@@ -332,8 +343,7 @@ class _Sim:
             if asyn and not r.chunk:  # vllm/v1/core/sched/async_scheduler.py:45 `placeholders +=`
                 r.ph += 1 + d
                 r.spec = K
-        st = Step(step, sc, kinds, before, spec, [], all(r.copies_ok for r, _, _, _ in rows), K,
-                  drafts=drafts)
+        st = Step(step, sc, kinds, before, spec, [], resident, K, drafts=drafts)
         self.steps.append(st)
         return st, sent, rows
 

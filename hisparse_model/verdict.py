@@ -38,6 +38,21 @@ microseconds.)  Under data parallelism each candidate is simulated as is.
    decisions.  So from the same state both take the same decisions, and the
    schedule under (S', B') is this schedule step by step, up to the first step
    where one of these stops holding (``_Run.usable``).
+7. **Schedules that meet again**: the engine loop's future reads only its state
+   after a step: the engine step number, the batches in flight, the waiting queue
+   (the arrivals not yet admitted: a FIFO of the same arrivals, so its length and
+   head say which), the running list, every request a batch in flight, a transfer
+   or the running list still reaches (each field of it), the finished flag, the
+   transfers and the published host blocks (``_state``).  A request no longer
+   reached is never read again; everything else is the configuration (and the MTP
+   acceptance, a function of step, request and drafts alone).  So when a
+   new schedule's state after engine step e equals a kept schedule's after the same
+   step (same scheduler family and S), the new schedule from e on is the kept one's,
+   step by step, up to the first later step of the kept one that the budget forced
+   or that took more than the new B (rule 6, from an equal state): the new
+   schedule's verdict is its own steps', then the kept one's from e on, when that
+   stretch runs to the kept schedule's end (or its crash).  States are compared only
+   in the first ``STATE_STEPS`` steps, where runs under neighbouring B part and meet.
 """
 
 from __future__ import annotations
@@ -45,18 +60,51 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable
 from dataclasses import replace
+from operator import attrgetter
 
 from .dispatch import decode_graph_eligible
 from .knobs import Knobs
 from .plan import Plan, plan
-from .scheduler import _Sim
+from .scheduler import _Req, _Sim, request_keys
 from .scheduler_config import SchedulerConfig, scheduler_config
 from .simulate import serving_refusal, simulate
 from .startup import startup_batches
 from .step_record import route_step
-from .workload import Workload
+from .workload import Arrivals, Workload
 
 KEPT_RUNS = 16  # schedules kept per scheduler family for later configurations to reuse
+KEPT_STATES = 8  # schedules per family whose states a new one is compared with (rule 7)
+STATE_STEPS = 64  # steps from the start of a schedule at which its state is recorded
+
+# _Sim's attributes: read from the configuration (the same within a family but S and B),
+# bookkeeping that decides nothing, and the loop state that _state compares
+SIM_CONFIG = {"acc", "S", "B", "L", "K", "asyn", "apc", "plan_on_cache", "hit_cap_full",
+              "cache_on_update", "can_skip_drafts", "reqs"}
+SIM_BOOKKEEPING = {"steps", "peak", "seqs_bound_at"}
+SIM_STATE = {"waiting", "running", "queue", "finished_ids", "published", "to_send",
+             "prev_sent", "inflight"}
+_REQ_STATE = attrgetter(*(f for f in _Req.__slots__ if f not in ("P", "M", "keys")))
+
+
+def _state(sim: _Sim, index: int) -> tuple:
+    """The engine loop's state after it scheduled engine step ``index`` (rule 7): all that
+    its future reads (``reqs`` is the workload's, the same in every run)."""
+    reached = {r.i: r for r in sim.running}
+    queue = []
+    for st, sent, rows in sim.queue:
+        queue.append((None if st is None else st.index, tuple(r.i for r in sent),
+                      tuple((r.i, n, b, d) for r, n, b, d in rows)))
+        reached.update((r.i, r) for r in sent)
+        reached.update((r.i, r) for r, _, _, _ in rows)
+    reached.update((r.i, r) for r in sim.to_send)
+    reached.update((r.i, r) for r in sim.prev_sent)
+    w = sim.waiting
+    if w:
+        reached[w[0].i] = w[0]
+    return (index, len(w), w[0].i if w else -1, tuple(r.i for r in sim.running), tuple(queue),
+            sim.finished_ids, sim.inflight, tuple(r.i for r in sim.to_send),
+            tuple(r.i for r in sim.prev_sent), len(sim.published),
+            tuple(_REQ_STATE(reached[i]) for i in sorted(reached)), dict(sim.published))
 
 
 def _route_key(p: Plan) -> tuple:
@@ -69,19 +117,21 @@ def _route_key(p: Plan) -> tuple:
 class _Run:
     """One schedule, scheduled lazily, with what its reuse for another (S, B) needs."""
 
-    def __init__(self, cfg: SchedulerConfig, workload: Workload, accepted):
+    def __init__(self, cfg: SchedulerConfig, workload: Workload, accepted, keys, arrivals):
         self.cfg = cfg
-        self.sim = _Sim(cfg, workload, accepted)
-        self.steps_iter = self.sim.lazily(workload)
+        self.sim = _Sim(cfg, workload, accepted, keys)
+        self.steps_iter = self.sim.lazily(workload, arrivals)
         self.done = False
         self.steps: list = []
         self.tokens: list[int] = []  # tokens of each step
         self.top: list[int] = []  # the most tokens of any step so far (ascending)
         self.peak: list[int] = []  # the most requests running so far (ascending)
         self.index: list[int] = []  # engine step number of each step
-        # first step (index in steps) whose budget may have forced a decision
+        # first step (index in steps) whose budget may have forced a decision, and all of them
         self.budget_bound: int | None = None
-        self.crash_scan: dict[tuple, list] = {}  # route key -> [steps scanned, first crash]
+        self.bounds: list[int] = []
+        self.states: dict[int, tuple] = {}  # engine step -> (index in steps, _state after it)
+        self.crash_scan: dict[tuple, list] = {}  # route key -> [steps scanned, crashes found]
 
     def extend(self) -> bool:
         """Schedule one more step; False when the workload is done."""
@@ -96,11 +146,27 @@ class _Run:
         self.top.append(max(n, self.top[-1]) if i else n)
         self.peak.append(self.sim.peak)
         self.index.append(st.index)
-        if self.budget_bound is None and n > self.cfg.max_num_batched_tokens - \
-                self.cfg.num_speculative_tokens - 1:
-            self.budget_bound = i
+        if n > self.cfg.max_num_batched_tokens - self.cfg.num_speculative_tokens - 1:
+            self.bounds.append(i)
+            if self.budget_bound is None:
+                self.budget_bound = i
+        if i < STATE_STEPS:
+            self.states[st.index] = (i, _state(self.sim, st.index))
         del self.sim.steps[:]  # the run keeps its own list; the simulator's is not read
         return True
+
+    def shared_after(self, m: int, b: int) -> int:
+        """Rule 7: how far (exclusive index) the steps after step ``m`` stand for a schedule
+        under B = ``b`` (same S) whose state after step ``m`` is this one's; schedules on."""
+        own = self.cfg.max_num_batched_tokens
+        i, j = m + 1, bisect.bisect_right(self.bounds, m)
+        while True:
+            if i == len(self.steps) and (self.done or not self.extend()):
+                return i
+            if b != own and (self.tokens[i] > b or (j < len(self.bounds)
+                                                    and self.bounds[j] == i)):
+                return i
+            i += 1
 
     def usable(self, s: int, b: int) -> int:
         """How many of the steps scheduled so far the schedule under (s, b) shares."""
@@ -120,11 +186,15 @@ class _Run:
         return (self.done and self.usable(s, b) == len(self.steps)
                 and (s == self.cfg.max_num_seqs or self.sim.seqs_bound_at is None))
 
-    def first_crash(self, p: Plan, key: tuple, errors: dict, upto: int) -> int | None:
-        """Index of the first of the first ``upto`` steps that raises under plan ``p``."""
-        scan = self.crash_scan.setdefault(key, [0, None])
-        if scan[1] is not None:
-            return scan[1] if scan[1] < upto else None
+    def first_crash(self, p: Plan, key: tuple, errors: dict, upto: int,
+                    start: int = 0) -> int | None:
+        """Index of the first of the steps ``start`` ... ``upto`` - 1 that raises under plan
+        ``p``."""
+        scan = self.crash_scan.setdefault(key, [0, []])
+        found = scan[1]
+        j = bisect.bisect_left(found, start)
+        if j < len(found):
+            return found[j] if found[j] < upto else None
         c = p.swap_capacity
         for i in range(scan[0], upto):
             if self.tokens[i] <= c:
@@ -134,8 +204,10 @@ class _Run:
             if shape not in errors:
                 errors[shape] = route_step(p, st).error
             if errors[shape]:
-                scan[:] = [i, i]
-                return i
+                found.append(i)
+                scan[0] = i + 1
+                if i >= start:
+                    return i
         scan[0] = max(scan[0], upto)
         return None
 
@@ -145,7 +217,10 @@ class _Verdicts:
 
     def __init__(self, workload: Workload, accepted=None):
         self.workload, self.accepted = workload, accepted
+        # what every schedule of the workload reads alike: its prompts' block keys, its arrivals
+        self.keys, self.arrivals = request_keys(workload), Arrivals.of(workload)
         self.families: dict[SchedulerConfig, list[_Run]] = {}
+        self.states: dict[SchedulerConfig, list[_Run]] = {}  # rule 7's kept schedules
         self.errors: dict[tuple, dict] = {}  # route key -> step shape -> error
         self.refusals: dict[tuple, ValueError | None] = {}  # serving_refusal's, by what it reads
 
@@ -173,8 +248,8 @@ class _Verdicts:
         key = _route_key(p)
         errors = self.errors.setdefault(key, {})
         s, b = cfg.max_num_seqs, cfg.max_num_batched_tokens
-        family = self.families.setdefault(replace(cfg, max_num_seqs=1, max_num_batched_tokens=1),
-                                          [])
+        family_key = replace(cfg, max_num_seqs=1, max_num_batched_tokens=1)
+        family = self.families.setdefault(family_key, [])
         for run in family:  # a schedule already (partly) computed that this one shares
             upto = run.usable(s, b)
             while upto == len(run.steps) and not run.done and run.extend():
@@ -183,15 +258,47 @@ class _Verdicts:
                 return True
             if run.complete_for(s, b):
                 return False
-        run = _Run(cfg, self.workload, self.accepted)
+        kept = self.states.setdefault(family_key, [])
+        met = [x for x in kept if x.cfg.max_num_seqs == s]
+        run = _Run(cfg, self.workload, self.accepted, self.keys, self.arrivals)
+        merged = None  # rule 7's verdict, once this schedule met a kept one
+        c = p.swap_capacity
         while run.extend():
-            if run.first_crash(p, key, errors, len(run.steps)) is not None:
-                break
+            if run.tokens[-1] > c and run.first_crash(p, key, errors, len(run.steps)) is not None:
+                break  # (a step of at most C tokens cannot raise: rule 5)
+            if met and len(run.steps) <= STATE_STEPS:
+                merged = _met(run, met, p, key, errors, b)
+                if merged is not None:
+                    break
+        if merged is None:  # its own schedule to its crash or end: kept for later ones to meet
+            kept.insert(0, run)
+            del kept[KEPT_STATES:]
         # keep it for later configurations when it can stand for another (S, B)
         if run.budget_bound is None or run.sim.seqs_bound_at is None:
             family.insert(0, run)
             del family[KEPT_RUNS:]
-        return not run.done
+        return not run.done if merged is None else merged
+
+
+def _met(run: _Run, kept: list[_Run], p: Plan, key: tuple, errors: dict,
+         b: int) -> bool | None:
+    """Rule 7 after ``run``'s last step: the verdict from a kept schedule whose state there is
+    the same and whose later steps all stand for ``run``'s (None: no such schedule)."""
+    e, last = run.index[-1], run.steps[-1].scheduled
+    state = None
+    for x in kept:
+        m, other = x.states.get(e, (None, None))
+        if other is None or x.steps[m].scheduled != last:
+            continue  # a cheap first test: under async the step in flight is in the state
+        state = state or run.states[e][1]
+        if other != state:
+            continue
+        upto = x.shared_after(m, b)
+        if x.first_crash(p, key, errors, upto, m + 1) is not None:
+            return True
+        if upto == len(x.steps) and x.done:
+            return False
+    return None
 
 
 def workload_crashes(workload: Workload, accepted=None, *,
