@@ -313,14 +313,19 @@ def _move(page, dash_sel: str, key: str, name: str, how: str, value, latency: di
     latency[label] = times
 
 
-def _open_and_run(page, lab, name: str, dash_sel: str, console: list) -> None:
-    # ?reset: a fresh workspace, so only this notebook opens (no tabs restored)
+def _open(page, lab, name: str) -> None:
+    """Open ``name`` in a fresh workspace (?reset: no tabs restored); wait for an idle kernel."""
     page.goto(f"{lab['url']}/lab/tree/{name}.ipynb?reset", timeout=SERVER_START_S * 1000)
     page.wait_for_function(
         "(path) => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
         " return !!w && !!w.sessionContext && w.context.path === path; }",
         arg=f"{name}.ipynb", timeout=SERVER_START_S * 1000)
     page.wait_for_function(KERNEL_IDLE_JS, timeout=SERVER_START_S * 1000, polling=250)
+
+
+def _open_and_run(page, lab, name: str, dash_sel: str, console: list) -> None:
+    # ?reset: a fresh workspace, so only this notebook opens (no tabs restored)
+    _open(page, lab, name)
     dirty = page.evaluate("() => window.jupyterapp.shell.currentWidget.context.model.dirty")
     assert dirty is False, f"opening {name} marked it changed (language_info?)"
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
@@ -721,12 +726,7 @@ PICTURES_JS = """() => [...document.querySelectorAll('.jp-Notebook svg.hs-buffer
 
 def _run_all_any(page, lab, name: str) -> None:
     """Open ``name`` with a fresh workspace, run every cell, wait until the kernel is idle."""
-    page.goto(f"{lab['url']}/lab/tree/{name}.ipynb?reset", timeout=SERVER_START_S * 1000)
-    page.wait_for_function(
-        "(path) => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
-        " return !!w && !!w.sessionContext && w.context.path === path; }",
-        arg=f"{name}.ipynb", timeout=SERVER_START_S * 1000)
-    page.wait_for_function(KERNEL_IDLE_JS, timeout=SERVER_START_S * 1000, polling=250)
+    _open(page, lab, name)
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
     page.locator(".hisparse-dashboard .hs-summary").first.wait_for(state="attached",
                                                                    timeout=RUN_ALL_S * 1000)

@@ -58,8 +58,8 @@ def _by_outcome(strip: dict, keys) -> dict:
 
 
 def mtp_sizes() -> Answer:
-    s = predict(_knobs(max_num_seqs=2, num_speculative_tokens=2)).sizes
-    crash = _crash_sizes(_knobs(max_num_seqs=2, num_speculative_tokens=2))
+    knobs = _knobs(max_num_seqs=2, num_speculative_tokens=2)
+    s, crash = predict(knobs).sizes, _crash_sizes(knobs)
     return Answer({"q": s.max_decode_query_len, "C": s.swap_capacity, "W": s.workspace_rows,
                    "crash": crash},
                   f"q = 1 + 2 = {s.max_decode_query_len}, C = min(B = "
@@ -141,13 +141,12 @@ def eager_moves_crash() -> Answer:
 
 
 def strip_with_b64() -> Answer:
-    by = _by_outcome(cd.seqs_strip(_knobs(max_num_batched_tokens=64)),
-                     (cd.STARTUP_CRASH, cd.RUNTIME_CRASH, cd.SAFE, cd.INVALID))
-    return Answer(by, "With B = 64: start-up crashes at max_num_seqs "
-                  f"{ranges(by[cd.STARTUP_CRASH]) or 'none'}; a prompt crashes at "
-                  f"{ranges(by[cd.RUNTIME_CRASH]) or 'none'}; safe at "
-                  f"{ranges(by[cd.SAFE]) or 'none'}; refused (B < max_num_seqs) at "
-                  f"{ranges(by[cd.INVALID]) or 'none'}.")
+    said = ((cd.STARTUP_CRASH, "start-up crashes at max_num_seqs"),
+            (cd.RUNTIME_CRASH, "a prompt crashes at"), (cd.SAFE, "safe at"),
+            (cd.INVALID, "refused (B < max_num_seqs) at"))
+    by = _by_outcome(cd.seqs_strip(_knobs(max_num_batched_tokens=64)), [k for k, _ in said])
+    return Answer(by, "With B = 64: " + "; ".join(f"{words} {ranges(by[k]) or 'none'}"
+                                                  for k, words in said) + ".")
 
 
 # --------------------------------------------------------------------------
