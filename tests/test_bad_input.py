@@ -495,6 +495,44 @@ def test_run_maps_interrupts_and_broken_pipes(capsys):
     assert capsys.readouterr().err == ""
 
 
+class _GoneStream:
+    """A stream whose reader leaves once main's answer is flushed: writes are taken, the
+    first flush works, every later one fails as ``error`` does."""
+
+    def __init__(self, fd: int, error: Exception):
+        self.fd, self.error, self.flushes = fd, error, 0
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        self.flushes += 1
+        if self.flushes > 1:
+            raise self.error
+
+    def fileno(self) -> int:
+        return self.fd
+
+
+# (what the flush after main's answer raises) -> run's status is main's; stdout's descriptor then
+# points at /dev/null, so Python's own exit flush finds no reader gone (no "Exception ignored")
+GONE_AT_EXIT = [OSError(32, "Broken pipe"), ValueError("I/O operation on closed file")]
+
+
+@pytest.mark.parametrize("error", GONE_AT_EXIT, ids=lambda e: type(e).__name__)
+def test_a_stream_gone_at_exit_keeps_the_status_and_is_silenced(monkeypatch, tmp_path, error):
+    """A flush that fails as the command ends keeps main's status; the stream is silenced."""
+    target = tmp_path / "stdout"
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT)
+    try:
+        monkeypatch.setattr(sys, "stdout", _GoneStream(fd, error))
+        assert exits.run("prog", lambda argv: 3, []) == 3
+        os.write(fd, b"after")  # the descriptor now writes to /dev/null
+        assert target.read_bytes() == b""
+    finally:
+        os.close(fd)
+
+
 # -- signals and streams (real processes) ------------------------------------------------
 PY = [sys.executable, "-m", "hisparse_model"]
 
