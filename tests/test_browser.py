@@ -818,7 +818,7 @@ def _kernels_under(pid: int) -> int:
 
 
 APP_LOADS = 3
-CULL_TEST_S = 5  # the app's --cull-idle here: a closed page's kernel goes within ~10 s
+CULL_TEST_S = 3  # the app's --cull-idle here: a closed page's kernel goes within ~6 s
 
 
 def _kernels_drop_to(pid: int, most: int, wait_s: float) -> int:
