@@ -153,16 +153,15 @@ class _Late(Exception):
     """A prompt's predecessor was seen done only after the step it was due to join."""
 
 
-class _OneAfterAnother(dict):
+class _OneAfterAnother:
     """Arrivals of prompts served one after another, decided as the engine loop runs: prompt
     i + 1 joins two engine steps after the step whose output finishes prompt i (what
     :func:`served_one_after_another_exhaustive` gives each prefix).  The loop looks up every
-    engine step (``get``); its one key, :attr:`NEVER`, keeps the loop from ending idle."""
+    engine step (``get``) and, when idle, asks for the next arrival (``next_after``)."""
 
-    NEVER = 1 << 62  # an engine step never reached
+    NEVER = 1 << 62  # an engine step never reached (the workload's own arrival steps)
 
     def __init__(self, sim, count: int):
-        super().__init__({self.NEVER: []})
         self.sim, self.count, self.next, self.seen = sim, count, 0, 0
 
     def get(self, step, default=()):
