@@ -98,8 +98,10 @@ def time_vllm_config_path(configs: list[dict], version: str = "0.31.0") -> float
 
 
 def _run_vllm(module: str, payload, version: str) -> dict | None:
-    """Run ``python -m module`` with vLLM ``version`` on the path; its last JSON line, or None."""
-    site = os.path.join(REPO, ".vllm", version)
+    """Run ``python -m module`` with vLLM ``version`` on the path; its last JSON line, or None.
+    The trees are ``.vllm/<version>`` (``$VLLM_TARGET_ROOT/<version>``, as the installer's)."""
+    site = os.path.join(os.environ.get("VLLM_TARGET_ROOT") or os.path.join(REPO, ".vllm"),
+                        version)
     if not os.path.isfile(os.path.join(site, ".hisparse-installed")):
         return None
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([site, REPO]),

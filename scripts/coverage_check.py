@@ -4,12 +4,14 @@
 
 ``coverage run`` (``[tool.coverage.run]`` in pyproject.toml) measures the pytest
 process and, through ``patch = ["subprocess"]``, every Python process it starts:
-the command line, the notebook kernels, the app, the cross-check drivers.  This
+the pytest-xdist workers, the command line, the notebook kernels, the app (the
+cross-check servers of vLLM's code are left unmeasured: ``crosscheck/client.py``).  This
 script combines their data files, prints the report of the whole package, then
 the modules held to the bar -- the model core (``hisparse_model/*.py``) and the
 dashboards (``hisparse_model/views/``) -- and exits 1 if one is under
 :data:`BAR` percent.  ``engine/`` (the live engine, on a GPU) and ``crosscheck/``
-(vLLM's code on CPU) are reported, not held to it.
+(the drivers of vLLM's code on CPU; what of them the tests' own process runs) are
+reported, not held to it.
 """
 
 from __future__ import annotations

@@ -1,38 +1,42 @@
 """Mutation check: deliberate small bugs in the model must each fail a test.
 
-    python scripts/mutation_check.py [--only WORD ...] [--list]
+    python scripts/mutation_check.py [--only WORD ...] [--list] [--jobs N]
 
 Each row of :data:`MUTATIONS` names one rule of the model, the file that states it,
 an exact text that must occur in that file exactly once, what replaces it (a wrong
-model), and the tests to run first.  For each row the script
+model), and the tests that can catch it (files or node ids: only they run for the
+row).  The script makes ``--jobs`` temporary copies of the repository (the tracked and
+untracked-but-not-ignored files, with ``.vllm`` linked to the installed vLLM trees;
+the working tree itself is never edited, so nothing else sees a mutant) and, for each
+row, on a free copy:
 
-1. writes the mutated file into a temporary copy of the repository (the tracked and
-   untracked-but-not-ignored files, with ``.vllm`` linked to the installed vLLM
-   trees): the working tree itself is never edited, so nothing else sees a mutant;
-2. runs the row's tests with ``-x``; if none fails, the whole fast suite
-   (``-m "not vllm_cpu and not browser and not gpu"``) with ``-x``;
+1. writes the mutated file;
+2. runs the row's tests with ``-x``; only if none fails, the whole fast suite
+   (``-m "not vllm_cpu and not browser and not gpu"``) with ``-x``, and names the row
+   as one whose tests should be updated;
 3. puts the original file back.
 
 It prints a table, mutation -> the first failing test, and exits 1 if a mutation
 survives (no test failed), if a row's text is not found exactly once (a refactor
 moved the rule: update the row), or if a run ends in anything but passed/failed
 (an import or collection error proves nothing).  Before the mutants, the union of
-the rows' tests runs on the unmutated copy and must pass, so that a failure counts
-only when the mutant caused it.
+the rows' tests runs on an unmutated copy (``pytest -n``) and must pass, so that a
+failure counts only when the mutant caused it.
 
 Adding a rule (e.g. another branch's): append a :class:`Mutation`; nothing else
-changes.  Measured on 2 CPU cores shared with other work (load average 5-7): 27 rows (35 now),
-3 to 4.5 minutes, most of it the unmutated run and the one vLLM cross-check row.
+changes.  ``scripts/run_tests.py`` prints the measured time.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import os
 import pathlib
 import re
 import shutil
 import subprocess
+import queue
 import sys
 import tempfile
 import time
@@ -41,6 +45,7 @@ from typing import NamedTuple
 REPO = pathlib.Path(__file__).resolve().parents[1]
 FAST = "not vllm_cpu and not browser and not gpu"  # the fast suite's marker expression
 RUN_TIMEOUT_S = 600  # one pytest run; a hang past it counts as a failure to report
+JOBS = min(2, os.cpu_count() or 1)  # mutants at once, one copy of the repository each
 
 
 class Mutation(NamedTuple):
@@ -254,10 +259,12 @@ def _env(copy: pathlib.Path) -> dict:
     return env
 
 
-def _pytest(copy: pathlib.Path, tests, marks: str) -> tuple[str, float, str]:
+def _pytest(copy: pathlib.Path, tests, marks: str, workers: int = 1) -> tuple[str, float, str]:
     """('passed' | 'failed' | 'error: ...', seconds, first failing test or '')."""
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-rfE",
            "-m", marks, *tests]
+    if workers > 1:  # pytest-xdist; the CPU cross-checks stay on one worker (tests/conftest.py)
+        cmd[3:3] = ["-n", str(workers), "--dist", "loadgroup"]
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, cwd=copy, env=_env(copy), capture_output=True, text=True,
@@ -291,11 +298,48 @@ def _check_rows(rows) -> list[str]:
     return problems
 
 
+def _prepare_copy(dest: pathlib.Path) -> str:
+    """A copy of the repository at ``dest`` with ``.vllm`` linked; '' or why it is unusable."""
+    dest.mkdir()
+    _copy_repo(dest)
+    (dest / ".vllm").symlink_to(_vllm_root(), target_is_directory=True)
+    probe = subprocess.run([sys.executable, "-c", "import hisparse_model; "
+                            "print(hisparse_model.__file__)"], cwd=dest, env=_env(dest),
+                           capture_output=True, text=True)
+    if not probe.stdout.strip().startswith(str(dest)):
+        return f"the copy imports hisparse_model from {probe.stdout!r}{probe.stderr[-500:]}"
+    return ""
+
+
+def _run_row(m: Mutation, copies: "queue.Queue[pathlib.Path]"):
+    """Mutate one free copy, run the row's tests (then the fast suite if they pass), restore."""
+    copy = copies.get()
+    try:
+        path = copy / m.path
+        original = path.read_text()
+        path.write_text(original.replace(m.old, m.new, 1))
+        try:
+            status, dt, first = _pytest(copy, m.tests, "not browser and not gpu")
+            where = "its tests"
+            if status == "passed":
+                s2, dt2, first = _pytest(copy, [], FAST)
+                status, dt, where = s2, dt + dt2, "fast suite"
+        finally:
+            path.write_text(original)
+    finally:
+        copies.put(copy)
+    verdict = ("killed" if status == "failed" else
+               "SURVIVED" if status == "passed" else status)
+    return m, verdict, where, first, dt
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", nargs="*", default=None, help="run the rows whose name holds any "
                     "of these words")
     ap.add_argument("--list", action="store_true", help="list the rows and exit")
+    ap.add_argument("--jobs", type=int, default=JOBS, help=f"mutants tested at once, each in "
+                    f"its own copy of the repository (default {JOBS}: the cores, at most 2)")
     args = ap.parse_args(argv)
     rows = MUTATIONS
     if args.only:
@@ -305,49 +349,41 @@ def main(argv=None) -> int:
             return 2
     if args.list:
         for m in rows:
-            print(f"{m.name}  [{m.path}]")
+            print(f"{m.name}  [{m.path}]  {' '.join(m.tests)}")
         return 0
     problems = _check_rows(rows)
     for p in problems:
         print(f"mutation_check: {p}", file=sys.stderr)
     if problems:
         return 1
+    jobs = max(1, min(args.jobs, len(rows)))
     t_start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="hisparse-mutants-") as tmp:
-        copy = pathlib.Path(tmp)
-        _copy_repo(copy)
-        (copy / ".vllm").symlink_to(_vllm_root(), target_is_directory=True)
-        probe = subprocess.run([sys.executable, "-c", "import hisparse_model; "
-                                "print(hisparse_model.__file__)"], cwd=copy, env=_env(copy),
-                               capture_output=True, text=True)
-        if not probe.stdout.strip().startswith(str(copy)):
-            print(f"mutation_check: the copy imports hisparse_model from {probe.stdout!r}"
-                  f"{probe.stderr[-500:]}", file=sys.stderr)
-            return 1
+        copies: queue.Queue[pathlib.Path] = queue.Queue()
+        for i in range(jobs):
+            why = _prepare_copy(pathlib.Path(tmp) / f"copy{i}")
+            if why:
+                print(f"mutation_check: {why}", file=sys.stderr)
+                return 1
+            copies.put(pathlib.Path(tmp) / f"copy{i}")
         first_tests = list(dict.fromkeys(t for m in rows for t in m.tests))
-        status, dt, first = _pytest(copy, first_tests, "not browser and not gpu")
+        copy0 = pathlib.Path(tmp) / "copy0"
+        status, dt, first = _pytest(copy0, first_tests, "not browser and not gpu",
+                                    workers=jobs)
         print(f"unmutated copy: the rows' tests {status} in {dt:.0f} s"
               + (f" ({first})" if first else ""), flush=True)
         if status != "passed":
             return 1
-        results = []
-        for m in rows:
-            path = copy / m.path
-            original = path.read_text()
-            path.write_text(original.replace(m.old, m.new, 1))
-            try:
-                status, dt, first = _pytest(copy, m.tests, "not browser and not gpu")
-                where = "its tests"
-                if status == "passed":
-                    s2, dt2, first = _pytest(copy, [], FAST)
-                    status, dt, where = s2, dt + dt2, "fast suite"
-            finally:
-                path.write_text(original)
-            verdict = ("killed" if status == "failed" else
-                       "SURVIVED" if status == "passed" else status)
-            results.append((m, verdict, where, first, dt))
-            print(f"  {verdict:8} {dt:5.0f} s  {m.name}"
-                  + (f"  <- {first} ({where})" if first else ""), flush=True)
+        results = {}
+        with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+            for m, verdict, where, first, dt in map(
+                    concurrent.futures.Future.result,
+                    concurrent.futures.as_completed(
+                        [pool.submit(_run_row, m, copies) for m in rows])):
+                results[m.name] = (m, verdict, where, first, dt)
+                print(f"  {verdict:8} {dt:5.0f} s  {m.name}"
+                      + (f"  <- {first} ({where})" if first else ""), flush=True)
+    results = [results[m.name] for m in rows]  # the table in the rows' order
     total = time.perf_counter() - t_start
     w = max(len(m.name) for m, *_ in results)
     print(f"\n{'mutation':{w}}  {'result':8}  first failing test")
@@ -355,8 +391,13 @@ def main(argv=None) -> int:
         print(f"{m.name:{w}}  {verdict:8}  {first or '-'}"
               + (" (fast suite)" if first and where == "fast suite" else ""))
     bad = [m.name for m, verdict, *_ in results if verdict != "killed"]
+    slow = [m.name for m, verdict, where, *_ in results if where == "fast suite"]
     print(f"\n{len(results) - len(bad)} of {len(results)} mutations killed in {total:.0f} s"
-          f" ({os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f})")
+          f" ({jobs} at a time, {os.cpu_count()} CPUs, load average "
+          f"{os.getloadavg()[0]:.1f})")
+    if slow:
+        print("killed only by the fast suite (name the test that kills it in the row): "
+              + "; ".join(slow), file=sys.stderr)
     if bad:
         print("not killed: " + "; ".join(bad), file=sys.stderr)
         return 1

@@ -1,45 +1,103 @@
-"""The project's test command: the tests, measured, then the coverage and mutation checks.
+"""The project's test command: every test, measured, then the checks that judge the suite.
 
-    python scripts/run_tests.py [PYTEST_ARGS ...]
+    python scripts/run_tests.py            the full check (what CI runs)
+    python scripts/run_tests.py --quick    a change in progress: the parallel tier, unmeasured
+    python scripts/run_tests.py ARGS ...   a selection (e.g. -k cli), measured, and stop there
 
-1. ``coverage run -m pytest [PYTEST_ARGS]``: every test (plain ``pytest`` runs the same
-   tests, unmeasured); ``patch = ["subprocess", ...]`` in pyproject.toml measures the
-   processes the tests start too (the command line, notebook kernels, the app, the
-   cross-check drivers);
-2. ``scripts/coverage_check.py``: the coverage of every module, and a failure when one of
+The full check runs these steps, each only if the one before passed:
+
+1. ``coverage run -m pytest -n auto --dist loadgroup -m "not gpu and not browser"``: the
+   parallel tier, on every core (pytest-xdist); every CPU cross-check runs on one worker
+   (``tests/conftest.py``), which starts vLLM's code once per version for all of them;
+2. ``coverage run -m pytest -m browser``: the real-browser tests, alone on the machine
+   (they measure what a user waits for, which other work would distort);
+3. ``scripts/coverage_check.py``: the coverage of every module, and a failure when one of
    the model core (``hisparse_model/*.py``) or ``views/`` is under 90 %;
-3. ``scripts/mutation_check.py``: each named small bug in the model must fail a test.
+4. ``scripts/mutation_check.py``: each named small bug in the model must fail a test;
+5. ``scripts/check_light_path.py``: the README's notebooks-only install in a fresh venv,
+   every notebook run.
 
-Each step runs only if the one before passed; the exit status is the first failing
-step's (0: all passed).  With PYTEST_ARGS (a selection of the tests) only step 1 runs:
-the coverage and mutation checks are about the whole suite.
+``patch = ["subprocess", ...]`` in pyproject.toml measures the processes the tests start
+too (the command line, notebook kernels, the app, the cross-check servers, the xdist
+workers).  ``--quick`` is step 1 without coverage.  At the end it prints each step's
+time and the 10 slowest tests of the run (from each pytest step's JUnit XML under
+``test-artifacts/``), so the next slowdown is seen.  The exit status is the first
+failing step's (0: all passed).
 """
 
 from __future__ import annotations
 
+import glob
 import os
+import shutil
 import subprocess
 import sys
+import time
+import xml.etree.ElementTree as ET
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ARTIFACTS = "test-artifacts"
+PARALLEL = ["-n", "auto", "--dist", "loadgroup"]  # pytest-xdist, CPU cross-checks grouped
+SLOWEST = 10
 
 
-def steps(pytest_args: list[str]) -> list[list[str]]:
-    measured = [sys.executable, "-m", "coverage", "run", "-m", "pytest", *pytest_args]
-    if pytest_args:
-        return [measured]
-    return [measured,
+def _pytest(name: str, args: list[str], measured: bool = True) -> list[str]:
+    head = [sys.executable, "-m", "coverage", "run", "-m", "pytest"] if measured else \
+        [sys.executable, "-m", "pytest"]
+    return [*head, *args, f"--junitxml={ARTIFACTS}/junit-{name}.xml"]
+
+
+def steps(argv: list[str]) -> list[list[str]]:
+    """The commands of ``run_tests.py ARGV``, in order."""
+    if argv == ["--quick"]:
+        return [_pytest("quick", [*PARALLEL, "-m", "not gpu and not browser"], measured=False)]
+    if argv:
+        return [_pytest("selection", [*PARALLEL, *argv])]
+    return [_pytest("parallel", [*PARALLEL, "-m", "not gpu and not browser"]),
+            _pytest("browser", ["-m", "browser"]),
             [sys.executable, os.path.join("scripts", "coverage_check.py")],
-            [sys.executable, os.path.join("scripts", "mutation_check.py")]]
+            [sys.executable, os.path.join("scripts", "mutation_check.py")],
+            [sys.executable, os.path.join("scripts", "check_light_path.py")]]
+
+
+def slowest(paths: list[str], n: int = SLOWEST) -> list[tuple[float, str]]:
+    """The ``n`` slowest tests of these JUnit XML files (setup, call and teardown)."""
+    times = []
+    for path in paths:
+        for case in ET.parse(path).iter("testcase"):
+            name = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
+            times.append((float(case.get("time") or 0), name))
+    return sorted(times, reverse=True)[:n]
+
+
+def _shown(cmd: list[str]) -> str:
+    return " ".join(cmd[1:] if cmd[0] == sys.executable else cmd)
 
 
 def main(argv: list[str] | None = None) -> int:
-    for cmd in steps(sys.argv[1:] if argv is None else argv):
-        print("+ " + " ".join(cmd[1:] if cmd[0] == sys.executable else cmd), flush=True)
+    argv = sys.argv[1:] if argv is None else argv
+    os.makedirs(os.path.join(ROOT, ARTIFACTS), exist_ok=True)
+    for old in glob.glob(os.path.join(ROOT, ARTIFACTS, "junit-*.xml")):
+        os.remove(old)
+    if not argv or argv != ["--quick"]:  # a measured run starts from no coverage data
+        shutil.rmtree(os.path.join(ROOT, ARTIFACTS, "coverage"), ignore_errors=True)
+    status, took = 0, []
+    for cmd in steps(argv):
+        print("+ " + _shown(cmd), flush=True)
+        t0 = time.monotonic()
         status = subprocess.run(cmd, cwd=ROOT).returncode
+        took.append((time.monotonic() - t0, cmd))
         if status:
-            return status
-    return 0
+            break
+    print(f"\nrun_tests: {sum(t for t, _ in took):.0f} s in all ({os.cpu_count()} CPUs)")
+    for t, cmd in took:
+        print(f"  {t:6.0f} s  {_shown(cmd)[:100]}")
+    junit = sorted(glob.glob(os.path.join(ROOT, ARTIFACTS, "junit-*.xml")))
+    if junit:
+        print(f"the {SLOWEST} slowest tests:")
+        for t, name in slowest(junit):
+            print(f"  {t:6.1f} s  {name}")
+    return status
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Shared fixtures: the vLLM source trees the CPU cross-checks and the citation test read."""
+"""Shared fixtures: the vLLM source trees the CPU cross-checks and the citation test read,
+and the one driver server per vLLM version that every CPU cross-check of a test run calls."""
 
 import os
 import pathlib
@@ -25,14 +26,32 @@ def pytest_addoption(parser):
     )
 
 
+def pytest_itemcollected(item):
+    """Under ``pytest -n`` (pytest-xdist, ``--dist loadgroup``) every CPU cross-check runs on
+    one worker, so that the test run starts vLLM's code once per version (``vllm_servers``).
+    (Marked as each test is collected: xdist reads the groups in its own
+    ``pytest_collection_modifyitems``.)"""
+    if item.get_closest_marker("vllm_cpu") or "vllm_servers" in item.fixturenames:
+        item.add_marker(pytest.mark.xdist_group("vllm"))
+
+
 @pytest.fixture(scope="session")
 def vllm_trees() -> pathlib.Path:
-    """Install (or confirm) the three --no-deps vLLM trees; failure is a test failure."""
+    """Install (or confirm) the three --no-deps vLLM trees; failure is a test failure.
+
+    Test processes running side by side (``pytest -n``) take turns: the first installs,
+    the others wait on the lock and then find the trees in place."""
+    import fcntl
+
     env = dict(os.environ, PYTHON=sys.executable)
-    proc = subprocess.run(
-        ["bash", str(INSTALL), *VERSIONS],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=1800,
-    )
+    root = _target_root()
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / f".{root.name}.install-lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        proc = subprocess.run(
+            ["bash", str(INSTALL), *VERSIONS],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=1800,
+        )
     if proc.returncode != 0:
         pytest.fail(
             f"scripts/install_vllm_cpu.sh failed (rc={proc.returncode}); a vLLM "
@@ -50,3 +69,17 @@ def vllm_trees() -> pathlib.Path:
 def vllm_sources(vllm_trees) -> pathlib.Path:
     """Root holding ``<version>/vllm/`` for every supported version."""
     return vllm_trees
+
+
+@pytest.fixture(scope="session")
+def vllm_servers(vllm_trees, tmp_path_factory):
+    """One ``crosscheck.server`` per vLLM version for the whole test run (started at first
+    use): vLLM's code is imported once per version, every driver call is a fork of it.
+    ``tests/`` is on the servers' path, so helpers of the tests can be called too."""
+    from hisparse_model.crosscheck.client import Servers
+
+    servers = Servers(vllm_trees, tmp_path_factory.mktemp("vllm-servers"),
+                      extra_path=(REPO / "tests",))
+    servers.start(*VERSIONS)  # nearly every cross-check asks all three: import side by side
+    yield servers
+    servers.close()

@@ -1,7 +1,7 @@
 """The DP sync against vLLM's own ``sync_cudagraph_and_dp_padding``, two CPU processes over gloo.
 
-Per vLLM version one subprocess runs ``hisparse_model/crosscheck/dp_sync_driver.py``
-(``PYTHONPATH=.vllm/<version>:<repo>``), which forks two ranks joined by a gloo
+Per vLLM version one call of the test run's driver server (``PYTHONPATH=.vllm/<version>:
+<repo>``) runs ``hisparse_model/crosscheck/dp_sync_driver.py``, which forks two ranks joined by a gloo
 group; each runs vLLM's dispatch and DP sync (and, when it scheduled nothing,
 vLLM's dummy-batch construction) over >= 1,000 random pairs of per-rank batches.
 The model (``data_parallel.sync_step``) must agree on every rank's mode, padded
@@ -10,12 +10,7 @@ token count and dummy shape, and route the dummy vLLM built as it routes its own
 
 from __future__ import annotations
 
-import json
-import os
-import pathlib
 import random
-import subprocess
-import sys
 
 import pytest
 
@@ -27,7 +22,6 @@ from hisparse_model.routing import decode_tokens, routed_path
 
 pytestmark = pytest.mark.vllm_cpu
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
 VERSIONS = ("0.31.0", "0.32.0", "0.33.0")
 NUM_PAIRS = 1200
 MODES = ("FULL_AND_PIECEWISE", "PIECEWISE", "FULL_DECODE_ONLY", None)  # None: enforce_eager
@@ -90,28 +84,15 @@ def _payload(plans, pairs) -> dict:
 
 
 @pytest.fixture(scope="module")
-def driver_runs(vllm_trees, tmp_path_factory):
-    """One driver subprocess per version, started together; (plans, pairs, output) each."""
-    procs = {}
+def driver_runs(vllm_servers):
+    """One driver call per version, submitted together; (plans, pairs, output) each."""
+    calls = {}
     for version in VERSIONS:
         plans, pairs = workload(version)
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        env["PYTHONPATH"] = f"{vllm_trees / version}{os.pathsep}{REPO}"
-        out = tmp_path_factory.mktemp(f"dp{version}") / "out.json"
-        with open(out, "w") as f:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "hisparse_model.crosscheck.dp_sync_driver"],
-                stdin=subprocess.PIPE, stdout=f, stderr=subprocess.PIPE, text=True, env=env,
-                cwd=REPO)
-            proc.stdin.write(json.dumps(_payload(plans, pairs)))
-            proc.stdin.close()
-        procs[version] = (proc, plans, pairs, out)
-    runs = {}
-    for version, (proc, plans, pairs, out) in procs.items():
-        err = proc.stderr.read()
-        assert proc.wait(timeout=900) == 0, err[-4000:]
-        runs[version] = (plans, pairs, json.loads(out.read_text()))
-    return runs
+        calls[version] = (plans, pairs, vllm_servers.submit(
+            version, "hisparse_model.crosscheck.dp_sync_driver:run", _payload(plans, pairs)))
+    return {version: (plans, pairs, pending.result(timeout=900))
+            for version, (plans, pairs, pending) in calls.items()}
 
 
 def disagreements(plans, pairs, results) -> list[str]:

@@ -1,13 +1,8 @@
 """check's flag tables and serve defaults against vLLM's own `vllm serve` parser and EngineArgs.
 
-Per version, one subprocess (``hisparse_model.crosscheck.launch_driver``) builds vLLM's
+Per version, one call of the test run's driver server (``hisparse_model.crosscheck.launch_driver``) builds vLLM's
 serve parser and runs its batch defaulting with the platform answering as the H200.
 """
-
-import json
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -24,16 +19,12 @@ DEFAULTS = [("serve", 163840, None, None), ("serve", 163840, 4, None),
 
 
 @pytest.fixture(scope="module", params=VERSIONS)
-def driven(request, vllm_sources):
+def driven(request, vllm_servers):
     payload = {"flags": list(all_flags()), "configs": list(CONFIG_KEYS),
                "defaults": [{"context": c, "max_model_len": n, "max_num_seqs": s,
                              "max_num_batched_tokens": b} for c, n, s, b in DEFAULTS]}
-    env = dict(os.environ, PYTHONPATH=f"{vllm_sources / request.param}:{os.getcwd()}")
-    proc = subprocess.run([sys.executable, "-m", "hisparse_model.crosscheck.launch_driver"],
-                          input=json.dumps(payload), capture_output=True, text=True,
-                          env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return request.param, json.loads(proc.stdout)
+    return request.param, vllm_servers.call(
+        request.param, "hisparse_model.crosscheck.launch_driver:run", payload, timeout=600)
 
 
 def test_every_flag_is_vllms_and_switches_agree(driven):

@@ -352,9 +352,7 @@ def test_dp_control_both_ranks_finish_with_their_share(fakes):
 def test_dp_crash_and_hung_survivor_are_recorded_as_what_they_are(fakes):
     """Rank 0 crashes at step 2; rank 1 waits forever: killed after the grace, recorded hung."""
     fakes.plan({"0": {"steps": 5, "crash_at": 2}, "1": {"steps": 5, "hang_at": 2}})
-    t0 = time.monotonic()
-    rec = fakes.dp("crash", hang_grace=1.0)
-    assert time.monotonic() - t0 < 30
+    rec = fakes.dp("crash", hang_grace=1.0)  # returns: the hung rank was killed (else no end)
     r0, r1 = rec["ranks"]
     assert r0["status"] == "crashed" and r0["crash"]["step"] == 2
     assert r1["status"] == "hung" and r1["last_step"] == 2 and r1["exit"] is None
@@ -447,15 +445,12 @@ print(json.dumps({"clashes": clashes, "ext": ext.__name__, "seen": seen,
 
 @pytest.mark.vllm_cpu
 @pytest.mark.parametrize("version", ["0.31.0", "0.32.0", "0.33.0"])
-def test_worker_extension_mixes_in_and_labels_forwards(version, vllm_sources, tmp_path):
+def test_worker_extension_mixes_in_and_labels_forwards(version, vllm_servers, tmp_path):
     """Resolved as vLLM resolves it, the extension installs itself, mixes into vLLM's Worker
     without a clash, streams the rank, and labels forwards with the child's phase."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(vllm_sources / version), REPO]))
-    env.pop(rank_log.STREAM_ENV, None)
-    out = subprocess.run([sys.executable, "-c", WORKER_SIDE, str(tmp_path)], env=env,
-                         capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    got = json.loads(out.stdout.strip().splitlines()[-1])
+    got = vllm_servers.call(version, "vllm_calls:run_script",
+                            {"code": WORKER_SIDE, "argv": [str(tmp_path)]}, timeout=600,
+                            env={rank_log.STREAM_ENV: None})
     assert got["clashes"] == [] and got["ext"] == "RankRecorder" and got["in_folder"]
     assert got["seen"] == ["prompt:3", "prompt:3"]  # execute_model, then sample_tokens
     assert got["stream"] == {"tp_rank": 1, "dp_rank": 0}
@@ -778,22 +773,19 @@ print(json.dumps(child.run(spec)))
 '''
 
 
-def _child_run(mode, vllm_sources, tmp_path):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(vllm_sources / "0.31.0"), REPO]))
-    for name in (rank_log.STREAM_ENV, *MULTICAST_OFF):
-        env.pop(name, None)
-    out = subprocess.run([sys.executable, "-c", CHILD_RUN, mode, str(tmp_path / "rank1.jsonl")],
-                         env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def _child_run(mode, vllm_servers, tmp_path):
+    return vllm_servers.call("0.31.0", "vllm_calls:run_script",
+                             {"code": CHILD_RUN, "argv": [mode, str(tmp_path / "rank1.jsonl")]},
+                             timeout=600,
+                             env={name: None for name in (rank_log.STREAM_ENV, *MULTICAST_OFF)})
 
 
 @pytest.mark.vllm_cpu
-def test_tp_child_records_the_workers_error_per_rank_and_what_the_caller_saw(vllm_sources,
+def test_tp_child_records_the_workers_error_per_rank_and_what_the_caller_saw(vllm_servers,
                                                                               tmp_path):
     """child.run under TP=2: the worker's row error is the start-up error, the executor's
     wrap is caller_error, rows and sizes are per rank, the engine arguments and env say TP."""
-    rec = _child_run("tp", vllm_sources, tmp_path)
+    rec = _child_run("tp", vllm_servers, tmp_path)
     err = ("ValueError: HiSparse swap rows exceed the configured speculative decode capacity: "
            "stop=2, capacity=1.")
     assert rec["startup"]["ok"] is False and rec["startup"]["error"] == err
@@ -812,10 +804,10 @@ def test_tp_child_records_the_workers_error_per_rank_and_what_the_caller_saw(vll
 
 
 @pytest.mark.vllm_cpu
-def test_dp_child_serves_its_share_and_streams_its_progress(vllm_sources, tmp_path):
+def test_dp_child_serves_its_share_and_streams_its_progress(vllm_servers, tmp_path):
     """child.run as DP rank 1 of 2: it serves request 2 only (3 requests: 2 + 1) and its
     stream holds the start-up, each step's start and the end of serving."""
-    rec = _child_run("dp", vllm_sources, tmp_path)
+    rec = _child_run("dp", vllm_servers, tmp_path)
     assert rec["requests"] == [2] and rec["finished"] == [2] and rec["crash"] is None
     assert rec["dummy_steps"] == [0]  # the fake's step 0 ran no recorded forward
     assert rec["knobs"]["data_parallel_size"] == 2

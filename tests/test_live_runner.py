@@ -207,9 +207,7 @@ def test_configuration_errors_are_not_retried(fake):
 def test_timeout_leaves_failure_stub_with_log_and_frees_the_lock(fake):
     """A hung child is killed at its timeout; its stub keeps the log; the next run proceeds."""
     fake.plan({"s7": {"hang": True, "profile_s": 0.0}})
-    t0 = time.monotonic()
-    rec = fake.run(Knobs(max_num_seqs=7), timeout=2.0)
-    assert time.monotonic() - t0 < 30
+    rec = fake.run(Knobs(max_num_seqs=7), timeout=2.0)  # returns: the child was killed
     assert "startup" not in rec and rec["child"].startswith("timeout")
     stub = json.loads((fake.out / "s7.failed.json").read_text())
     assert "fake engine s7: stdout line" in stub["log_tail"] and stub["log"] == "s7.log"

@@ -116,8 +116,11 @@ def test_readme_light_path_is_the_two_commands_ci_runs():
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
         extra = tomllib.load(f)["project"]["optional-dependencies"]["notebooks"]
     assert not [d for d in extra if re.match(r"(torch|vllm|hisparse-model\[)", d)], extra
+    # CI runs it as the last step of the README's test command (scripts/run_tests.py)
     with open(os.path.join(ROOT, ".ci", "run")) as f:
-        assert "python scripts/check_light_path.py" in f.read()
+        assert "python scripts/run_tests.py" in f.read()
+    with open(os.path.join(ROOT, "scripts", "run_tests.py")) as f:
+        assert '"check_light_path.py")]]' in f.read()
 
 
 def test_light_path_reader_refuses_a_readme_without_its_markers():

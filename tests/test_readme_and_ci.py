@@ -33,18 +33,81 @@ def test_every_test_the_readme_names_exists():
     assert not missing, f"the README names tests that do not exist: {missing}"
 
 
-def test_run_tests_runs_the_suite_measured_then_both_checks():
-    """scripts/run_tests.py: the whole suite under coverage, then the coverage and mutation
-    checks; a selection of tests runs measured and stops there."""
+def _run_tests():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
         "run_tests", os.path.join(ROOT, "scripts", "run_tests.py"))
     run_tests = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(run_tests)
-    full = [cmd[1:] for cmd in run_tests.steps([])]
-    assert full == [["-m", "coverage", "run", "-m", "pytest"],
-                    [os.path.join("scripts", "coverage_check.py")],
-                    [os.path.join("scripts", "mutation_check.py")]]
+    return run_tests
+
+
+def test_run_tests_runs_the_suite_measured_then_every_check():
+    """scripts/run_tests.py: the parallel tier and the browser tier under coverage, then the
+    coverage, mutation and light-path checks; --quick is the parallel tier unmeasured; a
+    selection of tests runs measured and stops there."""
+    run_tests = _run_tests()
+    xdist = ["-n", "auto", "--dist", "loadgroup"]
+    junit = "--junitxml=test-artifacts/junit-{}.xml".format
+    measured = ["-m", "coverage", "run", "-m", "pytest"]
+    assert [cmd[1:] for cmd in run_tests.steps([])] == [
+        [*measured, *xdist, "-m", "not gpu and not browser", junit("parallel")],
+        [*measured, "-m", "browser", junit("browser")],
+        [os.path.join("scripts", "coverage_check.py")],
+        [os.path.join("scripts", "mutation_check.py")],
+        [os.path.join("scripts", "check_light_path.py")]]
+    assert [cmd[1:] for cmd in run_tests.steps(["--quick"])] == [
+        ["-m", "pytest", *xdist, "-m", "not gpu and not browser", junit("quick")]]
     assert [cmd[1:] for cmd in run_tests.steps(["-k", "cli"])] == [
-        ["-m", "coverage", "run", "-m", "pytest", "-k", "cli"]]
+        [*measured, *xdist, "-k", "cli", junit("selection")]]
+
+
+def test_run_tests_reports_the_slowest_tests(tmp_path):
+    """The 10 slowest tests of the run's JUnit files, setup and teardown included, slowest
+    first: 12 cases of 0.5 .. 6.0 s in two files -> the 10 from 6.0 s down to 1.5 s."""
+    run_tests = _run_tests()
+    paths = []
+    for i, cases in enumerate([range(1, 7), range(7, 13)]):
+        body = "".join(f'<testcase classname="tests.test_f{i}" name="test_{c}" '
+                       f'time="{c / 2}"/>' for c in cases)
+        path = tmp_path / f"junit-{i}.xml"
+        path.write_text(f'<testsuites><testsuite name="pytest">{body}</testsuite></testsuites>')
+        paths.append(str(path))
+    got = run_tests.slowest(paths)
+    assert [t for t, _ in got] == [c / 2 for c in range(12, 2, -1)]
+    assert got[0] == (6.0, "tests/test_f1.py::test_12") and len(got) == 10
+
+
+def test_cross_checks_share_one_worker_under_xdist(tmp_path):
+    """Under run_tests.py's ``-n 2 --dist loadgroup`` every test tagged the way conftest tags
+    the CPU cross-checks runs on one worker (so vLLM's code starts once per version), the
+    others spread: 6 tagged + 6 untagged tests, the 6 tagged on exactly one worker.
+    (pytest 9.2 with pytest-xdist 3.8 drops the groups silently: pyproject pins pytest.)"""
+    import subprocess
+    import sys
+
+    (tmp_path / "conftest.py").write_text(
+        "import os, pytest\n"
+        "def pytest_itemcollected(item):\n"  # the hook tests/conftest.py tags with
+        "    if item.get_closest_marker('vllm_cpu'):\n"
+        "        item.add_marker(pytest.mark.xdist_group('vllm'))\n"
+        "@pytest.fixture(autouse=True)\n"
+        "def _where(request):\n"
+        "    tag = 'vllm' if request.node.get_closest_marker('vllm_cpu') else 'other'\n"
+        "    with open(os.path.join(os.path.dirname(__file__), tag + '.log'), 'a') as f:\n"
+        "        f.write(os.environ['PYTEST_XDIST_WORKER'] + '\\n')\n")
+    (tmp_path / "test_toy.py").write_text(
+        "import pytest, time\n"
+        "@pytest.mark.vllm_cpu\n@pytest.mark.parametrize('i', range(6))\n"
+        "def test_tagged(i): time.sleep(0.05)\n"
+        "@pytest.mark.parametrize('i', range(6))\n"
+        "def test_free(i): time.sleep(0.05)\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-n", "2", "--dist", "loadgroup", "-W", "ignore::pytest.PytestUnknownMarkWarning",
+                           str(tmp_path)], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    tagged = (tmp_path / "vllm.log").read_text().split()
+    assert len(tagged) == 6 and len(set(tagged)) == 1, tagged
+    assert len((tmp_path / "other.log").read_text().split()) == 6

@@ -1,7 +1,7 @@
 """Cross-check every knob set vLLM *refuses* against the model, on CPU, per vLLM version.
 
-Per version, one subprocess runs ``vllm_driver.run_rejections`` (``PYTHONPATH=
-.vllm/<version>:<repo>``) over >= 3,000 random knob sets, many of them ones vLLM
+Per version, one call of the test run's driver server runs ``vllm_driver.run_rejections``
+(``PYTHONPATH=.vllm/<version>:<repo>``) over >= 3,000 random knob sets, many of them ones vLLM
 refuses: it builds the ModelConfig length check, the scheduler defaults and
 ``SchedulerConfig``, then ``VllmConfig`` with HiSparse and the MTP speculative
 config attached the way ``vllm.LLM(**llm_kwargs(knobs))`` attaches them, so the
@@ -14,14 +14,9 @@ rest with vLLM's reason in its message (``Knobs(...)`` / ``predict`` raise
 from __future__ import annotations
 
 import collections
-import json
 import os
-import pathlib
 import random
 import re
-import subprocess
-import sys
-import time
 
 import pytest
 
@@ -30,10 +25,10 @@ from hisparse_model.knobs import ATTENTION_BACKENDS, CUDAGRAPH_MODES
 from knob_sampling import distinct
 from hisparse_model.knobs import Knobs
 from hisparse_model.predict import predict
+from hisparse_model.crosscheck.client import DriverError
 
 pytestmark = pytest.mark.vllm_cpu
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
 VERSIONS = VLLM_VERSIONS  # every version the model covers
 NUM_CONFIGS = int(os.environ.get("HISPARSE_REJECTION_CONFIGS", "3000"))
 MIN_CONFIGS = 3000
@@ -91,28 +86,21 @@ def template(msg: str | None) -> str:
 # vllm_trees: the session fixture in tests/conftest.py installs (or confirms) the trees.
 
 
-_RUNS: dict[str, tuple] = {}
+_RUNS: dict[str, tuple] = {}  # version -> (knobs, out, seconds): one driver call each
 
 
 @pytest.fixture(scope="module", params=VERSIONS)
-def rejection_run(request, vllm_trees):
+def rejection_run(request, vllm_servers):
     version = request.param
     if version not in _RUNS:
         knobs = rejection_knobs(version)
-        env = {key: val for key, val in os.environ.items() if key != "PYTHONPATH"}
-        env["PYTHONPATH"] = f"{vllm_trees / version}{os.pathsep}{REPO}"
-        t0 = time.perf_counter()
-        proc = subprocess.run(
-            [sys.executable, "-c",
-             "from hisparse_model.crosscheck.vllm_driver import rejections_main as m; m()"],
-            input=json.dumps(knobs), cwd=REPO, env=env, capture_output=True, text=True,
-            timeout=DRIVER_TIMEOUT_S,
-        )
-        seconds = time.perf_counter() - t0
-        if proc.returncode != 0:
-            pytest.fail(f"rejections driver failed (rc={proc.returncode}):\n"
-                        f"{proc.stderr[-4000:]}")
-        _RUNS[version] = (knobs, json.loads(proc.stdout), seconds)
+        pending = vllm_servers.submit(
+            version, "hisparse_model.crosscheck.vllm_driver:run_rejections", knobs)
+        try:
+            out = pending.result(timeout=DRIVER_TIMEOUT_S)
+        except DriverError as exc:
+            pytest.fail(f"rejections driver failed: {exc}")
+        _RUNS[version] = (knobs, out, pending.seconds)
     knobs, out, seconds = _RUNS[version]
     return version, knobs, out, seconds
 

@@ -2,7 +2,8 @@
 
 For each of vLLM 0.31.0 / 0.32.0 / 0.33.0 (the ``.vllm/<version>`` trees of
 conftest's ``vllm_trees``; a failed install fails, never skips),
-one subprocess runs ``hisparse_model/crosscheck/scheduler_driver.py`` over
+one call of the test run's driver server (conftest's ``vllm_servers``) runs
+``hisparse_model/crosscheck/scheduler_driver.py`` over
 ``NUM_CASES`` seeded random workloads: the real ``Scheduler`` /
 ``AsyncScheduler`` with the HiSparse connector's scheduler side, fed step by
 step.  Every step -- engine step number, tokens per request, drafts, computed
@@ -19,7 +20,7 @@ from collections import Counter
 import pytest
 
 from hisparse_model import VLLM_VERSIONS
-from hisparse_model.crosscheck.scheduler_driver import run_driver
+from hisparse_model.crosscheck.client import DriverError
 from hisparse_model.scheduler import SchedulerConfig, schedule
 from hisparse_model.workload import Workload
 
@@ -109,14 +110,14 @@ def _describe(case: dict) -> str:
 
 
 @pytest.fixture(scope="module", params=VERSIONS)
-def driver_run(request, vllm_trees):
-    """(version, cases, driver output): all cases of a version in one subprocess."""
+def driver_run(request, vllm_servers):
+    """(version, cases, driver output): all cases of a version in one driver call."""
     version = request.param
     cases = random_cases(version)
     try:
-        out = run_driver(version, {"cases": cases, "jobs": JOBS}, vllm_root=vllm_trees,
-                         timeout=DRIVER_TIMEOUT_S)
-    except RuntimeError as exc:
+        out = vllm_servers.call(version, "hisparse_model.crosscheck.scheduler_driver:run",
+                                {"cases": cases, "jobs": JOBS}, timeout=DRIVER_TIMEOUT_S)
+    except DriverError as exc:
         pytest.fail(str(exc))
     return version, cases, out
 

@@ -1,7 +1,8 @@
 """Cross-check every start-up batch of the model against vLLM's own start-up code, on CPU.
 
-Per vLLM version, one subprocess runs ``hisparse_model/crosscheck/startup_driver.py``
-(``PYTHONPATH=.vllm/<version>:<repo>``) over >= 3,000 random knob sets that vLLM
+Per vLLM version, one call of the test run's driver server (conftest's ``vllm_servers``,
+``PYTHONPATH=.vllm/<version>:<repo>``) runs ``hisparse_model/crosscheck/startup_driver.py``
+over >= 3,000 random knob sets that vLLM
 accepts (max_num_seqs, max_num_batched_tokens, num_speculative_tokens, attention
 backend, enforce_eager, cudagraph_mode, routing).  The driver runs vLLM's real
 capture-descriptor builder, ``InputBatch.make_dummy``, ``profile_cudagraph_memory``,
@@ -32,9 +33,7 @@ import json
 import os
 import pathlib
 import random
-import subprocess
 import sys
-import time
 
 import pytest
 
@@ -44,6 +43,7 @@ from knob_sampling import distinct
 from vllm_shapes import spread
 from hisparse_model.knobs import Knobs
 from hisparse_model.predict import predict
+from hisparse_model.crosscheck.client import DriverError
 
 pytestmark = pytest.mark.vllm_cpu
 
@@ -132,51 +132,9 @@ def fmt(kn: dict) -> str:
 # --------------------------------------------------------------------------
 
 
-# vllm_trees: the session fixture in tests/conftest.py installs (or confirms) the trees.
-
-
-def _driver_env(tree: pathlib.Path) -> dict:
-    env = {key: val for key, val in os.environ.items() if key != "PYTHONPATH"}
-    env["PYTHONPATH"] = f"{tree}{os.pathsep}{REPO}"
-    return env
-
-
-class _DriverRun:
-    """One driver subprocess per version, all started together (they share the cores)."""
-
-    def __init__(self, tree: pathlib.Path, payload, tmp: pathlib.Path, name: str):
-        self.payload = payload
-        self.out_path = tmp / f"{name}.json"
-        self.err_path = tmp / f"{name}.err"
-        self.t0 = time.perf_counter()
-        with open(tmp / f"{name}.in", "w") as f:
-            json.dump(payload, f)
-        with open(tmp / f"{name}.in") as fin, open(self.out_path, "w") as fout, \
-                open(self.err_path, "w") as ferr:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "hisparse_model.crosscheck.startup_driver"],
-                stdin=fin, stdout=fout, stderr=ferr, cwd=REPO, env=_driver_env(tree),
-            )
-        self.result = None
-        self.seconds = None
-
-    def wait(self) -> dict:
-        if self.result is None:
-            try:
-                rc = self.proc.wait(timeout=DRIVER_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                pytest.fail(f"startup_driver timed out after {DRIVER_TIMEOUT_S} s")
-            self.seconds = time.perf_counter() - self.t0
-            if rc != 0:
-                pytest.fail(f"startup_driver failed (rc={rc}):\n"
-                            f"{self.err_path.read_text()[-4000:]}")
-            try:
-                self.result = json.loads(self.out_path.read_text())
-            except json.JSONDecodeError as exc:
-                pytest.fail(f"startup_driver wrote no JSON ({exc}):\n"
-                            f"{self.err_path.read_text()[-2000:]}")
-        return self.result
+# vllm_servers: the session fixture in tests/conftest.py (one server per version, started
+# once for the whole test run; every cross-check's driver call is a fork of it).
+DRIVER = "hisparse_model.crosscheck.startup_driver:run"
 
 
 RECORDED = REPO / "tests" / "recorded"
@@ -198,34 +156,41 @@ def recordings(version: str) -> list[tuple[str, dict, dict]]:
 
 
 @pytest.fixture(scope="session")
-def driver_runs(vllm_trees, tmp_path_factory) -> dict[str, tuple]:
-    """Start all three versions' drivers at once: the recordings' knobs, then the random ones."""
-    tmp = tmp_path_factory.mktemp("startup_driver")
+def driver_runs(vllm_servers) -> dict[str, tuple]:
+    """Submit all three versions' calls at once (they run side by side): the recordings'
+    knobs, then the random ones."""
     runs = {}
     for version in VERSIONS:
         knobs = startup_knobs(version)
         recs = recordings(version)
         payload = [kn for _, _, kn in recs] + knobs
-        runs[version] = (knobs, recs, _DriverRun(vllm_trees / version, payload, tmp, version))
+        runs[version] = (knobs, recs, vllm_servers.submit(version, DRIVER, payload))
     return runs
+
+
+def _wait(pending) -> dict:
+    try:
+        return pending.result(timeout=DRIVER_TIMEOUT_S)
+    except DriverError as exc:
+        pytest.fail(f"startup_driver: {exc}")
 
 
 @pytest.fixture(scope="module", params=VERSIONS)
 def startup_run(request, driver_runs):
-    """(version, knob sets, driver output, seconds) -- one subprocess per version."""
+    """(version, knob sets, driver output, seconds) -- one driver call per version."""
     version = request.param
-    knobs, recs, run = driver_runs[version]
-    out = dict(run.wait())
+    knobs, recs, pending = driver_runs[version]
+    out = dict(_wait(pending))
     out["results"] = out["results"][len(recs):]
-    return version, knobs, out, run.seconds
+    return version, knobs, out, pending.seconds
 
 
 @pytest.fixture(scope="module", params=VERSIONS)
 def recorded_run(request, driver_runs):
     """(version, recordings, the driver's results for their knobs)."""
     version = request.param
-    knobs, recs, run = driver_runs[version]
-    return version, recs, run.wait()["results"][:len(recs)]
+    knobs, recs, pending = driver_runs[version]
+    return version, recs, _wait(pending)["results"][:len(recs)]
 
 
 # --------------------------------------------------------------------------

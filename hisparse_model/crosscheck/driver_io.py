@@ -56,7 +56,7 @@ def json_main(run) -> int:
         result = run(payload)
     finally:
         sys.stdout = out
-    json.dump(result, out)
-    out.write("\n")
+    # one C-encoded string, one write: json.dump encodes in Python, a call per fragment
+    out.write(json.dumps(result, separators=(",", ":")) + "\n")
     out.flush()
     return 0

@@ -13,8 +13,8 @@ stdin: ``{"cases": [{"config", "workload", "accepted"}, ...], "jobs": n}`` --
 run.  stdout: one JSON object ``{"vllm_version", "vllm_file", "results"}``, one
 result per case: ``{"steps": [{"index", "scheduled", "spec", "computed_before",
 "finished", "runner_order", "resident"}...], "alloc_failures": n}`` or
-``{"driver_error", "traceback"}``.  :func:`run_driver` does all of this from a
-plain Python (used by the tests and the benchmark).
+``{"driver_error", "traceback"}``.  The tests call :func:`run` through the test run's
+driver server (``crosscheck/server.py``); the benchmark runs this module.
 
 The scheduler is built the way ``tests/v1/core/utils.py`` ``create_scheduler``
 builds it (a real ``VllmConfig`` on CPU, a ``KVCacheConfig``, the scheduler
@@ -112,7 +112,6 @@ re-exported here.
 from __future__ import annotations
 
 import gc
-import json
 import sys
 import traceback
 
@@ -122,7 +121,7 @@ from hisparse_model.crosscheck.scheduler_loop import TOKEN_BASE, FakeWorker, run
 
 __all__ = [  # BLOCK_SIZE .. run_workload: re-exported from scheduler_build / scheduler_loop
     "BLOCK_SIZE", "HOST_POOL_GIB", "TOKEN_BASE", "FakeWorker", "build_scheduler", "run_workload",
-    "main", "run", "run_driver", "time_10k",
+    "main", "run", "time_10k",
 ]
 
 
@@ -180,26 +179,6 @@ def run(payload: dict) -> dict:
     else:
         out["results"] = [_run_case(case) for case in cases]
     return out
-
-
-def run_driver(version: str, payload: dict, *, vllm_root=None, timeout: float = 900) -> dict:
-    """Run this driver in a subprocess on ``<vllm_root>/<version>`` (default the
-    repo's ``.vllm``, or ``$VLLM_TARGET_ROOT``); return its JSON output."""
-    import os
-    import pathlib
-    import subprocess
-
-    repo = pathlib.Path(__file__).resolve().parents[2]
-    root = pathlib.Path(vllm_root or os.environ.get("VLLM_TARGET_ROOT", repo / ".vllm"))
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PYTHONPATH"] = os.pathsep.join([str(root / version), str(repo)])
-    proc = subprocess.run([sys.executable, "-m", "hisparse_model.crosscheck.scheduler_driver"],
-                          input=json.dumps(payload), cwd=repo, env=env, capture_output=True,
-                          text=True, timeout=timeout)
-    if proc.returncode != 0:
-        raise RuntimeError(f"scheduler_driver ({version}) failed rc={proc.returncode}:\n"
-                           f"{proc.stderr[-4000:]}")
-    return json.loads(proc.stdout)
 
 
 def main() -> int:
