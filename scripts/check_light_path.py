@@ -9,8 +9,8 @@ then in a new virtual environment in a temporary folder:
 3. checks that the ``jupyter lab`` the README starts is installed (``--version``:
    starting the server is the browser test's part);
 4. executes every notebook in ``notebooks/`` headless with that environment's
-   kernel (``jupyter nbconvert --execute``, the live-engine cells skipped with
-   ``HISPARSE_NOTEBOOK_LIVE=0``) and fails on the first error.
+   kernel (``jupyter nbconvert --execute``, two at a time on two cores, the live-engine
+   cells skipped with ``HISPARSE_NOTEBOOK_LIVE=0``) and fails if one fails.
 
 It prints each step's seconds and exits 0 when all passed, 1 otherwise.  CI runs
 it (``.ci/run``); it needs the package index the README's install uses.
@@ -21,6 +21,7 @@ it (``.ci/run``); it needs the package index the README's install uses.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import glob
 import os
 import re
@@ -80,15 +81,17 @@ def check(venv: str) -> bool:
              shlex.split(lab)[:2] + ["--version"], env=env).returncode:
         return False
     with tempfile.TemporaryDirectory(prefix="light-path-out-") as out:
-        for nb in sorted(glob.glob(os.path.join(ROOT, "notebooks", "*.ipynb"))):
-            done = _step(f"run {os.path.basename(nb)}", [
+        def run(nb: str) -> int:
+            return _step(f"run {os.path.basename(nb)}", [
                 "jupyter", "nbconvert", "--to", "notebook", "--execute", nb,
                 f"--ExecutePreprocessor.timeout={CELL_TIMEOUT_S}",
                 "--ExecutePreprocessor.kernel_name=python3", "--output-dir", out],
-                cwd=os.path.dirname(nb), env=env)
-            if done.returncode:
-                return False
-    return True
+                cwd=os.path.dirname(nb), env=env).returncode
+
+        # one kernel per core at a time: a notebook's kernel runs on one core
+        notebooks = sorted(glob.glob(os.path.join(ROOT, "notebooks", "*.ipynb")))
+        with concurrent.futures.ThreadPoolExecutor(min(2, os.cpu_count() or 1)) as pool:
+            return not any(pool.map(run, notebooks))
 
 
 def main(argv: list[str] | None = None) -> int:

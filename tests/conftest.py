@@ -26,13 +26,43 @@ def pytest_addoption(parser):
     )
 
 
+_SELECTED_VERSIONS: list[str] = []  # the vLLM versions in the selected cross-checks' ids
+
+
+def pytest_collection_modifyitems(config, items):
+    ids = " ".join(item.nodeid for item in items if item.get_closest_marker("vllm_cpu"))
+    _SELECTED_VERSIONS[:] = [v for v in VERSIONS if v in ids]
+
+
 def pytest_itemcollected(item):
     """Under ``pytest -n`` (pytest-xdist, ``--dist loadgroup``) every CPU cross-check runs on
-    one worker, so that the test run starts vLLM's code once per version (``vllm_servers``).
+    one worker, so that the test run starts vLLM's code once per version (``vllm_servers``),
+    and the browser tests that share the machine (not marked ``alone``) on one worker too.
     (Marked as each test is collected: xdist reads the groups in its own
     ``pytest_collection_modifyitems``.)"""
     if item.get_closest_marker("vllm_cpu") or "vllm_servers" in item.fixturenames:
         item.add_marker(pytest.mark.xdist_group("vllm"))
+    elif item.get_closest_marker("browser"):  # one JupyterLab and one Chromium for them all
+        item.add_marker(pytest.mark.xdist_group("browser"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """A test marked ``unmeasured`` runs its body with coverage paused (``coverage run``,
+    this process): the few oracle comparisons that spend most of the suite's traced CPU
+    re-run model code the other tests measure; the coverage bar must hold without them."""
+    cov = None
+    if item.get_closest_marker("unmeasured"):
+        import coverage
+
+        cov = coverage.Coverage.current()
+    if cov is not None:
+        cov.stop()
+    try:
+        return (yield)
+    finally:
+        if cov is not None:
+            cov.start()
 
 
 @pytest.fixture(scope="session")
@@ -80,6 +110,8 @@ def vllm_servers(vllm_trees, tmp_path_factory):
 
     servers = Servers(vllm_trees, tmp_path_factory.mktemp("vllm-servers"),
                       extra_path=(REPO / "tests",))
-    servers.start(*VERSIONS)  # nearly every cross-check asks all three: import side by side
+    # the versions the selected cross-checks name (a full run: all three) import side by
+    # side now; any other starts at its first call
+    servers.start(*_SELECTED_VERSIONS)
     yield servers
     servers.close()

@@ -23,6 +23,11 @@ The app test serves ``python -m hisparse_model app`` and moves max_num_seqs the
 same way, then stops it with Ctrl-C (SIGINT).  Screenshots go to
 ``test-artifacts/browser/``.
 
+The tests that time what a user waits for are marked ``alone``: ``scripts/run_tests.py``
+runs them after the parallel tier with nothing else on the machine; the others (layout,
+the picked recording, the prompt box, the app's kernels) run in the parallel tier, all on
+one pytest-xdist worker (one JupyterLab, one Chromium: ``tests/conftest.py``).
+
 Chromium is Debian's (``apt-get install -y chromium``): Playwright only drives
 it (``executable_path``), it downloads nothing.  Without /usr/bin/chromium the
 test is skipped, with the reason shown, except under ``CI=true`` (``.ci/run``),
@@ -449,6 +454,7 @@ def _screenshots(page, dash_sel: str, stem: str) -> None:
         page.screenshot(path=os.path.join(ARTIFACTS, f"{stem}{part.replace('.hs-', '_')}.png"))
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize("name", list(PLANS))
 def test_notebook_controls_update_numbers_and_chart(lab, browser, latency, name):
     """Run all, move the main control (numbers equal the model's), then every control updates."""
@@ -532,6 +538,7 @@ def test_prompt_box_sends_its_value_in_one_message(lab, browser):
 AHEAD_MOVES = [("ArrowLeft", 1), ("ArrowRight", 2), ("ArrowRight", 3)]  # 2 -> 1 -> 2 -> 3
 
 
+@pytest.mark.alone
 def test_numbers_ahead_are_shown_before_the_kernel_answers(lab, browser):
     """A slider step shows the model's numbers from the page's screens ahead, then stays so."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
@@ -557,6 +564,7 @@ def test_numbers_ahead_are_shown_before_the_kernel_answers(lab, browser):
         context.close()
 
 
+@pytest.mark.alone
 def test_app_serves_the_dashboards_and_stops_on_ctrl_c(browser, latency, tmp_path):
     """``python -m hisparse_model app``: max_num_seqs 2 -> 1 moves C, W and the crash marker; Ctrl-C exits 0."""
     os.makedirs(ARTIFACTS, exist_ok=True)
@@ -604,6 +612,7 @@ TRAFFIC_64_MOVES = [("max_num_seqs", "slider", "ArrowLeft"), ("max_num_seqs", "s
                     ("prompt_lens", "text", "3, 2, 5")]
 
 
+@pytest.mark.alone
 def test_traffic_with_64_requests_is_timed_like_the_others(lab, browser, latency):
     """Notebook 5 at 64 requests: every move updates the numbers; its times join latency.json."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})

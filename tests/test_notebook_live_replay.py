@@ -26,6 +26,7 @@ import pytest
 from hisparse_model.engine.replay import REPLAY_ENV
 from hisparse_model.recordings import recorded_dir
 from hisparse_model.views import live_output_path
+from hisparse_model.views.engine_runs import LIVE_OUT_ENV
 from hisparse_model.views.digest import WIDGET_STATE, read_digests, saved_digests, summary_html
 
 from live_checks import NOTEBOOK_4, NOTEBOOK_5, check_notebook_4, check_notebook_5, execute_live
@@ -59,6 +60,13 @@ NB5_CRASH = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _own_live_folder(monkeypatch, tmp_path):
+    """The live cells write into this test's folder: tests side by side under pytest -n
+    must not read each other's run."""
+    monkeypatch.setenv(LIVE_OUT_ENV, str(tmp_path))
+
+
 def _committed(name: str) -> str:
     return os.path.join(recorded_dir(), f"{name}.json")
 
@@ -78,7 +86,7 @@ def _altered(path: str, tmp_path, change) -> str:
 
 
 def _replayed(monkeypatch, recording: str, filename: str) -> str:
-    """Replay ``recording``; the live cell's output path, emptied."""
+    """Replay ``recording``; the live cell's output path (this test's own folder), emptied."""
     monkeypatch.setenv(REPLAY_ENV, recording)
     out = live_output_path(filename)
     if os.path.exists(out):

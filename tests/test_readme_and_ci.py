@@ -44,21 +44,22 @@ def _run_tests():
 
 
 def test_run_tests_runs_the_suite_measured_then_every_check():
-    """scripts/run_tests.py: the parallel tier and the browser tier under coverage, then the
-    coverage, mutation and light-path checks; --quick is the parallel tier unmeasured; a
-    selection of tests runs measured and stops there."""
+    """scripts/run_tests.py: the parallel tier and the tests that run alone under coverage,
+    then the coverage, mutation and light-path checks; --quick is the model, CLI and views
+    unmeasured (no cross-check, no browser); a selection runs measured and stops there."""
     run_tests = _run_tests()
     xdist = ["-n", "auto", "--dist", "loadgroup"]
     junit = "--junitxml=test-artifacts/junit-{}.xml".format
     measured = ["-m", "coverage", "run", "-m", "pytest"]
     assert [cmd[1:] for cmd in run_tests.steps([])] == [
-        [*measured, *xdist, "-m", "not gpu and not browser", junit("parallel")],
-        [*measured, "-m", "browser", junit("browser")],
+        [*measured, *xdist, "-m", "not gpu and not alone", junit("parallel")],
+        [*measured, "-m", "alone", junit("alone")],
         [os.path.join("scripts", "coverage_check.py")],
         [os.path.join("scripts", "mutation_check.py")],
         [os.path.join("scripts", "check_light_path.py")]]
     assert [cmd[1:] for cmd in run_tests.steps(["--quick"])] == [
-        ["-m", "pytest", *xdist, "-m", "not gpu and not browser", junit("quick")]]
+        ["-m", "pytest", *xdist, "-m", "not gpu and not browser and not vllm_cpu",
+         junit("quick")]]
     assert [cmd[1:] for cmd in run_tests.steps(["-k", "cli"])] == [
         [*measured, *xdist, "-k", "cli", junit("selection")]]
 

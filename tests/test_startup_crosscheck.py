@@ -363,6 +363,7 @@ def _clear_model_caches():
                 value.cache_clear()
 
 
+@pytest.mark.unmeasured  # an oracle run over predict / route_step, measured elsewhere
 def test_reversed_spread_fails_the_crosscheck(startup_run, monkeypatch):
     """A deliberately wrong dummy-batch spread (the extra tokens first) must be caught.
 
@@ -526,6 +527,7 @@ def serving_disagreements(version: str, knobs: list[dict], out: dict) -> list[st
     return bad
 
 
+@pytest.mark.unmeasured  # an oracle run over predict / route_step, measured elsewhere
 def test_serving_draft_steps_match_vllm(startup_run):
     """Every served step (verify, mixed) routes what simulate says, draft steps included."""
     version, knobs, out, _ = startup_run

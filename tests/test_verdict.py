@@ -74,6 +74,7 @@ SCENARIOS = [  # (id, knobs, workload)
 ]
 
 
+@pytest.mark.unmeasured  # the exhaustive searches are most of the suite's traced CPU
 @pytest.mark.parametrize("knobs,workload", [s[1:] for s in SCENARIOS],
                          ids=[s[0] for s in SCENARIOS])
 def test_fast_advice_is_the_exhaustive_searchs(knobs, workload):

@@ -168,7 +168,12 @@ def live_status(skip: str | None = None) -> str | None:
     return version
 
 
+LIVE_OUT_ENV = "HISPARSE_LIVE_OUT_DIR"  # where the live cells write (tests: their own folder)
+
+
 def live_output_path(filename: str = "live-notebook.json") -> str:
-    """Where notebook 4's live cell writes its recording (``test-artifacts/``, git-ignored)."""
+    """Where notebook 4's live cell writes its recording: ``test-artifacts/`` (git-ignored),
+    or ``$HISPARSE_LIVE_OUT_DIR`` (tests running side by side each give their own)."""
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    return os.path.join(here, "test-artifacts", filename)
+    return os.path.join(os.environ.get(LIVE_OUT_ENV) or os.path.join(here, "test-artifacts"),
+                        filename)
