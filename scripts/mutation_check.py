@@ -21,7 +21,9 @@ survives (no test failed), if a row's text is not found exactly once (a refactor
 moved the rule: update the row), or if a run ends in anything but passed/failed
 (an import or collection error proves nothing).  Before the mutants, the union of
 the rows' tests runs on an unmutated copy (``pytest -n``) and must pass, so that a
-failure counts only when the mutant caused it.
+failure counts only when the mutant caused it; ``--passed-in JUNIT.xml ...`` (what
+``scripts/run_tests.py`` passes after its suite ran on the same tree) takes that run
+instead: each row's tests must have passed there, and a copy must collect them.
 
 Adding a rule (e.g. another branch's): append a :class:`Mutation`; nothing else
 changes.  ``scripts/run_tests.py`` prints the measured time.
@@ -298,6 +300,35 @@ def _check_rows(rows) -> list[str]:
     return problems
 
 
+def _junit_cases(paths: list[str]) -> dict[str, str]:
+    """``file.py::name`` -> 'passed' / 'failed' / 'skipped' of these JUnit XML files (an
+    xdist group's ``@name`` taken off the name)."""
+    import xml.etree.ElementTree as ET
+
+    out = {}
+    for path in paths:
+        for case in ET.parse(path).iter("testcase"):
+            name = re.sub(r"@[\w-]+$", "", case.get("name", ""))
+            node = f"{case.get('classname', '').replace('.', '/')}.py::{name}"
+            bad = case.find("failure") is not None or case.find("error") is not None
+            out[node] = ("failed" if bad else
+                         "skipped" if case.find("skipped") is not None else "passed")
+    return out
+
+
+def _passed_in(tests: list[str], junit: list[str]) -> str:
+    """'' if every test (a file or a node id) ran and passed in ``junit``, else what did not."""
+    cases = _junit_cases(junit)
+    for test in tests:
+        hit = [st for node, st in cases.items()
+               if node == test or node.startswith(test + "::") or node.startswith(test + "[")]
+        if not hit:
+            return f"{test} did not run there"
+        if "failed" in hit or all(st == "skipped" for st in hit):
+            return f"{test} did not pass there"
+    return ""
+
+
 def _prepare_copy(dest: pathlib.Path) -> str:
     """A copy of the repository at ``dest`` with ``.vllm`` linked; '' or why it is unusable."""
     dest.mkdir()
@@ -338,6 +369,10 @@ def main(argv=None) -> int:
     ap.add_argument("--only", nargs="*", default=None, help="run the rows whose name holds any "
                     "of these words")
     ap.add_argument("--list", action="store_true", help="list the rows and exit")
+    ap.add_argument("--passed-in", nargs="+", metavar="JUNIT.xml", default=None,
+                    help="the unmutated run of the rows' tests is these JUnit files' (the "
+                    "suite run just before on this tree, as run_tests.py passes them): each "
+                    "row test must have passed there, and the copies only collect them")
     ap.add_argument("--jobs", type=int, default=JOBS, help=f"mutants tested at once, each in "
                     f"its own copy of the repository (default {JOBS}: the cores, at most 2)")
     args = ap.parse_args(argv)
@@ -368,11 +403,20 @@ def main(argv=None) -> int:
             copies.put(pathlib.Path(tmp) / f"copy{i}")
         first_tests = list(dict.fromkeys(t for m in rows for t in m.tests))
         copy0 = pathlib.Path(tmp) / "copy0"
-        status, dt, first = _pytest(copy0, first_tests, "not browser and not gpu",
-                                    workers=jobs)
-        print(f"unmutated copy: the rows' tests {status} in {dt:.0f} s"
+        if args.passed_in:  # the suite just ran them on this tree: the copies collect them
+            why = _passed_in(first_tests, args.passed_in)
+            status, dt, first = ("passed", 0.0, "") if why else _pytest(
+                copy0, ["--collect-only", *first_tests], "not browser and not gpu")
+            status = f"error: {why}" if why else status
+            what = f"passed in {', '.join(args.passed_in)}; the copy collects them"
+        else:
+            status, dt, first = _pytest(copy0, first_tests, "not browser and not gpu",
+                                        workers=jobs)
+            what = status
+        print(f"unmutated copy: the rows' tests {what} ({dt:.0f} s)"
               + (f" ({first})" if first else ""), flush=True)
         if status != "passed":
+            print(f"mutation_check: unmutated, the rows' tests {status}", file=sys.stderr)
             return 1
         results = {}
         with concurrent.futures.ThreadPoolExecutor(jobs) as pool:

@@ -55,7 +55,8 @@ def test_run_tests_runs_the_suite_measured_then_every_check():
         [*measured, *xdist, "-m", "not gpu and not alone", junit("parallel")],
         [*measured, "-m", "alone", junit("alone")],
         [os.path.join("scripts", "coverage_check.py")],
-        [os.path.join("scripts", "mutation_check.py")],
+        [os.path.join("scripts", "mutation_check.py"), "--passed-in",
+         "test-artifacts/junit-parallel.xml", "test-artifacts/junit-alone.xml"],
         [os.path.join("scripts", "check_light_path.py")]]
     assert [cmd[1:] for cmd in run_tests.steps(["--quick"])] == [
         ["-m", "pytest", *xdist, "-m", "not gpu and not browser and not vllm_cpu",
@@ -105,10 +106,39 @@ def test_cross_checks_share_one_worker_under_xdist(tmp_path):
         "@pytest.mark.parametrize('i', range(6))\n"
         "def test_free(i): time.sleep(0.05)\n")
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "-n", "2", "--dist", "loadgroup", "-W", "ignore::pytest.PytestUnknownMarkWarning",
-                           str(tmp_path)], capture_output=True, text=True, timeout=120,
-                          cwd=tmp_path)
+                           "-n", "2", "--dist", "loadgroup",
+                           "-W", "ignore::pytest.PytestUnknownMarkWarning", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     tagged = (tmp_path / "vllm.log").read_text().split()
     assert len(tagged) == 6 and len(set(tagged)) == 1, tagged
     assert len((tmp_path / "other.log").read_text().split()) == 6
+
+
+def test_mutation_check_takes_the_suites_run_only_where_every_row_test_passed(tmp_path):
+    """--passed-in: a row's test (a file or a node id) counts as passed unmutated only if it
+    ran in the JUnit files and none of its cases failed (an xdist group's @name ignored)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "mutation_check", os.path.join(ROOT, "scripts", "mutation_check.py"))
+    mc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mc)
+    junit = tmp_path / "junit.xml"
+    junit.write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="tests.test_a" name="test_x[1]"/>'
+        '<testcase classname="tests.test_a" name="test_y@vllm"/>'
+        '<testcase classname="tests.test_b" name="test_z"><failure message="no"/></testcase>'
+        '<testcase classname="tests.test_c" name="test_s"><skipped message="s"/></testcase>'
+        '</testsuite></testsuites>')
+    rows = [  # (the row's tests, '' or what did not pass)
+        (["tests/test_a.py"], ""),  # both cases of the file passed
+        (["tests/test_a.py::test_x[1]", "tests/test_a.py::test_y"], ""),  # node ids, @vllm off
+        (["tests/test_a.py::test_x"], ""),  # a parametrized test by its name
+        (["tests/test_b.py"], "tests/test_b.py did not pass there"),  # failed
+        (["tests/test_c.py"], "tests/test_c.py did not pass there"),  # only skipped
+        (["tests/test_d.py"], "tests/test_d.py did not run there"),  # absent
+    ]
+    for tests, why in rows:
+        assert mc._passed_in(tests, [str(junit)]) == why, tests
