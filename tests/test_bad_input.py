@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from hisparse_model import bench, cli, exits
 from hisparse_model.knobs import knob_specs
 from hisparse_model.vllm_flags import all_flags
+from interrupts import default_sigint
 
 DOCUMENTED = {0, 1, 2, 3, 4, 130}
 MODEL = "deepseek-ai/DeepSeek-V3.2"
@@ -546,7 +547,8 @@ def _interrupt(cmd, busy_s: float, tmp_path, env=None):
     Stdout goes to a file, so a full pipe cannot stall the command.  The command's own CPU
     time is the readiness signal: it counts only work done, whatever else the machine runs."""
     with open(tmp_path / "stdout", "w+") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, text=True, env=env)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, text=True, env=env,
+                                preexec_fn=default_sigint)  # even under `cmd &`
         deadline = time.monotonic() + 120
         while proc.poll() is None and _cpu_seconds(proc.pid) < busy_s:
             assert time.monotonic() < deadline

@@ -53,6 +53,7 @@ from hisparse_model import Knobs, predict
 from hisparse_model.simulate import simulate
 from hisparse_model.views.digest import SELECTOR as DIGEST
 from hisparse_model.workload import synthetic
+from interrupts import default_sigint
 
 pytestmark = pytest.mark.browser
 
@@ -105,7 +106,7 @@ def _serve(cmd, log_path, url: str, cwd: str, env=None) -> subprocess.Popen:
     """Start a server in its own process group and wait until ``url`` answers 200."""
     log = open(log_path, "w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=default_sigint)  # Ctrl-C-able
     deadline = time.monotonic() + SERVER_START_S
     while True:
         if proc.poll() is not None:
