@@ -21,10 +21,11 @@ The full check runs these steps, each only if the one before passed:
    every notebook run.
 
 ``patch = ["subprocess", ...]`` in pyproject.toml measures the processes the tests start
-too (the command line, notebook kernels, the app, the cross-check servers, the xdist
-workers).  ``--quick`` is step 1 without coverage, the CPU cross-checks and the browser.
-At the end it prints each step's time and the 10 slowest tests of the run (from each pytest step's JUnit XML under
-``test-artifacts/``), so the next slowdown is seen.  The exit status is the first
+too (the xdist workers, the command line, notebook kernels, the app; the cross-check
+servers and the tests marked ``unmeasured`` are not measured: ``tests/conftest.py``).
+``--quick`` is step 1 without coverage, the CPU cross-checks and the browser.  At the end
+it prints each step's time and the 10 slowest tests of the run (from each pytest step's
+JUnit XML under ``test-artifacts/``), so the next slowdown is seen.  The exit status is the first
 failing step's (0: all passed).
 """
 
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(os.path.join(ROOT, ARTIFACTS), exist_ok=True)
     for old in glob.glob(os.path.join(ROOT, ARTIFACTS, "junit-*.xml")):
         os.remove(old)
-    if not argv or argv != ["--quick"]:  # a measured run starts from no coverage data
+    if argv != ["--quick"]:  # a measured run starts from no coverage data
         shutil.rmtree(os.path.join(ROOT, ARTIFACTS, "coverage"), ignore_errors=True)
     status, took = 0, []
     for cmd in steps(argv):

@@ -147,8 +147,8 @@ class Server:
 
     def stop(self) -> None:
         if self.proc.poll() is None:
+            self.end_input()
             try:
-                self.proc.stdin.close()
                 self.proc.wait(timeout=30)
             except (OSError, subprocess.TimeoutExpired):
                 os.killpg(self.proc.pid, signal.SIGKILL)

@@ -8,8 +8,9 @@ vLLM and the modules the drivers drive once (:data:`WARM`), then answers calls: 
 JSON line on stdin per call, ``{"id", "call": "module:function", "payload_file", "out",
 "log"}`` and optionally ``"env"`` (``{name: value}``, null unsets it, in that call
 only).  For each call it forks a child, which runs ``function(payload)`` on the JSON
-of ``payload_file`` (every driver's ``run``) and writes the result as JSON to ``out`` (stdout and stderr go to
-``log``), and writes ``{"id", "rc"}`` on stdout when the child has ended.  The fork keeps
+of ``payload_file`` (every driver's ``run``) and writes the result as JSON to ``out``
+(stdout and stderr go to ``log``); the server writes ``{"id", "rc"}`` on stdout when the
+child has ended.  The fork keeps
 the calls apart: the stand-ins a driver installs process-wide (``startup_setup``'s
 CUDA-graph objects, ``gc.collect``, ...) live and die in its child, so every call sees
 the vLLM that a fresh driver process would see, already imported.
