@@ -116,13 +116,39 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("simulate", help="serve a workload: every engine step, routed")
     add_knob_args(p, "predict")
-    p.add_argument("--workload", required=True, metavar="FILE.json",
-                   help='requests: [{"prompt_len": n, "max_tokens": 8, "arrival_step": 0}, ...]')
+    given = p.add_mutually_exclusive_group(required=True)
+    given.add_argument("--workload", metavar="FILE.json",
+                       help='requests: [{"prompt_len": n, "max_tokens": 8, "arrival_step": 0}, '
+                       '...]')
+    given.add_argument("--traffic", metavar="FILE",
+                       help='traffic to estimate the odds of a crash for: {"rate_per_s": 10, '
+                       '"prompt_len": [{"min": 1, "max": 512, "weight": 3}, ...], "max_tokens": '
+                       '8}, or JSON Lines of requests ({"prompt_len": n, "output_len": m} a '
+                       'line) with --rate')
     p.add_argument("--accepted", type=int, default=None, metavar="N",
                    help="MTP drafts accepted per verify step (default 0: dummy weights)")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    p.add_argument("--check", action="store_true", help="exit 1 when the workload crashes")
+    p.add_argument("--check", action="store_true", help="exit 1 when the workload crashes "
+                   "(--traffic: when any seed does)")
     p.add_argument("--full", action="store_true", help="do not fold similar steps")
+    from .traffic_risk import SEEDS, STEP_MS
+    traffic = p.add_argument_group("with --traffic")
+    traffic.add_argument("--minutes", type=float, default=60.0,
+                         help="minutes of traffic per seed (default: 60)")
+    traffic.add_argument("--rate", type=float, default=None, metavar="R",
+                         help="requests per second (default: the file's rate_per_s)")
+    traffic.add_argument("--seeds", type=int, default=SEEDS,
+                         help=f"seeds to serve (default: {SEEDS})")
+    traffic.add_argument("--seed", type=int, default=0, help="the first seed (default: 0)")
+    traffic.add_argument("--step-ms", type=float, default=STEP_MS,
+                         help=f"assumed time of one engine step (default: {STEP_MS:g} ms)")
+    traffic.add_argument("--jobs", type=int, default=None,
+                         help="seeds served at once (default: one per CPU core)")
+    traffic.add_argument("--plot", metavar="FILE.svg", default=None,
+                         help="write the crash probability against time as an SVG picture")
+    traffic.add_argument("--crash-workload", metavar="FILE.json", default=None,
+                         help="write the earliest crash's requests as a workload that "
+                         "simulate --workload replays to the same crash")
 
     p = sub.add_parser("explain", help="explain a HiSparse error text from a log (exit 4: "
                        "not a crash this model covers)")
@@ -233,12 +259,45 @@ def _simulate(args) -> int:
 
     knobs = knobs_from_args(args)
     _check_accepted(args.accepted, knobs.num_speculative_tokens)
+    if args.traffic is not None:
+        return _simulate_traffic(args, knobs)
     work = load_workload(args.workload)
     work.check_ranks(knobs.data_parallel_size)
     sched = simulate(knobs, work, args.accepted)
     crashes = workload_crashes(work, args.accepted)  # = simulate(k, ...).crash, fast
     return _answer(args, knobs, sched, sched.crash is not None, crashes, schedule_json,
                    format_schedule, max(r.prompt_len for r in work.requests))
+
+
+def _simulate_traffic(args, knobs: Knobs) -> int:
+    """``simulate --traffic``: the odds of a crash over seeds (``traffic_risk.py``)."""
+    import os
+
+    from .traffic_report import estimate_json, estimate_lines
+    from .traffic_risk import estimate, load_traffic, write_text, write_workload
+
+    traffic = load_traffic(args.traffic, args.rate)
+    jobs = args.jobs if args.jobs is not None else os.cpu_count() or 1
+    est = estimate(knobs, traffic, args.minutes, seeds=args.seeds, first_seed=args.seed,
+                   step_ms=args.step_ms, accepted=args.accepted, jobs=jobs)
+    serving = [r for r in est.crashed if not r.startup]
+    replay = None
+    if args.crash_workload and serving:
+        first = min(serving, key=lambda r: r.crash_step)
+        write_workload(first, args.crash_workload)
+        replay = (f"seed {first.seed}'s requests up to its crash: {args.crash_workload} "
+                  "(simulate --workload replays them to the same step)")
+    elif serving:
+        replay = "--crash-workload FILE.json writes the earliest crash's requests as a workload"
+    if args.plot:
+        from .views.risk_chart import risk_chart
+
+        write_text(args.plot, risk_chart(est) + "\n")
+    if args.json:
+        print(json.dumps(estimate_json(est)))
+    else:
+        print("\n".join(estimate_lines(est, replay)))
+    return EXIT_CRASH if args.check and est.crashed else EXIT_OK
 
 
 def _check_accepted(accepted: int | None, k: int) -> None:

@@ -39,11 +39,12 @@ clamped to 0..num_drafts, padded placeholder drafts included.
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from dataclasses import dataclass, field
 
 from .scheduler_config import VERSIONS, SchedulerConfig, acceptance  # noqa: F401
-from .workload import Arrivals
+from .workload import Arrivals, DistinctPrompt
 
 
 @dataclass
@@ -90,22 +91,49 @@ class _Req:
 
 
 def _block_keys(ids) -> tuple:
-    """Chained keys of the full 64-token blocks (a block's hash covers all before it)."""
+    """Chained keys of the full 64-token blocks (a block's key covers all before it): a
+    function of the tokens alone, so equal prompts and equal prefixes have equal keys."""
     keys, prev = [], None
     for j in range(len(ids) // 64):
-        prev = hash((prev, ids[64 * j:64 * j + 64]))
+        prev = hash((prev, hash(ids[64 * j:64 * j + 64])))
         keys.append(prev)
     return tuple(keys)
+
+
+def _distinct_keys(ids: DistinctPrompt) -> tuple:
+    """:func:`_block_keys` of a :class:`~hisparse_model.workload.DistinctPrompt`, the same
+    values, without building the prompt: its blocks after the first are every such prompt's
+    (their hashes computed once, :func:`_tail_hash`)."""
+    n = len(ids) // 64
+    if not n:
+        return ()
+    prev = hash((None, hash(ids.block(0))))
+    keys = [prev]
+    for j in range(1, n):
+        prev = hash((prev, _tail_hash(j)))
+        keys.append(prev)
+    return tuple(keys)
+
+
+@functools.lru_cache(maxsize=8192)
+def _tail_hash(j: int) -> int:
+    return hash(DistinctPrompt.tail_block(j))
 
 
 def request_keys(workload) -> list[tuple]:
     """Each request's block keys (:func:`_block_keys`), computed once per distinct prompt."""
     memo: dict[tuple, tuple] = {}
+    out = []
     for r in workload.requests:
-        ids = tuple(r.prompt_token_ids)
+        ids = r.prompt_token_ids
+        if isinstance(ids, DistinctPrompt):
+            out.append(_distinct_keys(ids))
+            continue
+        ids = tuple(ids)
         if ids not in memo:
             memo[ids] = _block_keys(ids)
-    return [memo[tuple(r.prompt_token_ids)] for r in workload.requests]
+        out.append(memo[ids])
+    return out
 
 
 class _Sim:

@@ -3,6 +3,9 @@
 A workload file is ``{"requests": [...]}`` or a bare list; each request is
 ``{"prompt_len": n}`` (token ids ``range(100, 100 + n)``, the fix PR's prompts,
 so any two share a prefix) or ``{"prompt_token_ids": [...]}``, plus optional
+``"prompt_id"`` with ``prompt_len``: prompt number k of that length, whose tokens share no
+64-token block with any other prompt_id's or the fix PR's (:class:`DistinctPrompt`: traffic
+of distinct prompts, as real users send, without listing their tokens), plus optional
 ``"max_tokens"`` (default 8), ``"arrival_step"`` (default 0: the engine step
 before whose ``schedule()`` the request is added) and ``"dp_rank"`` (with
 ``data_parallel_size`` > 1: the rank that serves it; default: vLLM's offline
@@ -18,12 +21,80 @@ import functools
 import json
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .knobs import MODEL_MAX_LEN, model_config
-from .reproduction import MAX_TOKENS, prompt_token_ids
+from .reproduction import MAX_TOKENS, PROMPT_FIRST_TOKEN_ID, prompt_token_ids
 
-_KEYS = ("prompt_len", "prompt_token_ids", "max_tokens", "arrival_step", "dp_rank")
+_KEYS = ("prompt_len", "prompt_id", "prompt_token_ids", "max_tokens", "arrival_step",
+         "dp_rank")
+PROMPT_IDS = 10**6  # prompt_id 0 .. 999,999 (two leading tokens encode it, base 1000)
+_ID_TOKENS = (1000, 2000)  # first token 1000 + k // 1000, second 2000 + k % 1000
+
+
+class DistinctPrompt(Sequence):
+    """The token ids of prompt ``prompt_id`` of ``n`` tokens, without storing them.
+
+    ``(1000 + k // 1000, 2000 + k % 1000, 102, 103, ..., 99 + n)``: the fix PR's prompt
+    ``range(100, 100 + n)`` with its first two tokens naming k, so prompts of different k
+    differ in their first 64-token block (and so in every block key, which chains), while
+    prompts of the same k share their common prefix.  An hour of traffic is tens of
+    thousands of prompts: stored as tuples they would take hundreds of MB."""
+
+    __slots__ = ("prompt_id", "n")
+
+    def __init__(self, prompt_id: int, n: int):
+        self.prompt_id, self.n = prompt_id, n
+
+    def _head(self) -> tuple[int, ...]:
+        k = self.prompt_id
+        return (_ID_TOKENS[0] + k // 1000, _ID_TOKENS[1] + k % 1000)[:self.n]
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self):
+        yield from self._head()
+        yield from range(PROMPT_FIRST_TOKEN_ID + 2, PROMPT_FIRST_TOKEN_ID + self.n)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return tuple(self[j] for j in range(*i.indices(self.n)))
+        if i < 0:
+            i += self.n
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        return self._head()[i] if i < 2 else PROMPT_FIRST_TOKEN_ID + i
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, DistinctPrompt):
+            return (self.prompt_id, self.n) == (other.prompt_id, other.n)
+        try:
+            return len(other) == self.n and tuple(other) == tuple(self)
+        except TypeError:
+            return NotImplemented
+
+    def __hash__(self) -> int:  # equal to the tuple of the same tokens, as __eq__ says
+        return hash(tuple(self))
+
+    def block(self, j: int) -> tuple[int, ...]:
+        """Tokens of the j-th full 64-token block (blocks after the first are shared)."""
+        if j == 0:
+            return self._head() + tuple(range(PROMPT_FIRST_TOKEN_ID + 2,
+                                              PROMPT_FIRST_TOKEN_ID + 64))
+        return self.tail_block(j)
+
+    @staticmethod
+    def tail_block(j: int) -> tuple[int, ...]:
+        """Block j >= 1 of every DistinctPrompt (and fix-PR prompt) long enough to hold it."""
+        start = PROMPT_FIRST_TOKEN_ID + 64 * j
+        return tuple(range(start, start + 64))
+
+    def __repr__(self) -> str:
+        return f"DistinctPrompt(prompt_id={self.prompt_id}, n={self.n})"
+
+
 
 
 class WorkloadError(ValueError):
@@ -43,7 +114,9 @@ class Request:
 
     def as_dict(self) -> dict:
         ids = self.prompt_token_ids
-        out: dict = ({"prompt_len": len(ids)} if ids == _fix_pr_prompt(len(ids))
+        out: dict = ({"prompt_len": ids.n, "prompt_id": ids.prompt_id}
+                     if isinstance(ids, DistinctPrompt)
+                     else {"prompt_len": len(ids)} if ids == _fix_pr_prompt(len(ids))
                      else {"prompt_token_ids": list(ids)})
         out["max_tokens"] = self.max_tokens
         out["arrival_step"] = self.arrival_step
@@ -90,11 +163,20 @@ def _request(i: int, obj) -> Request:
                             f"allowed: {', '.join(_KEYS)}")
     if ("prompt_len" in obj) == ("prompt_token_ids" in obj):
         raise WorkloadError(f"{where}: give exactly one of prompt_len and prompt_token_ids")
+    if "prompt_id" in obj and "prompt_len" not in obj:
+        raise WorkloadError(f"{where}: prompt_id goes with prompt_len (prompt_token_ids "
+                            "are the prompt already)")
     if "prompt_len" in obj:
         n = _int(obj["prompt_len"], "prompt_len", 1, where)
         if n > MODEL_MAX_LEN:  # checked before any token id is built
             raise WorkloadError(_too_long(where, n, MODEL_MAX_LEN))
-        ids = _fix_pr_prompt(n)
+        if "prompt_id" in obj:
+            k = _int(obj["prompt_id"], "prompt_id", 0, where)
+            if k >= PROMPT_IDS:
+                raise WorkloadError(f"{where}: prompt_id must be < {PROMPT_IDS:,}, got {k}")
+            ids = DistinctPrompt(k, n)
+        else:
+            ids = _fix_pr_prompt(n)
     else:
         raw = obj["prompt_token_ids"]
         if raw == []:

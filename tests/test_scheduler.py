@@ -215,7 +215,13 @@ WORKLOAD_ERRORS = [
      "request 1: give exactly one of prompt_len and prompt_token_ids"),
     ([{"max_tokens": 3}], "request 1: give exactly one of prompt_len and prompt_token_ids"),
     ([{"prompt_len": 3, "foo": 1}], "request 1: unknown key(s) 'foo'; allowed: prompt_len, "
-                                    "prompt_token_ids, max_tokens, arrival_step, dp_rank"),
+                                    "prompt_id, prompt_token_ids, max_tokens, arrival_step, "
+                                    "dp_rank"),
+    ([{"prompt_id": 3, "prompt_token_ids": [1]}],
+     "request 1: prompt_id goes with prompt_len (prompt_token_ids are the prompt already)"),
+    ([{"prompt_len": 3, "prompt_id": -1}], "request 1: prompt_id must be an integer >= 0, got -1"),
+    ([{"prompt_len": 3, "prompt_id": 10**6}],
+     "request 1: prompt_id must be < 1,000,000, got 1000000"),
     ([{"prompt_len": 3, "max_tokens": 0}], "request 1: max_tokens must be an integer >= 1, got 0"),
     ([{"prompt_len": 3, "arrival_step": -1}],
      "request 1: arrival_step must be an integer >= 0, got -1"),

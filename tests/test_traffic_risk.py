@@ -1,0 +1,234 @@
+"""``simulate --traffic``: seeded traffic, served to its first crash, and the odds over seeds.
+
+Every seed's crash is exact: the requests that arrived by its crash step, written as a
+workload, crash ``simulate --workload`` at the same engine step with the same error.
+"""
+
+import json
+import random
+
+import pytest
+
+from hisparse_model import cli
+from hisparse_model.knobs import Knobs
+from hisparse_model.simulate import simulate
+from hisparse_model.traffic_risk import (Estimate, SeedRun, Traffic, TrafficError, estimate,
+                                         first_crash, generate, load_traffic, write_workload)
+from hisparse_model.workload import DistinctPrompt, Workload, load_workload
+from hisparse_model.scheduler import _block_keys, request_keys
+
+SWAP = ("ValueError: HiSparse swap rows exceed the configured speculative decode capacity: "
+        "stop={}, capacity={}.")
+SERVE = dict(max_num_seqs=64, max_model_len=163840, max_num_batched_tokens=8192)  # C = 64
+SHAREGPT_SHAPED = {"rate_per_s": 10, "prompt_len": [
+    {"min": 1, "max": 256, "weight": 3}, {"min": 257, "max": 2048, "weight": 5},
+    {"min": 2049, "max": 16000, "weight": 2}], "max_tokens": 8}
+
+
+def _file(tmp_path, obj, name="traffic.json") -> str:
+    path = tmp_path / name
+    path.write_text(obj if isinstance(obj, str) else json.dumps(obj))
+    return str(path)
+
+
+# prompt_id, length: the tokens are (1000 + k // 1000, 2000 + k % 1000, 102, ..., 99 + n)
+DISTINCT = [(0, 1, (1000,)), (5, 2, (1000, 2005)), (1234, 4, (1001, 2234, 102, 103)),
+            (999_999, 3, (1999, 2999, 102))]
+
+
+@pytest.mark.parametrize("k,n,head", DISTINCT)
+def test_distinct_prompts_are_their_tokens(k, n, head):
+    """A prompt_id names its tokens: equal to the tuple, the same block keys, a round trip."""
+    d = DistinctPrompt(k, n)
+    assert tuple(d) == head and d == head and hash(d) == hash(head)
+    for m in (64, 200, 700):  # 1, 3 and 10 full blocks: keys from the blocks, not the tuple
+        long = DistinctPrompt(k, m)
+        w = Workload.from_json([{"prompt_len": m, "prompt_id": k}])
+        assert request_keys(w) == [_block_keys(tuple(long))]
+        assert Workload.from_json(w.as_json()) == w
+    # two ids share no block key; the same id at two lengths shares its common blocks (3)
+    a, b, c = (request_keys(Workload.from_json([{"prompt_len": m, "prompt_id": i}]))[0]
+               for i, m in ((1, 200), (2, 200), (1, 300)))
+    assert not set(a) & set(b) and c[:3] == a
+
+
+# file, what it reads: (rate, prompt_len described, max_tokens described)
+FORMS = [
+    (SHAREGPT_SHAPED, (10.0, "histogram 1-256, 257-2048, 2049-16000", "8")),
+    ({"rate_per_s": 2.5, "prompt_len": 65, "max_tokens": [{"min": 1, "max": 4}]},
+     (2.5, "65", "histogram 1-4")),
+    # JSON Lines: real requests' lengths (other keys ignored; output_len or max_tokens)
+    ('{"prompt_len": 65, "output_len": 3, "id": "a"}\n\n{"prompt_len": 900}\n',
+     (4.0, "2 requests' values (65 to 900), sampled with replacement",
+      "2 requests' values (3 to 8), sampled with replacement")),
+]
+
+
+@pytest.mark.parametrize("obj,want", FORMS)
+def test_traffic_forms(tmp_path, obj, want):
+    """Both forms read as their rate and length distributions (--rate 4 for JSON Lines)."""
+    t = load_traffic(_file(tmp_path, obj), 4.0 if isinstance(obj, str) else None)
+    assert (t.rate_per_s, t.prompt_len.describe(), t.max_tokens.describe()) == want
+
+
+# traffic file, options, what the one line names
+BAD = [
+    ('{"prompt_len": 5}\n{"prompt_len": 6}', [], "JSON Lines carry no arrival rate; give --rate"),
+    ({"prompt_len": 5}, [], 'give "rate_per_s" or --rate R'),
+    ({"rate_per_s": 1}, [], 'give "prompt_len"'),
+    ({"rate_per_s": 1, "prompt_len": 5, "extra": 1}, [], "unknown key(s) 'extra'"),
+    ({"rate_per_s": 0, "prompt_len": 5}, [], "rate_per_s: requests per second must be a number > 0"),
+    ({"rate_per_s": 1, "prompt_len": [{"min": 9, "max": 3}]}, [], "bin 1: max 3 is below min 9"),
+    ({"rate_per_s": 1, "prompt_len": [{"min": 1, "weight": -1}]}, [], "bin 1 weight"),
+    ({"rate_per_s": 1, "prompt_len": 0}, [], "prompt_len: must be an integer >= 1"),
+    ('{"prompt_len": 5}\nnot json', ["--rate", 1], "line 2: not a JSON object"),
+    ('{"output_len": 5}\n{"prompt_len": 6}', ["--rate", 1], "line 1: expected an object with"),
+    ("", ["--rate", 1], "no requests"),
+    (SHAREGPT_SHAPED, ["--minutes", 0], "--minutes 0.0: must be a number > 0"),
+    (SHAREGPT_SHAPED, ["--seeds", 0], "--seeds 0: must be >= 1"),
+    (SHAREGPT_SHAPED, ["--step-ms", -1], "--step-ms -1.0"),
+    (SHAREGPT_SHAPED, ["--jobs", 0], "--jobs 0"),
+    (SHAREGPT_SHAPED, ["-dp", 2], "data_parallel_size: --traffic serves one engine"),
+    (SHAREGPT_SHAPED, ["--num-gpu-blocks-override", 500], "num_gpu_blocks_override"),
+]
+
+
+@pytest.mark.parametrize("obj,options,culprit", BAD)
+def test_bad_traffic_is_one_line_and_2(tmp_path, capsys, obj, options, culprit):
+    """A traffic file or option the estimate cannot use: exit 2, one line naming it."""
+    path = _file(tmp_path, obj)
+    status = cli.main(["simulate", "--max-num-seqs", "64", "--traffic", path, "--minutes", "1",
+                       "--seeds", "1", *map(str, options)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1 and culprit in err[0], err
+
+
+def test_missing_file_and_both_sources_are_refused(tmp_path, capsys):
+    """No such file: one line naming it; --workload with --traffic: argparse's one line."""
+    assert cli.main(["simulate", "--max-num-seqs", "2", "--traffic",
+                     str(tmp_path / "none.json")]) == 2
+    assert "none.json" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["simulate", "--traffic", "a", "--workload", "b"])
+    assert exc.value.code == 2 and "not allowed with" in capsys.readouterr().err
+
+
+def test_a_lone_prompt_crashes_at_the_first_arrival(tmp_path):
+    """Every prompt is 3 tokens and S = 2 (C = 2): the first request, alone on an idle
+    server, is a 3-token step with no decode, so each seed dies at its first arrival."""
+    traffic = load_traffic(_file(tmp_path, {"rate_per_s": 0.5, "prompt_len": 3}))
+    knobs = Knobs()  # the fix PR's engine: S = 2, B = 640, max_model_len 320
+    est = estimate(knobs, traffic, 10, seeds=4, step_ms=25)
+    for run in est.runs:
+        # a Poisson process's first arrival: one exponential gap from the seed's generator
+        # (a fixed length draws nothing); at 25 ms a step, step = floor(1000 t / 25)
+        first = int(random.Random(run.seed).expovariate(0.5) / 0.025)
+        assert (run.crash_step, run.kind, run.tokens) == (first, "lone_prompt", 3)
+        assert run.error == SWAP.format(3, 2) and len(run.workload()) == 1
+    assert est.share == 1.0 and est.by(10) == 1.0
+
+
+def _crash_of_written_workload(run: SeedRun, knobs: Knobs, path: str):
+    write_workload(run, path)
+    return simulate(knobs, load_workload(path)).crash
+
+
+def test_each_seeds_crash_replays_through_simulate_workload(tmp_path):
+    """Each crashed seed's requests up to its crash step, written and read back as a workload,
+    crash the model's serving path at the same engine step with the same error."""
+    traffic = load_traffic(_file(tmp_path, {**SHAREGPT_SHAPED, "prompt_len": [
+        {"min": 1, "max": 128, "weight": 1}]}))  # S = 64: a 65-token prompt is 1 in 128
+    knobs = Knobs(**SERVE)
+    est = estimate(knobs, traffic, 5, seeds=4)
+    crashed = [r for r in est.runs if r.crash_step is not None]
+    assert len(crashed) >= 2, est.as_json()
+    for run in crashed:
+        path = str(tmp_path / f"seed{run.seed}.json")
+        crash = _crash_of_written_workload(run, knobs, path)
+        assert crash == {"step": run.crash_step, "error": run.error}
+        assert run.error == SWAP.format(65, 64) and run.tokens == 65
+
+
+def test_cli_traffic_writes_a_workload_simulate_replays(tmp_path, capsys):
+    """``simulate --traffic ... --crash-workload F`` then ``simulate --workload F``: the same
+    crash step and error, from the command line (--check: exit 1)."""
+    path = _file(tmp_path, {"rate_per_s": 0.5, "prompt_len": 3})
+    out = str(tmp_path / "crash.json")
+    status = cli.main(["simulate", "--max-num-seqs", "2", "--traffic", path, "--minutes", "5",
+                       "--seeds", "3",
+                       "--json", "--check", "--crash-workload", out, "--jobs", "1"])
+    got = json.loads(capsys.readouterr().out)
+    assert status == 1 and got["crashed_share"] == 1.0
+    first = min(got["seeds"], key=lambda s: s["crash_step"])
+    assert cli.main(["simulate", "--max-num-seqs", "2", "--workload", out, "--json"]) == 0
+    sched = json.loads(capsys.readouterr().out)
+    assert sched["crash"] == {"step": first["crash_step"], "error": first["error"]}
+
+
+def test_seeded_runs_are_the_same_in_parallel(tmp_path):
+    """A seed's run depends on the seed alone: two jobs give what one job gives."""
+    traffic = load_traffic(_file(tmp_path, SHAREGPT_SHAPED))
+    one = estimate(Knobs(**SERVE), traffic, 2, seeds=3, jobs=1)
+    two = estimate(Knobs(**SERVE), traffic, 2, seeds=3, jobs=2)
+    assert one.as_json() == two.as_json()
+    assert generate(traffic, 2, 7, 25, 163840) == generate(traffic, 2, 7, 25, 163840)
+
+
+# knobs, why no seed is served: the verdict for all traffic is never
+NEVER = [(Knobs(vllm_version="0.32.0", **SERVE), "routes on C"),
+         (Knobs(attention_backend="FLASHMLA_SPARSE", **SERVE), "decode part")]
+
+
+@pytest.mark.parametrize("knobs,why", NEVER)
+def test_never_exposed_is_zero_and_says_why(tmp_path, knobs, why):
+    """Where no traffic can crash the server the share is 0 with the reason, and serving a
+    seed anyway finds no crash (the verdict is not taken on trust)."""
+    traffic = load_traffic(_file(tmp_path, SHAREGPT_SHAPED))
+    est = estimate(knobs, traffic, 3, seeds=2)
+    assert est.share == 0 and why in est.never_because and est.median_minutes is None
+    run = est.runs[0]
+    assert first_crash(knobs, run.workload()) is None
+
+
+def test_startup_crash_is_every_seed_at_minute_0(tmp_path, capsys):
+    """S = 1 dies at start-up (a 2-token PIECEWISE capture, C = 1): every seed, at 0."""
+    path = _file(tmp_path, SHAREGPT_SHAPED)
+    assert cli.main(["simulate", "--max-num-seqs", "1", "--traffic", path, "--minutes", "1",
+                     "--seeds", "2", "--jobs", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "Crashed within 1.0 min: 2 of 2 seeds (100 %)" in out and "at start-up" in out
+    assert SWAP.format(2, 1) in out
+
+
+def _run(seed, minute):  # a SeedRun crashed at ``minute`` (25 ms steps), or not
+    step = None if minute is None else int(minute * 60000 / 25)
+    return SeedRun(seed, (), 0, step, None if step is None else "e", "lone_prompt")
+
+
+# crash minutes of the seeds (None: survived), median over all seeds, share by minute 5
+ODDS = [
+    ([1, 2, 3, None], 2.0, 0.75),  # 4 seeds: the (4 + 1) // 2 = 2nd sorted, survivors last
+    ([1, None, None, 9], 9.0, 0.25),  # 2 of 4 crashed: sorted 1, 9, then survivors; 2nd: 9
+    ([4, None, 6], 6.0, 1 / 3),  # 3 seeds: the 2nd of 3 is 6
+    ([None, None], None, 0.0),
+]
+
+
+@pytest.mark.parametrize("minutes,median,by5", ODDS)
+def test_odds_arithmetic(minutes, median, by5):
+    """The median is the middle seed's crash time, survivors counted as later than any."""
+    runs = [_run(i, m) for i, m in enumerate(minutes)]
+    est = Estimate(Knobs(), Traffic(1.0, None, None, "t"), 10, 25.0, runs)
+    assert est.median_minutes == median
+    assert est.by(5) == pytest.approx(by5)
+    curve = est.curve(10)
+    assert [c["minute"] for c in curve] == list(range(1, 11))
+    assert all(a["share"] <= b["share"] for a, b in zip(curve, curve[1:]))
+    assert curve[-1]["share"] == pytest.approx(est.share)
+
+
+def test_too_many_requests_for_prompt_ids(tmp_path):
+    """More requests than prompt_ids (a million) in one seed: one line naming --minutes."""
+    traffic = load_traffic(_file(tmp_path, {"rate_per_s": 1e6, "prompt_len": 5}))
+    with pytest.raises(TrafficError, match="--minutes"):
+        generate(traffic, 1.01 / 60, 0, 25, 320)
