@@ -8,7 +8,7 @@ FIGURES = {  # a made-up run: what main() prints is these numbers, not new measu
     "predict_warm_us": 3.5, "predict_cold_us": 41.25, "plan_us": 2.0,
     "vllm_config_path_us": 91000.0, "ratio_cold": 2206, "sweep_100k_s": 0.0123,
     "simulate_10k_s": 0.456, "vllm_scheduler_10k_s": 12.3, "simulate_ratio": 27.0,
-    "simulate_advice_2k_s": 4.321,
+    "simulate_advice_2k_s": 4.321, "traffic_1h_s": 2.5, "traffic_1h_seeds_s": 11.0,
     "browser_latency_ms": {"01_off_by_one/max_num_seqs": {"label_ms": 40.0}},
 }
 
@@ -25,6 +25,7 @@ def test_each_measurement_runs_small():
     assert bench.time_simulate_dp(n=200, dp=2) > 0
     assert len(bench.exposure_configs()) == 36 and bench.time_exposure() > 0  # 2 x 3 x 2 x 3
     assert bench.time_predict_advice(n=10) > 0
+    assert bench.time_traffic_hour(minutes=0.5, seeds=2, jobs=1) > 0
 
 
 def test_without_vllm_trees_vllm_figures_are_none(tmp_path, monkeypatch):
@@ -53,7 +54,9 @@ def test_main_prints_one_runs_figures(monkeypatch, capsys):
     for needle in ("41.2 µs   (target < 50 µs)", "0.012 s    (target < 1 s)",
                    "91000.0 µs per config", "2206 x  (target >= 1000x)",
                    "simulate_ratio:", "27.0", "browser 01_off_by_one/max_num_seqs",
-                   "simulate + advice, 2,000 requests: 4.321 s  (target < 5 s)"):
+                   "simulate + advice, 2,000 requests: 4.321 s  (target < 5 s)",
+                   "simulate --traffic, 1 h at 10 requests/s: 2.5 s  (target < 10 s); the "
+                   "default seeds, one per core: 11.0 s"):
         assert needle in text, needle
     assert bench.main(["--json"]) == 0
     assert json.loads(capsys.readouterr().out) == FIGURES
@@ -80,6 +83,8 @@ def test_measure_puts_one_runs_figures_together(monkeypatch):
     monkeypatch.setattr(bench, "time_simulate_advice", lambda: 4.0)
     monkeypatch.setattr(bench, "time_exposure", lambda: 310.04)  # rounded to 0.1 µs
     monkeypatch.setattr(bench, "time_predict_advice", lambda: 0.2804)  # rounded to 1 ms
+    monkeypatch.setattr(bench, "time_traffic_hour",  # one seed 2.5 s, the default seeds 9 s
+                        lambda seeds=None: 2.5004 if seeds == 1 else 9.0)
     monkeypatch.setattr(bench, "browser_latency", lambda: None)
     assert bench.measure() == {
         "predict_warm_us": 3.0, "predict_cold_us": 40.0, "plan_us": 2.0,
@@ -87,7 +92,8 @@ def test_measure_puts_one_runs_figures_together(monkeypatch):
         "ratio_cold": 2000,  # 0.08 s / 40 µs
         "sweep_100k_s": 0.25, "simulate_10k_s": 0.5, "simulate_dp8_10k_s": 0.3,
         "simulate_advice_2k_s": 4.0, "browser_latency_ms": None,
-        "exposure_us": 310.0, "predict_advice_100_s": 0.28}
+        "exposure_us": 310.0, "predict_advice_100_s": 0.28,
+        "traffic_1h_s": 2.5, "traffic_1h_seeds_s": 9.0}  # rounded to 1 ms
 
 
 def test_advice_workload_crashes_where_it_says():
