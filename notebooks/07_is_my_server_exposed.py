@@ -56,6 +56,27 @@ dash = exposure_dashboard(SERVE_DEFAULT)
 display(dash.widget)
 
 # %% [markdown]
+# ## How likely, and how soon?
+#
+# *Exposed* says that some traffic kills the server; **your** traffic decides how soon.
+# `python -m hisparse_model simulate --traffic FILE --minutes N` serves seeded traffic
+# (Poisson arrivals at the file's rate, each request its own prompt, lengths drawn from a
+# histogram or from real requests) through the same serving model, seed by seed, until
+# the first crash. Below: the default `vllm serve` server above under the bundled example
+# traffic (10 requests/s, prompts of 1 to 16,000 tokens, 8 output tokens), 8 seeds of 20
+# minutes. Each band is the share of seeds dead by that minute, coloured by the kind of
+# step that killed them. One engine step is assumed to take 25 ms (`--step-ms`: set it to
+# your server's time per output token); each seed's crash is exact, and
+# `--crash-workload FILE` writes the requests that `simulate --workload` replays to it.
+
+# %%
+from IPython.display import HTML, display
+
+from hisparse_model.views.risk_chart import risk_view
+
+display(HTML(risk_view(SERVE_DEFAULT, minutes=20)))
+
+# %% [markdown]
 # ## Takeaways
 #
 # 1. **The default `vllm serve` of DeepSeek-V3.2 with HiSparse on 0.31.0 is exposed**: a
@@ -64,7 +85,10 @@ display(dash.widget)
 #    sample prompts (2, 3, 200 tokens) never show it.
 # 2. **The fix makes it safe for all traffic**: 0.32.0 (or 0.31.0 patched with the upstream
 #    fix) routes on C, so `swap_in` never gets more than C rows.
-# 3. **Knob changes can too, at a cost**: the FLASHMLA_SPARSE backend, or B ≤ S·q (no step
+# 3. **How soon depends on the traffic**: under the example traffic some seeds die within
+#    minutes, others survive; a lone prompt of exactly C + 1 = 1025 tokens reaching a
+#    moment with no decode running is the usual killer.
+# 4. **Knob changes can too, at a cost**: the FLASHMLA_SPARSE backend, or B ≤ S·q (no step
 #    holds C + 1 tokens). Moving `max_num_seqs` so that C + 1 still fits in B only moves the
 #    fatal step size: it is never offered as a fix.
 #

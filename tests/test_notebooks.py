@@ -265,3 +265,9 @@ def test_07_says_the_default_serve_command_is_exposed(executed):
                       "tokens=1025,1025,1025 advice=6 verified=true C=1024 W=1025")
     assert routing.swap_error(1025, 1024) in numbers and "9217-token prompt" in numbers
     assert _widget_views(nb) == 1
+    # the odds under the example traffic: 8 seeds of 20 minutes, drawn with its kinds
+    text = executed["07_is_my_server_exposed"][1]
+    assert re.search(r"\b[0-8] of 8 seeds crashed within 20 minutes", text), text
+    svg = [o["data"]["text/html"] for c in nb.cells for o in c.get("outputs", [])
+           if "hs-risk" in o.get("data", {}).get("text/html", "")]
+    assert len(svg) == 1 and "data-seeds='8'" in svg[0] and "Assumes: Poisson arrivals" in text

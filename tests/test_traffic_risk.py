@@ -232,3 +232,24 @@ def test_too_many_requests_for_prompt_ids(tmp_path):
     traffic = load_traffic(_file(tmp_path, {"rate_per_s": 1e6, "prompt_len": 5}))
     with pytest.raises(TrafficError, match="--minutes"):
         generate(traffic, 1.01 / 60, 0, 25, 320)
+
+
+README_PLOT = ["simulate", "--max-num-seqs", "1024", "--max-num-batched-tokens", "8192",
+               "--max-model-len", "163840", "--traffic",
+               "hisparse_model/data/traffic-example.json", "--minutes", "30"]
+
+
+def test_readme_plot_is_redrawn_the_same(tmp_path, capsys, monkeypatch):
+    """The README's picture is what its command draws now (the model moved: redraw it)."""
+    import os
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = tmp_path / "plot.svg"
+    monkeypatch.chdir(root)
+    assert cli.main([*README_PLOT, "--plot", str(out)]) == 0
+    assert "8 seeds" in capsys.readouterr().out
+    with open(os.path.join(root, "docs", "traffic-risk.svg")) as f:
+        assert out.read_text() == f.read()
+    readme = open(os.path.join(root, "README.md")).read()
+    assert " ".join(README_PLOT[1:]) in " ".join(readme.split())
+    assert "![Share of 8 seeds crashed by each minute" in readme

@@ -10,7 +10,7 @@ bundled example traffic (``data/traffic-example.json``) and the README shows the
 from __future__ import annotations
 
 from ..traffic_report import KIND_WORDS
-from ..traffic_risk import Estimate
+from ..traffic_risk import SEEDS, TRAFFIC_ASSUMPTIONS, Estimate
 from .svg import INK, Svg, esc, ticks
 
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 760, 300, 64, 24, 40, 70
@@ -86,14 +86,30 @@ def risk_chart(est: Estimate) -> str:
     return svg.render()
 
 
+def risk_view(command: str, traffic_path: str | None = None, minutes: float = 20,
+              seeds: int = SEEDS, vllm_version: str = "0.31.0") -> str:
+    """Notebook 7's answer: the server of a ``vllm serve`` command under a traffic file
+    (default: the bundled example), ``seeds`` seeds of ``minutes`` each, as HTML."""
+    import shlex
+
+    from ..launch import from_command
+    from ..traffic_risk import estimate, load_traffic
+
+    knobs = from_command(shlex.split(command), vllm_version).knobs
+    traffic = load_traffic(traffic_path or example_traffic_path())
+    return risk_html(estimate(knobs, traffic, minutes, seeds=seeds))
+
+
 def risk_html(est: Estimate) -> str:
-    """The odds in one sentence, then the chart."""
+    """The odds in one sentence, then the chart and what it assumes."""
     median = est.median_minutes
     words = (f"<b>{len(est.crashed)} of {len(est.runs)} seeds crashed within "
              f"{est.minutes:g} minutes</b>"
              + ("" if not est.crashed else f"; median time to the first crash: "
                 f"{'over ' + format(est.minutes, 'g') if median is None else f'{median:.1f}'}"
                 " min"))
+    t = est.traffic
     return f"<p class='hs-risk-odds'>{words}.</p>" + risk_chart(est) + (
-        f"<p>Traffic: {esc(est.traffic.prompt_len.describe())} prompt tokens, "
-        f"{esc(est.traffic.max_tokens.describe())} output tokens.</p>")
+        f"<p>Traffic: {t.rate_per_s:g} requests/s, prompt_len {esc(t.prompt_len.describe())}, "
+        f"max_tokens {esc(t.max_tokens.describe())}.<br>Assumes: "
+        f"{esc(TRAFFIC_ASSUMPTIONS[0].split(': ', 1)[1])}.</p>")
