@@ -88,7 +88,7 @@ IGNORED = {
     "quantization": True,
 }
 CHECK_OPTIONS = ("prompt_lens", "json", "check", "full", "vllm", "engine_args",
-                 "check_prompts_only", "exposure")  # check's
+                 "check_prompts_only", "exposure", "from_log")  # check's
 # Fields whose flag takes one or more values (nargs "+": a ``str | list[str]`` field,
 # vllm/engine/arg_utils.py:473 `served_model_name: str | list[str] | None`,
 # vllm/engine/arg_utils.py:251 `"nargs": "+"`).

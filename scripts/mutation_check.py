@@ -62,6 +62,7 @@ M = Mutation
 _V = "hisparse_model/versions.py"
 _P = "hisparse_model/plan.py"
 _S = "hisparse_model/scheduler.py"
+_T = "hisparse_model/traffic_risk.py"
 _XC_ROUTING = "tests/test_vllm_crosscheck.py::test_routing_matches_vllm[0.31.0]"  # one driver run
 
 MUTATIONS: list[Mutation] = [
@@ -233,6 +234,17 @@ MUTATIONS: list[Mutation] = [
     M("predict advice: a prompt's predecessor done one step earlier (the one run gives up)",
       "hisparse_model/serving.py", "return steps[j].index + 2", "return steps[j].index + 1",
       ("tests/test_advice_speed.py",)),
+    # -- simulate --traffic (traffic_risk.py) ------------------------------------------------
+    M("traffic: a step of C + 1 tokens skipped as one that cannot raise",
+      _T, "        if st.num_tokens > c:\n", "        if st.num_tokens > c + 1:\n",
+      ("tests/test_traffic_risk.py",)),
+    M("traffic: a request joins one engine step after it arrives",
+      _T, "out.append((int(t / per_step), n, m))", "out.append((int(t / per_step) + 1, n, m))",
+      ("tests/test_traffic_risk.py",)),
+    M("traffic: the crash workload leaves out the requests of the crash step",
+      _T, "for i, (a, n, m) in enumerate(self.requests) if a <= cut))",
+      "for i, (a, n, m) in enumerate(self.requests) if a < cut))",
+      ("tests/test_traffic_risk.py",)),
 ]
 
 
