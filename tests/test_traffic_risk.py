@@ -253,3 +253,21 @@ def test_readme_plot_is_redrawn_the_same(tmp_path, capsys, monkeypatch):
     readme = open(os.path.join(root, "README.md")).read()
     assert " ".join(README_PLOT[1:]) in " ".join(readme.split())
     assert "![Share of 8 seeds crashed by each minute" in readme
+
+
+def test_chart_draws_each_kind_and_says_when_none_crashed(tmp_path):
+    """The chart has one band per crash kind with its legend entry, and a never says why."""
+    from hisparse_model.views.risk_chart import risk_chart, risk_html
+
+    runs = [_run(0, 2), _run(1, 6), _run(2, None), _run(3, 1)]
+    runs[1].kind, runs[3].kind = "burst", "last_chunk"
+    traffic = load_traffic(_file(tmp_path, SHAREGPT_SHAPED))
+    est = Estimate(Knobs(), traffic, 10, 25.0, runs)
+    svg = risk_chart(est)
+    for kind in ("lone_prompt", "burst", "last_chunk"):  # one band each, and its legend
+        assert svg.count(f"hs-risk-{kind}") == 1 and f">{kind}: " in svg
+    assert "data-crashed='3'" in svg and "data-share='0.7500'" in svg  # 3 of 4 seeds
+    assert "3 of 4 seeds crashed within 10 minutes" in risk_html(est)
+    never = Estimate(Knobs(vllm_version="0.32.0"), traffic, 10, 25.0, [_run(0, None)],
+                     never_because="vLLM 0.32.0 routes on C")
+    assert "no seed crashed: vLLM 0.32.0 routes on C" in risk_chart(never)
