@@ -128,25 +128,27 @@ def test_a_lone_prompt_crashes_at_the_first_arrival(tmp_path):
     assert est.share == 1.0 and est.by(10) == 1.0
 
 
-def _crash_of_written_workload(run: SeedRun, knobs: Knobs, path: str):
-    write_workload(run, path)
-    return simulate(knobs, load_workload(path)).crash
+# knobs, MTP drafts accepted per verify step, C: S = 64 and q = 1 + K, so C = 64 (1 + K)
+REPLAYS = [(Knobs(**SERVE), None, 64),
+           (Knobs(**SERVE, enable_prefix_caching=False), None, 64),
+           (Knobs(**SERVE, num_speculative_tokens=2), 1, 192)]
 
 
-def test_each_seeds_crash_replays_through_simulate_workload(tmp_path):
+@pytest.mark.parametrize("knobs,accepted,c", REPLAYS)
+def test_each_seeds_crash_replays_through_simulate_workload(tmp_path, knobs, accepted, c):
     """Each crashed seed's requests up to its crash step, written and read back as a workload,
     crash the model's serving path at the same engine step with the same error."""
     traffic = load_traffic(_file(tmp_path, {**SHAREGPT_SHAPED, "prompt_len": [
-        {"min": 1, "max": 128, "weight": 1}]}))  # S = 64: a 65-token prompt is 1 in 128
-    knobs = Knobs(**SERVE)
-    est = estimate(knobs, traffic, 5, seeds=4)
+        {"min": 1, "max": 2 * c, "weight": 1}]}))  # a (C + 1)-token prompt is 1 in 2C
+    est = estimate(knobs, traffic, 5, seeds=4, accepted=accepted)
     crashed = [r for r in est.runs if r.crash_step is not None]
     assert len(crashed) >= 2, est.as_json()
     for run in crashed:
         path = str(tmp_path / f"seed{run.seed}.json")
-        crash = _crash_of_written_workload(run, knobs, path)
+        write_workload(run, path)
+        crash = simulate(knobs, load_workload(path), accepted).crash
         assert crash == {"step": run.crash_step, "error": run.error}
-        assert run.error == SWAP.format(65, 64) and run.tokens == 65
+        assert run.error == SWAP.format(c + 1, c) and run.tokens == c + 1
 
 
 def test_cli_traffic_writes_a_workload_simulate_replays(tmp_path, capsys):
