@@ -159,12 +159,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--file", metavar="LOG", default=None,
                    help="read the text from this log file (any size; - is standard input)")
 
-    p = sub.add_parser("check", help="a pasted `vllm serve` command (after --) or an "
-                       "engine-args file, answered like predict")
-    p.add_argument("--vllm", dest="vllm_version", default="0.31.0",
-                   choices=VLLM_VERSIONS, help="vLLM release the command runs (default: 0.31.0)")
+    p = sub.add_parser("check", help="a pasted `vllm serve` command (after --), an "
+                       "engine-args file or a start-up log, answered like predict")
+    p.add_argument("--vllm", dest="vllm_version", default=None,
+                   choices=VLLM_VERSIONS, help="vLLM release the command runs (default: 0.31.0; "
+                   "--from-log: the log's, which --vllm must match)")
     p.add_argument("--engine-args", metavar="FILE.json", default=None,
                    help="vllm.LLM keyword arguments as JSON, instead of a command")
+    p.add_argument("--from-log", metavar="FILE", default=None,
+                   help="a vllm serve (or vllm.LLM) log: the engine its first start-up shows, "
+                   "each knob from the line it names, instead of a command; - reads "
+                   "standard input")
     _predict_options(p)
     p.add_argument("command", nargs=argparse.REMAINDER,
                    help="-- vllm serve MODEL [vLLM's own flags]")
@@ -184,10 +189,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _one_rank(knobs):
-    """``predict`` and ``check`` serve prompts one after another on one engine: DP is a
-    workload question (``simulate -dp N``)."""
-    if knobs.data_parallel_size > 1:
+def _one_rank(knobs, per_rank: bool = False):
+    """``predict`` serves prompts one after another on one engine: DP is a workload question
+    (``simulate -dp N``).  ``check`` (``per_rank``) answers a DP server's prompts on one
+    rank, each served alone on rank 0 while the other ranks idle (every rank resolves the
+    same plan; ``exposure_report.prompts_heading`` says so), and its verdict for all
+    traffic covers the idle ranks' dummy batches."""
+    if knobs.data_parallel_size > 1 and not per_rank:
         raise ValueError("data_parallel_size: each DP rank serves its own requests; give "
                          "them as a workload: simulate -dp N --workload FILE.json")
     return knobs
@@ -209,14 +217,17 @@ def _check(args) -> int:
     from .launch import change_as_flags, from_command, from_engine_args, launch_lines
     from .predict import predict
     from .report import format_table, to_cli_json
+    from .startup_log import from_log
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if bool(command) == bool(args.engine_args):
-        raise ValueError("give one of a command after -- (vllm serve MODEL ...) and "
-                         "--engine-args FILE.json")
-    launch = (from_engine_args(args.engine_args, args.vllm_version) if args.engine_args
-              else from_command(command, args.vllm_version))
-    pred = predict(_one_rank(launch.knobs), args.prompt_lens)
+    if [bool(command), bool(args.engine_args), args.from_log is not None].count(True) != 1:
+        raise ValueError("give one of a command after -- (vllm serve MODEL ...), "
+                         "--engine-args FILE.json and --from-log FILE")
+    version = args.vllm_version or VLLM_VERSIONS[0]  # --from-log: the log's
+    launch = (from_log(args.from_log, args.vllm_version) if args.from_log is not None
+              else from_engine_args(args.engine_args, version) if args.engine_args
+              else from_command(command, version))
+    pred = predict(_one_rank(launch.knobs, per_rank=True), args.prompt_lens)
 
     def to_json(result, advice):
         return {**to_cli_json(result, advice), "launch": launch.as_json()}

@@ -26,6 +26,24 @@ model's own declarations -- it restates no rule:
    when some m <= S pieces of q + 1 ... max_model_len - 1 tokens add up to n:
    m prompts arriving together at an idle server make it.
 
+5. **Data parallelism** (N = ``data_parallel_size`` > 1, ``data_parallel.py``): each rank's
+   scheduler is the single-GPU one, and after the DP sync a real batch routes its own
+   unpadded count (nothing in a FULL replay), never more than it would alone, so the
+   one-rank kinds stand, their examples pinned to rank 0.  What N > 1 adds is an idle
+   rank's dummy batch: one request of the padded count (``sync_step``), a decode of at most
+   q <= C tokens, else a batch without decode, so it raises only at a raising size n of
+   step 2 (no decode; resident or, with its last real step's residency, staged), and only
+   when the DP sync pads it to n.  For each such n the busy-rank step sizes t that
+   ``dispatch.graph`` pads to n (t <= n) are each put through ``sync_step`` with one rank
+   busy and one idle (both residencies; a uniform decode step too, where t = m q with
+   m <= S).  A step of t tokens is reachable exactly when t <= min(B, S (max_model_len - 1))
+   (at most S requests, each computing a piece of a prompt shorter than max_model_len or
+   one decode token, q = 1): m prompts arriving together at rank 0 after the other ranks'
+   placeholders are done, one of them a single token (a decode to the split, so that
+   rank's own routing gets only its decode part).  More busy ranks bring the largest count
+   and the lowest mode to the sync, which one busy rank of that count brings too.  MTP
+   under DP is *undecided* (the drafter's forwards sync across ranks too, not modelled).
+
 Each exposed step kind comes with a minimal example workload (the Workload JSON
 shape) that :func:`verify` replays through ``simulate`` (the tests replay every one).
 Where a raising shape has no construction here (a mixed or staged step, a draft step)
@@ -38,9 +56,11 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
-from .dispatch import dispatch
+from .data_parallel import DP_ASSUMPTION, RankBatch, sync_step
+from .dispatch import dispatch, graph
 from .knobs import Knobs
 from .plan import Plan, plan
+from .reproduction import MAX_TOKENS
 from .routing import SWAP_IN, router, swap_error
 from .startup import startup_batches
 
@@ -50,12 +70,20 @@ EXPOSURE_ASSUMPTIONS = (
     "max_model_len, arriving at any step, chunked prefill, prefix caching); the KV pool "
     "never runs short (no preemption); start-up as predict models it",
 )
+# What the verdict assumes of N > 1 ranks, beside EXPOSURE_ASSUMPTIONS
+EXPOSURE_DP_ASSUMPTION = (
+    "exposure -dp N: any traffic on each rank (its scheduler the single-GPU one); an idle "
+    "rank's dummy batch keeps the residency of its last real step; MTP under DP is not "
+    "modelled (undecided); the examples are served as " + DP_ASSUMPTION)
+# An idle rank's placeholder (one token, MAX_TOKENS outputs, from step 0) is done after step
+# MAX_TOKENS - 1: the DP examples' traffic arrives at rank 0 from this step on
+IDLE_FROM = MAX_TOKENS
 
 
 class ExposedStep(NamedTuple):
     """One kind of engine step that kills the server, with traffic that makes it."""
 
-    kind: str  # "startup", "lone_prompt", "last_chunk", "burst"
+    kind: str  # "startup", "lone_prompt", "last_chunk", "burst"; DP: "dummy_burst", "dummy_decode"
     what: str  # in words a person acts on
     tokens: int | None  # tokens of the step (None: start-up)
     example: dict  # a Workload JSON ({"requests": [...]}) that crashes
@@ -132,6 +160,147 @@ def _forms(p: Plan, n: int, m: int) -> list[ExposedStep]:
     return out
 
 
+def _split(total: int, parts: int) -> list[int]:
+    """``total`` tokens in ``parts`` prompts as even as can be (the longer ones first)."""
+    return [total // parts + (i < total % parts) for i in range(parts)]
+
+
+def _busy_lens(t: int, s: int, top: int) -> list[int] | None:
+    """Prompts arriving together at one rank that make a step of ``t`` tokens: a one-token
+    prompt (a decode to the split) and the rest in the fewest pieces of at most ``top``
+    tokens, else the fewest pieces alone; None where more than S would be needed."""
+    if top < 1:
+        return None  # no prompt is shorter than max_model_len
+    for lens in (([1] + _split(t - 1, -(-(t - 1) // top))) if t > 1 else None,
+                 _split(t, -(-t // top))):
+        if lens and len(lens) <= s:
+            return lens
+    return None
+
+
+def _dummy_sync(p: Plan, query_lens, eligible: bool, idle_resident: bool) -> tuple:
+    """``data_parallel.sync_step`` of rank 0's batch (query lengths in the runner's order)
+    beside an idle rank 1 whose last real step left ``idle_resident``: (rank 0's result,
+    the dummy's), each (mode, padded, dummy shape, routed, route, error, decode tokens)."""
+    _, (busy, dummy) = sync_step(p, [RankBatch(tuple(query_lens), eligible, True), None],
+                                 [True, idle_resident])
+    return busy, dummy
+
+
+def _dummies(p: Plan, raising: list[int]) -> tuple[list[ExposedStep], str, list[str]]:
+    """N > 1: the steps after which an idle rank's dummy batch raises (module docstring,
+    5.), for the raising sizes without decode; (kinds, why no dummy raises where none
+    does, undecided notes)."""
+    k = p.knobs
+    b, q, s = p.max_num_batched_tokens, p.max_decode_query_len, k.max_num_seqs
+    top = k.max_model_len - 1  # the longest prompt vLLM accepts
+    reach = min(b, s * top)  # the most tokens a step computes (K = 0: a decode is 1 token)
+    if not raising:
+        return [], ("an idle rank's dummy batch (one request of the padded count, at most "
+                    f"B = {b} tokens: a decode of at most q = {q} tokens, else a batch "
+                    "without decode) is routed by the same rules, so it cannot raise "
+                    "either"), []
+    kinds: list[ExposedStep] = []
+    notes: list[str] = []
+    whys = []
+    for n in raising:
+        steps = []  # the busy-rank step sizes the DP sync pads an idle rank's dummy to n
+        t = n
+        while t >= 1 and graph(p, t, 1, None)[1] == n:
+            steps.insert(0, t)
+            t -= 1
+        hit, modes = None, set()
+        for t in steps:
+            lens = _busy_lens(t, s, top) if t <= reach else None  # None: t > reach
+            if lens is None:
+                continue
+            busy, dummy = _dummy_sync(p, sorted(lens), False, True)
+            if dummy[5]:
+                hit = hit or (t, lens, busy, dummy)
+                continue
+            modes.add(dummy[0])
+            if _dummy_sync(p, sorted(lens), False, False)[1][5]:
+                notes.append(f"a step of {t} tokens pads an idle rank's dummy batch to {n} "
+                             "tokens, which raises when that rank's last real step staged a "
+                             "cached prefix, and whether traffic stages it depends on "
+                             "host-tier timing")
+            if t % q == 0 and t // q <= s and _dummy_sync(p, (q,) * (t // q), True, True)[1][5]:
+                notes.append(f"a uniform decode step of {t} tokens pads an idle rank's dummy "
+                             f"batch to {n} tokens, which raises, and the model has no "
+                             "traffic built for it")
+        if hit:
+            found = _dummy_forms(p, n, *hit)
+            if not found:
+                notes.append(f"a step of {hit[0]} tokens pads an idle rank's dummy batch to "
+                             f"{n} tokens, which raises, and the model has no traffic built "
+                             "for it that rank 0 itself survives")
+            kinds += found
+            continue
+        reachable = [t for t in steps if t <= reach]
+        if not steps:
+            whys.append(f"no step pads it to {n} tokens: the DP sync pads a PIECEWISE dummy "
+                        f"to a CUDA-graph capture size ({_captures_near(p, n)}), {n} is none, "
+                        f"and an eager dummy runs its own q = {q} tokens")
+        elif not reachable:
+            whys.append(f"only a step of {_span(steps)} tokens would pad it to {n}, but no "
+                        "step computes more than min(B, S*(max_model_len - 1)) = "
+                        f"{reach} tokens")
+        else:
+            how = " or ".join(
+                ([f"the DP sync agrees on eager (NONE), where a dummy runs its own q = {q} "
+                  + "tokens"] if "NONE" in modes else [])
+                + (["the dummy replays a FULL graph, which routes nothing"]
+                   if "FULL" in modes else [])) or "the dummy does not raise"
+            which = ("such a step" if reachable == steps
+                     else f"one of {_span(reachable)} tokens (a larger one no step computes)")
+            whys.append(f"only a step of {_span(steps)} tokens would pad it to {n}, but "
+                        f"{which} leaves it unpadded: {how}")
+    why = ("an idle rank's dummy batch (one request of the padded count) raises only with "
+           f"{' or '.join(map(str, raising))} tokens: " + "; ".join(whys))
+    return kinds, why, notes
+
+
+def _span(steps: list[int]) -> str:
+    return str(steps[0]) if len(steps) == 1 else f"{steps[0]}..{steps[-1]}"
+
+
+def _captures_near(p: Plan, n: int) -> str:
+    """The capture sizes either side of ``n``, for a reason (``n`` is none of them)."""
+    near = ([x for x in p.capture_sizes if x < n][-1:] + ["..."]
+            + [x for x in p.capture_sizes if x > n][:1])
+    return ", ".join(map(str, near))
+
+
+def _dummy_forms(p: Plan, n: int, t: int, lens: list[int], busy: tuple,
+                 dummy: tuple) -> list[ExposedStep]:
+    """The traffic that makes rank 0 compute ``t`` tokens in a step while every other rank
+    has nothing scheduled, its dummy batch padded to ``n`` tokens, which raises (``busy``,
+    ``dummy``: :func:`_dummy_sync` of that step)."""
+    k = p.knobs
+    if busy[5]:  # rank 0 raises itself: a one-rank kind, not the dummy's
+        return []
+    dp, top, s = k.data_parallel_size, k.max_model_len - 1, k.max_num_seqs
+    own = (f"rank 0 routes only its decode part ({busy[6]} of {t} tokens)" if busy[6]
+           else f"rank 0 routes its {busy[3]} tokens, at most C = {p.swap_capacity}")
+    tail = (f" while the other ranks have nothing scheduled; {own}, but the DP sync pads an "
+            f"idle rank's dummy batch to the {dummy[0]} graph of {n} tokens: one request, a "
+            "prefill the routing gets whole")
+    head = f"an idle rank's dummy batch padded to exactly {n} tokens"
+    lens = sorted(lens)
+    out = [ExposedStep(
+        "dummy_burst", f"{head}: {len(lens)} prompts arriving together at rank 0 "
+        f"({' + '.join(map(str, lens))} = {t} tokens){tail}", n,
+        {"requests": [_request(x, dp, arrival_step=IDLE_FROM) for x in lens]}, dummy[5])]
+    # one request decoding while a (t - 1)-token prompt arrives: the same step of [1, t - 1]
+    if 2 <= t - 1 <= top and s >= 2:  # max_model_len >= 3: the one-token request decodes
+        out.append(ExposedStep(
+            "dummy_decode", f"{head}: a {t - 1}-token prompt arriving at rank 0 while a "
+            f"request decodes there (a step of 1 + {t - 1} = {t} tokens){tail}", n,
+            {"requests": [_request(1, dp, arrival_step=IDLE_FROM),
+                          _request(t - 1, dp, arrival_step=IDLE_FROM + 1)]}, dummy[5]))
+    return out
+
+
 def _never(p: Plan, route) -> str:
     """Why no step reaches swap_in with more than C rows, from the first gate that holds."""
     k, c, b, q = p.knobs, p.swap_capacity, p.max_num_batched_tokens, p.max_decode_query_len
@@ -193,6 +362,12 @@ def exposure(knobs: Knobs) -> Exposure:
     # the drafter's draft steps (K >= 2): up to S requests of one token each
     if knobs.num_speculative_tokens >= 2 and (resident(s, s)[2] or staged(s, s)[2]):
         undecided.append(f"an MTP draft step of {s} requests raises")
+    dp_why = None
+    if knobs.data_parallel_size > 1:  # an idle rank's dummy batch (K = 0 here)
+        found, dp_why, notes = _dummies(p, [n for n in sizes
+                                            if resident(n, 0)[2] or staged(n, 0)[2]])
+        exposed += found
+        undecided += notes
     exposed = _fits_pool(knobs, exposed, undecided)
     if exposed:
         return Exposure(knobs, True, tuple(exposed), None)
@@ -200,18 +375,14 @@ def exposure(knobs: Knobs) -> Exposure:
         return Exposure(knobs, None, (), None, "; ".join(dict.fromkeys(undecided)))
     why = (f"the only step that would raise ({c + 1} tokens) replays a FULL CUDA graph, which "
            "routes nothing") if blocked_by_graph else _never(p, resident)
-    if knobs.data_parallel_size > 1 and (blocked_by_graph or why.startswith("no step")):
-        # the gate is the traffic's, not the routing's: an idle rank's dummy batch, padded to
-        # the other rank's step (data_parallel.py), is traffic this analysis does not build
-        return Exposure(knobs, None, (), None, f"one rank alone: never ({why}); under data "
-                        "parallelism an idle rank also runs dummy batches padded to the other "
-                        "rank's step, which this analysis does not cover (simulate -dp N "
-                        "answers for a workload)")
-    return Exposure(knobs, False, (), why)
+    return Exposure(knobs, False, (), why if dp_why is None else f"{why}; under data "
+                    f"parallelism (N = {knobs.data_parallel_size}) {dp_why}")
 
 
 def _fits_pool(knobs: Knobs, steps: list[ExposedStep], undecided: list[str]) -> list:
-    """Drop the examples a set KV pool may not hold (``num_gpu_blocks_override``)."""
+    """Drop the examples a set KV pool may not hold (``num_gpu_blocks_override``).  Under DP
+    every example request is pinned to rank 0, so one pool holding them all is rank 0's (an
+    idle rank's one-token placeholder fits any pool ``plan`` accepts)."""
     if knobs.num_gpu_blocks_override is None or not steps:
         return steps
     from .simulate import serving_refusal
@@ -245,6 +416,9 @@ def exposure_lines(exp: Exposure) -> list[str]:
         lines.append(f"    example traffic: {_example_text(st.example)}")
         lines.append(f"    -> {st.error}")
     lines.append("  assumes: " + EXPOSURE_ASSUMPTIONS[0].split(": ", 1)[1])
+    if exp.knobs.data_parallel_size > 1:
+        lines.append(f"  assumes (-dp {exp.knobs.data_parallel_size}): "
+                     + EXPOSURE_DP_ASSUMPTION.split(": ", 1)[1])
     return lines + [""]
 
 

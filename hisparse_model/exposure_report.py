@@ -26,6 +26,21 @@ def exposure_json(exp: Exposure) -> dict:
     return out
 
 
+def prompts_heading(knobs) -> str:
+    """What the given prompts' answer assumes: one engine, or one DP rank of N (``check``)."""
+    n = knobs.data_parallel_size
+    if n == 1:
+        return "The given prompts, served one after another:"
+    if knobs.num_speculative_tokens:
+        return (f"The given prompts, served one after another on one of the {n} DP ranks, for "
+                "that rank alone: MTP under data parallelism is not modelled, so the other "
+                "ranks' dummy batches are not in this answer:")
+    return (f"The given prompts, served one after another on rank 0 of {n} DP ranks while the "
+            "others idle (each rank resolves the same plan, so this is predict's walk; with "
+            "q = 1 an idle rank's dummy batch, padded to rank 0's step, has C + 1 tokens only "
+            "where that step has C + 1 tokens itself):")
+
+
 def answer_with_exposure(args, knobs, result, crashed: bool, crashes, to_json, to_text,
                          longest_prompt: int, name_change=None) -> int:
     """Print the verdict for all traffic, then the prediction; the exit status."""
@@ -41,7 +56,9 @@ def answer_with_exposure(args, knobs, result, crashed: bool, crashes, to_json, t
         advice = deployment_advice(knobs, longest_prompt)
         failed = crashed or exp.exposed is not False
     if args.json:
-        print(json.dumps({"exposure": exposure_json(exp), **to_json(result, advice)}))
+        served = ({"prompts_served": prompts_heading(knobs).rstrip(":")}
+                  if knobs.data_parallel_size > 1 else {})
+        print(json.dumps({"exposure": exposure_json(exp), **to_json(result, advice), **served}))
     else:
         lines = exposure_lines(exp)[:-1]
         for st in exp.steps:
@@ -49,7 +66,7 @@ def answer_with_exposure(args, knobs, result, crashed: bool, crashes, to_json, t
                 lines.append(f"  (the example of '{st.what}' did not crash simulate)")
         if exp.exposed is not False and not prompts_only:
             lines += deployment_advice_lines(advice, name_change)
-        lines += ["", "The given prompts, served one after another:", ""]
+        lines += ["", prompts_heading(knobs), ""]
         print("\n".join(lines) + "\n" + to_text(result, full=args.full,
                                                 advice=advice if prompts_only else []))
     return EXIT_EXPOSED if args.check and failed else EXIT_OK

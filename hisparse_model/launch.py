@@ -63,34 +63,50 @@ class Launch(NamedTuple):
     defaults: dict  # knob -> why it has the value it has (vLLM's default in this context)
     ignored: list[str]  # the flags (or keys) that no batch depends on
     hisparse: str  # the flag (or key) that switches HiSparse on
+    notes: tuple[str, ...] = ()  # what else the answer rests on (a start-up log's checks)
 
     def as_json(self) -> dict:
-        return {"source": self.source, "read": self.read, "defaults": self.defaults,
-                "ignored": self.ignored, "hisparse": self.hisparse}
+        out = {"source": self.source, "read": self.read, "defaults": self.defaults,
+               "ignored": self.ignored, "hisparse": self.hisparse}
+        return {**out, "notes": list(self.notes)} if self.notes else out
 
 
 def launch_lines(launch: Launch) -> list[str]:
     """What ``check`` read, before the prediction: each knob and where its value came from."""
     k = launch.knobs
-    lines = [f"Read from the {launch.source} (vLLM {k.vllm_version}; --vllm sets it):",
+    version = ("" if "vllm_version" in launch.read else "; --vllm sets it")  # a log names it
+    lines = [f"Read from the {launch.source} (vLLM {k.vllm_version}{version}):",
              f"  HiSparse on  ({launch.hisparse})"]
     for name in list(launch.read) + list(launch.defaults):
         origin = launch.read.get(name) or f"default: {launch.defaults[name]}"
         lines.append(f"  {name} = {getattr(k, name)}  ({origin})")
-    lines.append("  every other knob: vLLM's default (python -m hisparse_model predict --help)")
+    if {s.name for s in knob_specs()} - set(launch.read) - set(launch.defaults):
+        lines.append("  every other knob: vLLM's default "
+                     "(python -m hisparse_model predict --help)")
+    lines += [f"  {note}" for note in launch.notes]
     lines.append("Ignored (no batch depends on them): " + (", ".join(launch.ignored) or "none"))
     lines.append(f"Answered like predict: the {launch.source}'s engine serving the prompts below "
                  "one after another.")
     return lines + [""]
 
 
-def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: str) -> Launch:
-    """The knobs of one engine: ``settings`` maps EngineArgs fields to values (text or JSON)."""
+def check_model(model) -> None:
+    """Refuse a model other than DeepSeek-V3.2 (by its name, the one thing a command says)."""
     if not isinstance(model, str):  # EngineArgs.model is one name
         raise ValueError(f"model: expected one model name (a string), got {short_repr(model)}")
     if MODEL_NAME not in os.path.basename(str(model).rstrip("/")).lower():
         raise ValueError(f"model {model!r}: the model covers DeepSeek-V3.2 only "
                          "(a model name containing DeepSeek-V3.2)")
+
+
+def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: str, *,
+                        model_checked: bool = False) -> Launch:
+    """The knobs of one engine: ``settings`` maps EngineArgs fields to values (text or JSON).
+
+    ``model_checked``: the caller has checked the model otherwise (a start-up log names its
+    architecture), so ``model`` is not judged by its name."""
+    if not model_checked:
+        check_model(model)
     specs = {s.name: s for s in knob_specs()}
     by_flag = rows_by_key()
     by_field = {field_of(r.flags[0]): r for r in KNOB_FLAGS if r.flags}

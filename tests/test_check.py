@@ -9,10 +9,14 @@ import sys
 
 import pytest
 
-from hisparse_model.knobs import MODEL_MAX_LEN, knob_specs
+from hisparse_model.cli import main
+from hisparse_model.knobs import MODEL_MAX_LEN, Knobs, knob_specs
 from hisparse_model.launch import from_command
+from hisparse_model.predict import predict
+from hisparse_model.simulate import simulate
 from hisparse_model.vllm_flags import ASSUMED, KNOB_FLAGS
 from hisparse_model.routing import ERROR_TEMPLATE
+from hisparse_model.workload import Workload
 
 CMD = [sys.executable, "-m", "hisparse_model", "check"]
 HS = """--attention-config '{"hisparse_config": {}}'"""  # HiSparse on
@@ -84,8 +88,6 @@ def test_ignored_flags_are_named():
 
 REFUSED = [
     # changes what the model assumes
-    # -dp 2: each rank serves its own requests, a workload question (simulate -dp N)
-    (f"{MODEL} --max-num-seqs 2 -dp 2 {HS}", "data_parallel_size: each DP rank serves its own"),
     # HiSparse refuses pipeline parallelism (vllm/config/vllm.py, the knob's own refusal)
     (f"{MODEL} --max-num-seqs 2 -pp 2 {HS}",
      "pipeline_parallel_size: HiSparse does not support pipeline parallelism."),
@@ -248,3 +250,97 @@ def test_the_model_flag_and_a_bad_switch_value_in_a_file(tmp_path):
                                 "attention_config": {"hisparse_config": {}}}))
     out = run("--engine-args", str(path))
     assert out.returncode == 2 and "expected true or false, got 'maybe'" in out.stderr
+
+
+# -- data-parallel servers: the verdict for all traffic, the prompts on one rank --------------
+DP_SERVE = ["--", *serve(f"{MODEL} {HS}")]
+# (flags after the command, exit status with --check, words of the headline, the example)
+DP_CHECKS = [
+    # serve's defaults per rank (S = 1024, B = 8192, C = 1024) on two ranks, 0.31.0 and
+    # FLASH_ATTN_MLA_SPARSE: a 1025-token prompt pinned to rank 0 computes C + 1 tokens in one
+    # step; no dummy kind (C + 1 = 1025 > 512, the largest capture: such a step runs eagerly,
+    # and an eager dummy runs its own q = 1 token)
+    (["--data-parallel-size", "2"], 1, ("  EXPOSED: some traffic kills this server (a step "
+                                         "with no decode running that computes exactly 1025"),
+     '{"requests": [{"prompt_len": 1025, "dp_rank": 0}]}'),
+    # FLASHMLA_SPARSE hands the routing only a step's decode part; an idle rank's dummy batch
+    # of more than q tokens is one prefill request, of which it hands nothing either
+    (["-dp", "2", "--attention-backend", "FLASHMLA_SPARSE"], 0,
+     "  NOT EXPOSED: no traffic can kill this server (FLASHMLA_SPARSE on 0.31.0 hands only",
+     None),
+    # S = 2, B = 3, max_model_len 3: one rank alone is safe (no step without decode makes
+    # C + 1 = 3 tokens from prompts of at most 2), two are not: prompts of 1 + 2 at rank 0 from
+    # step 8 (rank 1's placeholder done) make a 3-token step, and the sync pads rank 1's dummy
+    # to the 3-token graph (captures {1, 2, 3}): one 3-token prefill request, 3 <= W rows > C
+    (["--max-num-seqs", "2", "--max-num-batched-tokens", "3", "--max-model-len", "3", "-dp",
+      "2"], 1, ("  EXPOSED: some traffic kills this server (an idle rank's dummy batch "
+                "padded to exactly 3 tokens"),
+     ('{"requests": [{"prompt_len": 1, "arrival_step": 8, "dp_rank": 0}, {"prompt_len": 2, '
+      '"arrival_step": 8, "dp_rank": 0}]}')),
+]
+
+
+@pytest.mark.parametrize("flags,status,headline,example", DP_CHECKS)
+def test_data_parallel_server_is_answered(capsys, flags, status, headline, example):
+    """A data-parallel server gets the verdict for all traffic (exit 1 exposed with a replayed
+    example, 0 never), with the DP assumptions, and its prompts answered on rank 0, saying so."""
+    got = main(["check", "--check", "--prompt-lens", "2", *DP_SERVE, *flags])
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert got == status, out[:600]
+    assert lines[1].startswith(headline), lines[1]
+    assert example is None or f"example traffic: {example}" in out
+    assert "did not crash simulate" not in out  # every example replayed to its error
+    assert "  assumes (-dp 2): " in out and "dummy batch" in out
+    assert ("The given prompts, served one after another on rank 0 of 2 DP ranks while the "
+            "others idle") in out
+
+
+def test_data_parallel_json_one_rank_and_mtp(capsys):
+    """--json says how a DP server's prompts were served; DP_CHECKS' last server is safe on one
+    rank; MTP under DP is undecided (exit 1)."""
+    one = ["--max-num-seqs", "2", "--max-num-batched-tokens", "3", "--max-model-len", "3"]
+    assert main(["check", "--check", "--prompt-lens", "2", *DP_SERVE, *one]) == 0
+    assert capsys.readouterr().out.splitlines()[1].startswith("  NOT EXPOSED")
+    main(["check", "--json", *DP_SERVE, "-dp", "2"])
+    got = json.loads(capsys.readouterr().out)
+    assert got["exposure"]["exposed"] is True and got["exposure"]["steps"][0]["verified"]
+    assert got["prompts_served"].startswith("The given prompts, served one after another on "
+                                            "rank 0 of 2 DP ranks")
+    assert main(["check", "--check", *DP_SERVE, "-dp", "2", *shlex.split(MTP1)]) == 1
+    out = capsys.readouterr().out
+    assert out.splitlines()[1].startswith("  UNDECIDED: MTP under data parallelism is not "
+                                          "modelled (the drafter's forwards sync across ranks")
+    assert "for that rank alone: MTP under data parallelism is not modelled" in out
+
+
+# two ranks, prompts, the first prompt that crashes (None: none) -- from C + 1, worked out
+PER_RANK = [
+    # the fix PR's S = 2: C = 2, the 3-token prompt is C + 1
+    (Knobs(data_parallel_size=2), [2, 3, 200], 1),
+    # S = 2, B = 3, max_model_len 3: steps of 1 and 2 tokens, a dummy padded to at most 2 (the
+    # capture sizes are 1, 2, 3); the server is exposed, but not to these prompts one by one
+    (Knobs(max_num_seqs=2, max_num_batched_tokens=3, max_model_len=3, data_parallel_size=2),
+     [1, 2], None),
+    # S = 255: C = 255, a 256-token prompt (C + 1) crashes rank 0, and its idle peer with it
+    (Knobs(max_num_seqs=255, max_num_batched_tokens=8192, max_model_len=4000,
+           enable_prefix_caching=False, data_parallel_size=2), [255, 256, 300], 1),
+    # prefix caching on: the 255-token prompt's 3 full blocks (192 tokens) leave 64 of the
+    # 256 to compute, a step of 64 < C + 1
+    (Knobs(max_num_seqs=255, max_num_batched_tokens=8192, max_model_len=4000,
+           data_parallel_size=2), [255, 256], None),
+]
+
+
+@pytest.mark.parametrize("knobs,prompts,first", PER_RANK)
+def test_dp_prompts_are_predicts_walk_on_rank_0(knobs, prompts, first):
+    """check's answer for a DP server's prompts (predict's walk, each prompt alone) is what
+    simulate -dp 2 finds serving them one after another on rank 0 while rank 1 idles."""
+    pred = predict(knobs, prompts)
+    predicted = next((i for i, p in enumerate(pred.prompts) if p.error), None)
+    gap = 64  # steps between arrivals: each prompt (one chunk, 8 outputs) is done by the next
+    work = Workload.from_json([{"prompt_len": n, "arrival_step": 8 + gap * i, "dp_rank": 0}
+                               for i, n in enumerate(prompts)])
+    crash = simulate(knobs, work).crash
+    simulated = None if crash is None else (crash["step"] - 8) // gap
+    assert predicted == simulated == first

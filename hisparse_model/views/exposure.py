@@ -13,7 +13,7 @@ import json
 import shlex
 
 from ..deployment_advice import deployment_advice
-from ..exposure import EXPOSURE_ASSUMPTIONS, exposure, verify
+from ..exposure import EXPOSURE_ASSUMPTIONS, EXPOSURE_DP_ASSUMPTION, exposure, verify
 from .. import chart_data as cd
 from ..launch import change_as_flags, from_command
 from ..plan import plan
@@ -35,7 +35,7 @@ class ExposureDashboard(Dashboard):
     """A command or the knobs -> exposed or not, for all traffic, with examples and advice."""
 
     name = "exposure"
-    assumptions = EXPOSURE_ASSUMPTIONS
+    assumptions = EXPOSURE_ASSUMPTIONS + (EXPOSURE_DP_ASSUMPTION,)  # the second: -dp N only
 
     def __init__(self, command: str = "", **initial):
         controls = {"command": text_control("command", command, COMMAND_HELP)}
