@@ -13,7 +13,7 @@ from ..traffic_report import KIND_WORDS
 from ..traffic_risk import SEEDS, TRAFFIC_ASSUMPTIONS, Estimate
 from .svg import INK, Svg, esc, ticks
 
-WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 760, 300, 64, 24, 40, 70
+WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 760, 320, 64, 24, 40, 90
 KIND_COLOURS = {"startup": "#7f0000", "lone_prompt": "#d73027", "last_chunk": "#fc8d59",
                 "burst": "#fee090", "mixed": "#984ea3"}
 EXAMPLE_TRAFFIC = "traffic-example.json"  # in hisparse_model/data
@@ -69,8 +69,10 @@ def risk_chart(est: Estimate) -> str:
         svg.line(x(t), y(0), x(t), y(0) + 4, stroke=INK)
         svg.text(x(t), y(0) + 18, str(t), anchor="middle")
     svg.text(LEFT + w / 2, y(0) + 36, f"minutes of traffic (one engine step = {est.step_ms:g} "
-             "ms, assumed)", anchor="middle")
-    lx, ly = LEFT, HEIGHT - 24
+             "ms, assumed)", anchor="middle", cls="hs-axis-label")
+    svg.text(LEFT + w, TOP - 6, "y: share of seeds crashed by then", anchor="end",
+             cls="hs-axis-label")
+    lx, ly = LEFT, HEIGHT - 30
     for kind in order:  # a row of legend entries, wrapped before the right edge
         label = f"{kind}: {KIND_WORDS.get(kind, kind)}"
         width = 30 + 6.5 * len(label)
