@@ -77,10 +77,6 @@ class Lengths:
             lo, hi, _ = next(b for b in self.bins if u < b[2])
         return lo if lo == hi else rng.randint(lo, hi)
 
-    @property
-    def top(self) -> int:
-        return max(self.samples) if self.samples else max(b[1] for b in self.bins)
-
     def describe(self) -> str:
         if self.samples:
             return (f"{len(self.samples):,} requests' values ({min(self.samples)} to "
