@@ -1,4 +1,4 @@
-"""``python -m hisparse_model app``: every dashboard on one web page, served by Voilà.
+"""``hisparse app``: every dashboard on one web page, served by Voilà.
 
 For people who will not open JupyterLab: every notebook's dashboard in tabs
 on one page (:func:`hisparse_model.views.page.app_page`), with no code shown.

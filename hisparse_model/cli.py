@@ -7,7 +7,7 @@ status: 0 ok; 1 ``--check`` (predict, simulate, check) found a crash (check, pre
 2 bad input (one line naming the knob, never a traceback); 3 ``live`` cannot
 run here (no GPU or no vLLM); 4 ``explain``: the text is not a crash this
 model covers, or does not say which (no fix advice); 130 Ctrl-C, and closed
-streams (``exits.py``, which ``python -m hisparse_model`` runs this through).
+streams (``exits.py``, which ``hisparse`` runs this through).
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def _predict_options(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m hisparse_model",
+    parser = _Parser(prog="hisparse",
                      description="Exact model of vLLM HiSparse buffer sizing and routing.")
     sub = parser.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
 
@@ -347,7 +347,7 @@ def _live(args) -> int:
     from .engine.live import (LiveUnavailable, check_available, kill_children_on_termination,
                               run_one, run_sweep, validate_sweep)
 
-    command = "python -m hisparse_model " + shlex.join(sys.argv[1:])
+    command = "hisparse " + shlex.join(sys.argv[1:])
     entries = validate_sweep(args.sweep) if args.sweep else None  # before any GPU probe
     workload = None
     if entries is None:

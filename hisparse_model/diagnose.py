@@ -1,4 +1,4 @@
-"""Explain an error text from a log: ``python -m hisparse_model explain "…stop=3, capacity=2."``.
+"""Explain an error text from a log: ``hisparse explain "…stop=3, capacity=2."``.
 
 Two crashes are this model's business:
 
@@ -129,7 +129,7 @@ def _off_by_one(stop: int, c: int, when: str | None) -> list[str]:
         "What to change, in order:",
         "  1. upgrade to vLLM 0.32.0 (the fix: it routes on C, so swap_in never gets C + 1);",
         "  2. or keep 0.31.0 and move C away from your batches: "
-        "`python -m hisparse_model check -- <your vllm serve command>` (or `predict` with "
+        "`hisparse check -- <your vllm serve command>` (or `predict` with "
         "your knobs) lists the changes that avoid every crash, each with its cost.",
     ]
     return lines
@@ -162,7 +162,7 @@ def _warmup_index_error(when: str | None) -> list[str]:
         "(R = min(S, B // (K + 2)) = 0), yet its spec-decode step still takes request 0, "
         "in every version modelled (0.31.0, 0.32.0, 0.33.0).",
         "What to change: max_num_batched_tokens >= K + 2 (e.g. K = 1: B >= 3); check your "
-        "command with `python -m hisparse_model check -- <your vllm serve command>`.",
+        "command with `hisparse check -- <your vllm serve command>`.",
         "If MTP is off or B >= K + 2, this IndexError is something else: the model does "
         "not cover it.",
     ]

@@ -1,6 +1,6 @@
 """How a command ends when the trouble is not its input: an interrupt or a closed stream.
 
-``python -m hisparse_model ...`` and ``python -m hisparse_model.bench`` run their
+``hisparse ...`` and ``python -m hisparse_model.bench`` run their
 ``main`` through :func:`run`, so that
 
 * Ctrl-C (SIGINT) is one line on stderr and exit status 130 (128 + SIGINT, the
@@ -45,7 +45,7 @@ def silence(stream) -> None:
 
 
 def _command(prog: str, argv: list[str]) -> str:
-    """``python -m hisparse_model simulate``: the program and its sub-command, if any."""
+    """``hisparse simulate``: the program and its sub-command, if any."""
     sub = next((a for a in argv if not a.startswith("-")), None)
     return f"{prog} {sub}" if sub and " " not in sub and len(sub) < 40 else prog
 

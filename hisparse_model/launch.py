@@ -1,6 +1,6 @@
 """A pasted launch command (``vllm serve ...``) or engine-args file, read as :class:`Knobs`.
 
-``python -m hisparse_model check -- vllm serve deepseek-ai/DeepSeek-V3.2 --max-num-seqs 4
+``hisparse check -- vllm serve deepseek-ai/DeepSeek-V3.2 --max-num-seqs 4
 ...`` reads vLLM's own flag names; ``check --engine-args FILE.json`` reads the same
 settings as ``vllm.LLM(**args)`` keyword arguments.  Every setting is one of
 (the tables are in ``vllm_flags.py``):
@@ -82,7 +82,7 @@ def launch_lines(launch: Launch) -> list[str]:
         lines.append(f"  {name} = {getattr(k, name)}  ({origin})")
     if {s.name for s in knob_specs()} - set(launch.read) - set(launch.defaults):
         lines.append("  every other knob: vLLM's default "
-                     "(python -m hisparse_model predict --help)")
+                     "(hisparse predict --help)")
     lines += [f"  {note}" for note in launch.notes]
     lines.append("Ignored (no batch depends on them): " + (", ".join(launch.ignored) or "none"))
     lines.append(f"Answered like predict: the {launch.source}'s engine serving the prompts below "

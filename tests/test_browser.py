@@ -19,7 +19,7 @@ Notebook 5 is also timed with 64 requests.  What only a browser shows is checked
 notebook 4's picked recording scrolled into its box with its verdict unclipped at 1400 px
 with the file browser open, notebook 2's tables left-aligned with room for the error.
 The dashboards' state is read from their hidden digest (``views.digest.SELECTOR``).
-The app test serves ``python -m hisparse_model app`` and moves max_num_seqs the
+The app test serves ``hisparse app`` and moves max_num_seqs the
 same way, then stops it with Ctrl-C (SIGINT).  Screenshots go to
 ``test-artifacts/browser/``.
 
@@ -567,7 +567,7 @@ def test_numbers_ahead_are_shown_before_the_kernel_answers(lab, browser):
 
 @pytest.mark.alone
 def test_app_serves_the_dashboards_and_stops_on_ctrl_c(browser, latency, tmp_path):
-    """``python -m hisparse_model app``: max_num_seqs 2 -> 1 moves C, W and the crash marker; Ctrl-C exits 0."""
+    """``hisparse app``: max_num_seqs 2 -> 1 moves C, W and the crash marker; Ctrl-C exits 0."""
     os.makedirs(ARTIFACTS, exist_ok=True)
     port = _free_port()
     cmd = [sys.executable, "-m", "hisparse_model", "app", "--port", str(port), "--no-browser"]

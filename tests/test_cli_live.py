@@ -41,7 +41,7 @@ def test_prompts_reach_the_runner_with_the_installed_version(engine, tmp_path):
     (knobs, lens, path, kw), = engine["one"]
     assert knobs == Knobs(vllm_version="0.31.0", max_num_seqs=2)
     assert (lens, path, kw["workload"]) == ([2, 3], out, None)
-    assert kw["command"].startswith("python -m hisparse_model ")
+    assert kw["command"].startswith("hisparse ")
 
 
 def test_a_run_without_a_recording_is_exit_1(engine, tmp_path):

@@ -1,4 +1,4 @@
-"""``python -m hisparse_model simulate``: every step of its JSON hand-computed, exit statuses, bad input."""
+"""``hisparse simulate``: every step of its JSON hand-computed, exit statuses, bad input."""
 
 import json
 import subprocess

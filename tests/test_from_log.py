@@ -17,7 +17,7 @@ from hisparse_model.startup_log import from_log, from_log_text, read_log
 ROOT = pathlib.Path(__file__).resolve().parent / "recorded"
 LOGS = ROOT / "logs"
 MODEL = "deepseek-ai/DeepSeek-V3.2"
-PROG = "python -m hisparse_model check: error: "
+PROG = "hisparse check: error: "
 # Logs under tests/recorded/logs/ that are no engine's: what each is instead.
 NOT_ENGINE_LOGS = {
     "quick-20x-2026-12-02.log": "the quick test tier run 20 times in a row: a test-run log",

@@ -2,7 +2,7 @@
 
 The CPU twin of ``tests/test_live_gpu.py`` and ``tests/test_live_gpu_two.py``: with
 ``HISPARSE_LIVE_REPLAY`` naming a committed recording, ``check_available`` answers its vLLM
-version and ``run_one`` (and so ``python -m hisparse_model live``) writes the recording,
+version and ``run_one`` (and so ``hisparse live``) writes the recording,
 marked as played back (``provenance["replay"]``), instead of starting vLLM
 (:mod:`hisparse_model.engine.replay`).  The GPU tests' own checks (``tests/live_checks.py``)
 then run on it, and must fail on an altered copy.  No two-GPU recording exists yet: the
@@ -152,7 +152,7 @@ def test_live_command_replays_a_recording(tmp_path):
                  _committed("v0.31.0-stock-s2"), tmp_path)
     assert done.returncode == 0, done.stderr  # EXIT_OK: live wrote a recording
     rec = _read(str(out))
-    assert rec["provenance"]["replay"]["command"].startswith("python -m hisparse_model live ")
+    assert rec["provenance"]["replay"]["command"].startswith("hisparse live ")
     assert rec["prompts"] == _read(_committed("v0.31.0-stock-s2"))["prompts"]
     check_live_recording(rec)
 

@@ -3,7 +3,7 @@
 The CPU twin of ``tests/test_notebook_live_gpu.py``.  Each test executes a notebook
 headless (nbclient) with ``HISPARSE_NOTEBOOK_LIVE=1`` and ``HISPARSE_LIVE_REPLAY`` naming a
 committed real recording, so the live cell's ``check_available`` answers the recording's
-vLLM version and its ``run_one`` (notebook 4) or ``python -m hisparse_model live
+vLLM version and its ``run_one`` (notebook 4) or ``hisparse live
 --workload`` (notebook 5) plays the recording back (:mod:`hisparse_model.engine.replay`)
 instead of starting vLLM.  What the notebook then shows is checked by the very functions
 the GPU test runs (``tests/live_checks.py``).  They must fail when the recording played back

@@ -142,3 +142,54 @@ def test_mutation_check_takes_the_suites_run_only_where_every_row_test_passed(tm
     ]
     for tests, why in rows:
         assert mc._passed_in(tests, [str(junit)]) == why, tests
+
+
+# (Chromium there?, CI?, root?, apt-get?, apt-get's exit) -> (status, installs run, line said)
+PROVISION_ROWS = [
+    (True, False, True, True, 0, 0, [], None),  # in place: nothing to do
+    (False, True, True, True, 0, 0, [], None),  # CI=true: .ci/run installs it; a miss fails the tests
+    (False, False, True, True, 0, 0, [["apt-get", "update", "-qq"],
+                                      ["apt-get", "install", "-y", "-qq", "chromium"]],
+     "is missing: installing Debian's chromium (apt-get install -y chromium)"),
+    (False, False, True, True, 100, 2, [["apt-get", "update", "-qq"]],
+     "`apt-get install -y chromium` failed"),  # apt-get update fails: the install is not tried
+    (False, False, False, True, 0, 2, [], "run `sudo apt-get install -y chromium`"),  # not root
+    (False, False, True, False, 0, 2, [], "run `apt-get install -y chromium`"),  # no apt-get
+]
+
+
+def test_provision_installs_chromium_or_names_the_command():
+    """The full check installs a missing Chromium as root with apt-get, else says the one
+    command to run and exits 2 before any tier; under CI=true it installs nothing."""
+    run_tests = _run_tests()
+    for there, ci, root, apt, apt_rc, status, calls, line in PROVISION_ROWS:
+        installed, said, ran = [there], [], []
+
+        def call(cmd, **kw):
+            ran.append(cmd)
+            if cmd[:2] == ["apt-get", "install"] and not apt_rc:
+                installed[0] = True
+            return apt_rc
+
+        got = run_tests.provision(
+            env={"CI": "true"} if ci else {}, exists=lambda p: installed[0], is_root=root,
+            which=lambda name: "/usr/bin/apt-get" if apt else None, call=call, say=said.append)
+        assert (got, ran) == (status, calls), (there, ci, root, apt, apt_rc)
+        # one line, or two where the install was tried and failed; the last names the command
+        assert len(said) == (0 if not line else 2 if calls and status else 1), said
+        assert not line or line in said[-1], said
+
+
+def test_an_empty_tier_is_not_a_failure():
+    """pytest's 5 (no test selected) passes a tier (the browser module skips itself where
+    Chromium is missing) but not a selection the user typed; any other status is kept."""
+    run_tests = _run_tests()
+    alone = run_tests.steps([])[1]
+    selection = run_tests.steps(["-k", "nothing_matches"])[0]
+    rows = [  # (command, pytest's status) -> counted status
+        (alone, 5, 0), (alone, 1, 1), (alone, 0, 0),
+        (selection, 5, 5),
+        (run_tests.steps([])[2], 5, 5),  # not pytest (the coverage check): kept
+    ]
+    for cmd, status, want in rows:
+        assert run_tests.tier_status(cmd, status, say=lambda line: None) == want, (cmd, status)

@@ -1,6 +1,6 @@
 """Every live workload recording (tests/recorded/workloads/) agrees with simulate, step by step.
 
-Each was served on an H200 by ``python -m hisparse_model live --workload``
+Each was served on an H200 by ``hisparse live --workload``
 (see its ``provenance``): requests added at their arrival step, every engine
 step's scheduled tokens recorded with the routing rows of its forward.  The
 model must reproduce the sizes, start-up, every step's tokens per request, the

@@ -1,6 +1,6 @@
 """Start engine children with timeouts and collect their recordings.
 
-``python -m hisparse_model live ...`` lands here.  Each configuration runs in a
+``hisparse live ...`` lands here.  Each configuration runs in a
 fresh child process (:mod:`.child`) with its own timeout, so a crash or a hang
 in one configuration loses nothing else; the recording file appears only when
 the child finished writing it (atomic rename).  Every child's console output

@@ -3,7 +3,7 @@
 ``HISPARSE_LIVE_REPLAY=REC.json`` (several: joined with ``os.pathsep``) makes the live
 code path stand in for the engine without a GPU or vLLM: :func:`.live.check_available`
 answers the recordings' vLLM version, and :func:`.live.run_one` (so
-``python -m hisparse_model live``, its ``--workload`` and ``--sweep`` runs, and notebooks 4
+``hisparse live``, its ``--workload`` and ``--sweep`` runs, and notebooks 4
 and 5's live cells) writes and returns the recording of the same request instead of
 starting vLLM.  CI runs the GPU tests' checks this way (``tests/live_checks.py``).
 

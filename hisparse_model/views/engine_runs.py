@@ -69,7 +69,7 @@ class RecordingsDashboard(Dashboard):
                   "differ": str(len(self.rows) - agree)}
         if not self.rows:
             return Screen({}, None, labels, "<div class='hs-note'>No recordings found in "
-                          "tests/recorded/ (make some with <code>python -m hisparse_model live"
+                          "tests/recorded/ (make some with <code>hisparse live"
                           "</code> on a GPU).</div>", dict)
         selected = self.value("recording")
         i = [r["name"] for r in self.rows].index(selected)

@@ -1,4 +1,4 @@
-"""Every dashboard on one page, in tabs: what ``python -m hisparse_model app`` serves."""
+"""Every dashboard on one page, in tabs: what ``hisparse app`` serves."""
 
 from __future__ import annotations
 

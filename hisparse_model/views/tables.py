@@ -111,7 +111,7 @@ def advice_list_html(advice: list[dict], controls=None) -> str:
         change = ", ".join(f"{k} = {v}" for k, v in a["change"].items())
         missing = [k for k in a["change"] if controls is not None and k not in controls]
         where = (f" <i class='hs-elsewhere'>({esc(', '.join(missing))} has no control here: "
-                 f"set it in notebook 5, or with <code>python -m hisparse_model simulate</code>)"
+                 f"set it in notebook 5, or with <code>hisparse simulate</code>)"
                  f"</i>" if missing else "")
         return (f"<li><b>{esc(change)}</b>{where}: {esc(a['why'])}<br>"
                 f"<span class='hs-cost'>cost: {esc(a['cost']['text'])}</span></li>")

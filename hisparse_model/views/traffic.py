@@ -129,7 +129,7 @@ def schedule_report(sched) -> str:
 
 def advice_html(found: dict, controls=None) -> str:
     capped = (f"<div class='hs-note'>not searched beyond ±{cd.ADVICE_CALLS // 2} values: "
-              f"{esc(', '.join(found['capped']))} (<code>python -m hisparse_model simulate"
+              f"{esc(', '.join(found['capped']))} (<code>hisparse simulate"
               f"</code> searches further)</div>" if found["capped"] else "")
     return (f"<div class='hs-note'><b>what avoids it</b>, in the order an engineer would take "
             f"it (each re-simulated on this traffic):</div>"
@@ -321,7 +321,7 @@ class WorkloadRecordingsDashboard(Dashboard):
 
 
 def live_command(knobs, workload_path: str, out: str) -> list[str]:
-    """``python -m hisparse_model live --workload`` for ``knobs`` (the installed vLLM's version)."""
+    """``hisparse live --workload`` for ``knobs`` (the installed vLLM's version)."""
     cmd = [sys.executable, "-m", "hisparse_model", "live", "--workload", workload_path,
            "--out", out]
     for spec in knob_specs():
