@@ -63,7 +63,8 @@ def execute_live(path: str, monkeypatch, *, timeout: int = CELL_TIMEOUT, inserts
     notebook.  ``inserts``: ``(text, code)`` pairs, each a code cell put after the first cell
     whose source contains ``text`` (``""``: before every cell), as a reader would type it."""
     import nbformat
-    from nbclient import NotebookClient
+
+    import kernels
 
     monkeypatch.setenv("HISPARSE_NOTEBOOK_LIVE", "1")
     nb = nbformat.read(path, as_version=4)
@@ -71,8 +72,7 @@ def execute_live(path: str, monkeypatch, *, timeout: int = CELL_TIMEOUT, inserts
         at = 0 if text == "" else 1 + next(i for i, c in enumerate(nb.cells)
                                            if text in c.source)
         nb.cells.insert(at, nbformat.v4.new_code_cell(code))
-    NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                   resources={"metadata": {"path": os.path.dirname(path)}}).execute()
+    kernels.execute(nb, path, timeout)
     return nb
 
 

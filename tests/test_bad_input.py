@@ -579,7 +579,7 @@ def test_ctrl_c_is_one_line_and_130(tmp_path, what):
         env = dict(os.environ, VLLM_TARGET_ROOT=str(tmp_path / "no-vllm-trees"))
     status, out, err = _interrupt(cmd, 0.8, tmp_path, env)
     assert status == 130, err
-    name = "hisparse_model.bench" if what == "bench" else f"hisparse_model {what}"
+    name = "python -m hisparse_model.bench" if what == "bench" else f"hisparse {what}"
     assert_one_line(err, f"{name}: interrupted (Ctrl-C)")
     assert out == ""
 

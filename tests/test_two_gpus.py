@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
+import kernels
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
 from hisparse_model.views.two_gpus import two_gpus_dashboard
 
@@ -43,8 +43,7 @@ def test_dashboard_moves(version, s, crash):
 def test_notebook_runs_headless():
     """Notebook 6 executes and shows both ranks' timelines, the crash on rank 1 and the advice."""
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    NotebookClient(nb, timeout=60, kernel_name="python3",
-                   resources={"metadata": {"path": os.path.dirname(NOTEBOOK)}}).execute()
+    kernels.execute(nb, NOTEBOOK, 60)
     state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     shown = " ".join(m.get("state", {}).get("value", "") for m in state.values()
                      if isinstance(m.get("state", {}).get("value"), str))
