@@ -19,7 +19,9 @@ import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import NamedTuple
 
-VLLM_VERSIONS = ("0.31.0", "0.32.0", "0.33.0")
+from .versions import COVERED, candidate
+
+VLLM_VERSIONS = COVERED + ((candidate(),) if candidate() else ())  # versions.py
 ROUTING_MODES = ("stock", "fix")
 # Sparse-MLA backends that serve DeepSeek-V3.2 on an H200 (SM90), in vLLM's
 # priority order (vllm/platforms/cuda.py:138-153 `FLASH_ATTN_MLA_SPARSE`).  The

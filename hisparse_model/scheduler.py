@@ -44,6 +44,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from .scheduler_config import VERSIONS, SchedulerConfig, acceptance  # noqa: F401
+from .versions import since
 from .workload import Arrivals, DistinctPrompt
 
 
@@ -152,10 +153,10 @@ class _Sim:
         self.hit_cap_full = v != "0.31.0" and self.K > 0
         # 0.33.0 caches after each output at computed - in flight (sync MTP too),
         # vllm/v1/core/sched/scheduler.py:2407-2415@0.33.0 `num_in_flight_tokens`
-        self.cache_on_update = v == "0.33.0"
+        self.cache_on_update = since(v, "0.33.0")
         # 0.33.0: no drafts after a step whose drafts are sure to go unused (MTP reserves
         # lookahead slots), vllm/v1/core/sched/scheduler.py:319-321@0.33.0 `self.can_skip_drafts = (`
-        self.can_skip_drafts = v == "0.33.0" and self.K > 0
+        self.can_skip_drafts = since(v, "0.33.0") and self.K > 0
         keys = (keys or request_keys(workload)) if self.apc else [()] * len(workload.requests)
         self.reqs = [_Req(i, len(r.prompt_token_ids), r.max_tokens, keys[i])
                      for i, r in enumerate(workload.requests)]

@@ -11,11 +11,11 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from .knobs import Knobs
+from .knobs import VLLM_VERSIONS, Knobs
 from .plan import Plan
 from .reproduction import BLOCK_SIZE
 
-VERSIONS = ("0.31.0", "0.32.0", "0.33.0")
+VERSIONS = VLLM_VERSIONS
 
 
 @dataclass(frozen=True)

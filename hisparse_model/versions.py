@@ -11,13 +11,37 @@ all-resident prefill takes the all-resident path).  Each holds
 * the vLLM ``file:line`` of every rule, per version (:attr:`VersionRules.cites`;
   ``tests/test_citations.py`` opens each one in the installed sources).
 
-No other module branches on the version: they ask :func:`rules_for`.
+No other module branches on the version: they ask :func:`rules_for` (or :func:`since`, for
+the scheduler's rules that hold from one release on).
+
+A release the model does not cover yet can be tried as a *candidate*
+(``HISPARSE_EXTRA_VLLM=X.Y.Z``, what ``scripts/vllm_release_check.py`` sets): it gets the
+newest covered version's rules and no citations, so that the CPU cross-checks, run against
+its own code, show where it behaves otherwise.  Nothing else sets it; a user never sees it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
+
+COVERED = ("0.31.0", "0.32.0", "0.33.0")  # the releases the model covers, oldest first
+CANDIDATE_ENV = "HISPARSE_EXTRA_VLLM"
+
+
+def candidate() -> str | None:
+    """The release tried with the newest covered version's rules, if any (see above)."""
+    version = os.environ.get(CANDIDATE_ENV, "")
+    parts = version.split(".")
+    if version in COVERED or len(parts) != 3 or not all(p.isdigit() for p in parts):
+        return None
+    return version
+
+
+def since(version: str, first: str) -> bool:
+    """Whether ``version`` is ``first`` or a later release (a rule that holds from ``first`` on)."""
+    return tuple(map(int, version.split("."))) >= tuple(map(int, first.split(".")))
 
 ALL_RESIDENT = "all_resident"
 SWAP_IN = "swap_in"
@@ -222,6 +246,11 @@ RULES = {
                      "else all-resident", bypass=True, whole=True, lookahead=True, spec_warmups=2,
                      newer=True),
 }
+
+
+if candidate():  # the newest covered version's rules, under the candidate's name
+    RULES[candidate()] = replace(RULES[COVERED[-1]], key=candidate(), vllm_version=candidate(),
+                                 cites={})
 
 
 def rules_for(knobs) -> VersionRules:

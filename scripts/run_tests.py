@@ -92,7 +92,9 @@ def provision(env: dict | None = None, exists=os.path.exists, is_root: bool | No
             f"{'' if is_root else 'sudo '}{command}` (Debian's package), then run this again")
         return EXIT_NOT_PROVISIONED
     say(f"run_tests: {CHROMIUM} is missing: installing Debian's chromium ({command})")
-    quiet = {"stdout": subprocess.DEVNULL}
+    # apt's own chatter (debconf, progress) would be more lines: a failure is said below
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL,
+             "env": {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}}
     if call(["apt-get", "update", "-qq"], **quiet) or call(APT_CHROMIUM, **quiet) \
             or not exists(CHROMIUM):
         say(f"run_tests: `{command}` failed: install Chromium at {CHROMIUM}, then run "

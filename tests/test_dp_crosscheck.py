@@ -14,6 +14,8 @@ import random
 
 import pytest
 
+from hisparse_model.knobs import VLLM_VERSIONS
+
 from hisparse_model import data_parallel
 from hisparse_model.data_parallel import RankBatch, sync_step
 from hisparse_model.knobs import Knobs
@@ -22,7 +24,7 @@ from hisparse_model.routing import decode_tokens, routed_path
 
 pytestmark = pytest.mark.vllm_cpu
 
-VERSIONS = ("0.31.0", "0.32.0", "0.33.0")
+VERSIONS = VLLM_VERSIONS  # every version the model covers (and a release-check candidate)
 NUM_PAIRS = 1200
 MODES = ("FULL_AND_PIECEWISE", "PIECEWISE", "FULL_DECODE_ONLY", None)  # None: enforce_eager
 

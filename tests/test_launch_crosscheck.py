@@ -6,11 +6,13 @@ serve parser and runs its batch defaulting with the platform answering as the H2
 
 import pytest
 
+from hisparse_model.knobs import VLLM_VERSIONS
+
 from hisparse_model.launch import ENGINE_ARGS, SERVE, resolve_defaults
 from hisparse_model.vllm_flags import CONFIG_KEYS, all_flags
 
 pytestmark = pytest.mark.vllm_cpu
-VERSIONS = ("0.31.0", "0.32.0", "0.33.0")
+VERSIONS = VLLM_VERSIONS  # every version the model covers (and a release-check candidate)
 # (context, L, S or None, B or None): unset knobs take the context's defaults
 DEFAULTS = [("serve", 163840, None, None), ("serve", 163840, 4, None),
             ("serve", 320, 2, None), ("serve", 320, None, None), ("serve", 320, 30, None),

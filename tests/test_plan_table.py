@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import pytest
 
+from hisparse_model.knobs import VLLM_VERSIONS
+
 from hisparse_model import Knobs, plan
 
-VERSIONS = ("0.31.0", "0.32.0", "0.33.0")
+VERSIONS = VLLM_VERSIONS  # every version the model covers (and a release-check candidate)
 
 # (knobs, expected B)
 B_CASES = [

@@ -12,13 +12,15 @@ import random
 
 import pytest
 
+from hisparse_model.knobs import VLLM_VERSIONS
+
 from hisparse_model.knobs import Knobs
 from hisparse_model.plan import plan
 from hisparse_model.routing import router
 
 pytestmark = pytest.mark.vllm_cpu
 
-VERSIONS = ("0.31.0", "0.32.0", "0.33.0")
+VERSIONS = VLLM_VERSIONS  # every version the model covers (and a release-check candidate)
 
 
 def knob_sets(seed: int = 20261201, count: int = 90) -> list[dict]:

@@ -1,0 +1,207 @@
+"""A new vLLM release, reviewed in a day: where every line the model cites went, and what the
+cross-checks say of it.
+
+    python scripts/vllm_release_check.py VERSION [--from OLD] [--out FILE.md] [--no-crosscheck]
+
+1. Installs ``vllm==VERSION`` CPU-only into ``.vllm/VERSION`` (``scripts/install_vllm_cpu.sh``,
+   as the cross-checks do; nothing goes into the environment).
+2. Takes every citation the code makes of ``OLD`` (default: the newest version the model
+   covers): the ``VersionRules`` table (``hisparse_model/versions.py``) and each textual
+   ``vllm/<path>:<lines>@OLD `name` `` in the package and the README.  For each it looks for the
+   cited text in VERSION's file and says one of
+
+   * **same**: the text is at the same lines;
+   * **moved**: the text is in the file at other lines (the new lines given);
+   * **changed**: the file is there but the text is not; the old lines and what VERSION has
+     at those lines are shown, for a reader to find the new code;
+   * **gone**: the file is not in VERSION.
+
+3. Runs every CPU cross-check driver against VERSION and lists the tests that disagree:
+   ``HISPARSE_EXTRA_VLLM=VERSION pytest -m vllm_cpu``, where VERSION is a *candidate* that
+   the model answers for with the newest covered version's rules (``versions.candidate``)
+   and the tests keep only their VERSION cases (``tests/conftest.py``).  What passes is
+   where VERSION behaves as OLD does, shown by VERSION's own code.
+
+It prints the report as Markdown (``--out FILE`` writes it too: docs/releases/VERSION.md) and
+exits 0 when every citation is found (same or moved) and every cross-check passed, 1 when
+something needs a reader, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+TEXT_CITE = re.compile(r"vllm/(?P<path>[\w/]+\.py):(?P<start>\d+)(?:-(?P<end>\d+))?"
+                       r"@(?P<version>\d+\.\d+\.\d+)\s+`(?P<name>[^`]+)`")
+VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Cited:
+    """One citation of the old version: where the code makes it and what it names."""
+
+    where: str  # "hisparse_model/versions.py: q" or "hisparse_model/scheduler.py:154"
+    path: str  # inside the vllm package
+    start: int
+    end: int
+    name: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Found:
+    cited: Cited
+    status: str  # same, moved, changed, gone
+    start: int = 0  # the new lines (same, moved)
+    end: int = 0
+    old_text: str = ""  # changed: the old lines and the new file's text at them
+    new_text: str = ""
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+def citations(old: str) -> list[Cited]:
+    """Every citation of ``old``: the VersionRules table, then the textual ones."""
+    from hisparse_model.versions import RULES
+
+    out, seen = [], set()
+    for rules in RULES.values():
+        if rules.vllm_version != old:
+            continue
+        for key, c in rules.cites.items():
+            if (key, c) not in seen:
+                seen.add((key, c))
+                out.append(Cited(f"hisparse_model/versions.py: {key}", c.path, c.start, c.end,
+                                 c.symbol))
+    files = sorted((REPO / "hisparse_model").rglob("*.py")) + [REPO / "README.md"]
+    for f in files:
+        text = f.read_text()
+        for m in TEXT_CITE.finditer(text):
+            if m["version"] != old:
+                continue
+            line = text.count("\n", 0, m.start()) + 1
+            start = int(m["start"])
+            out.append(Cited(f"{f.relative_to(REPO)}:{line}", m["path"], start,
+                             int(m["end"] or start), m["name"]))
+    return out
+
+
+def locate(cited: Cited, old_root: pathlib.Path, new_root: pathlib.Path) -> Found:
+    """Where ``cited``'s text is in the new version's file."""
+    new_file = new_root / "vllm" / cited.path
+    if not new_file.is_file():
+        return Found(cited, "gone")
+    lines = new_file.read_text().splitlines()
+    span = cited.end - cited.start + 1
+    name = _norm(cited.name)
+
+    def holds(start: int) -> bool:
+        return name in _norm(" ".join(lines[start - 1:start - 1 + span]))
+
+    if cited.start + span - 1 <= len(lines) and holds(cited.start):
+        return Found(cited, "same", cited.start, cited.end)
+    # the nearest window of the same length that holds the text (a moved function)
+    hits = [s for s in range(1, len(lines) - span + 2) if holds(s)]
+    if hits:
+        best = min(hits, key=lambda s: abs(s - cited.start))
+        return Found(cited, "moved", best, best + span - 1)
+    old_file = old_root / "vllm" / cited.path
+    old = old_file.read_text().splitlines() if old_file.is_file() else []
+    return Found(cited, "changed", old_text="\n".join(old[cited.start - 1:cited.end]),
+                 new_text="\n".join(lines[cited.start - 1:cited.end]))
+
+
+def report(new: str, old: str, found: list[Found], crosscheck: dict | None) -> str:
+    counts = {s: sum(f.status == s for f in found) for s in ("same", "moved", "changed", "gone")}
+    out = [f"# vLLM {new} against {old}: the model's citations and cross-checks", "",
+           f"Made by `python scripts/vllm_release_check.py {new} --from {old}` on "
+           f"{time.strftime('%Y-%m-%d')}. {len(found)} citations of {old}: "
+           + ", ".join(f"{n} {s}" for s, n in counts.items()) + ".", "",
+           "| status | cited from | vllm/ file | old lines | new lines | text |",
+           "|---|---|---|---|---|---|"]
+    order = {"gone": 0, "changed": 1, "moved": 2, "same": 3}
+    for f in sorted(found, key=lambda f: (order[f.status], f.cited.path, f.cited.start)):
+        c = f.cited
+        new_lines = f"{f.start}-{f.end}" if f.status in ("same", "moved") else "—"
+        out.append(f"| {f.status} | `{c.where}` | `{c.path}` | {c.start}-{c.end} | {new_lines} "
+                   f"| `{c.name.replace('|', '/')}` |")
+    changed = [f for f in found if f.status == "changed"]
+    if changed:
+        out += ["", "## Changed: the old text, and the new file at the same lines", ""]
+        for f in changed:
+            out += [f"### `{f.cited.path}:{f.cited.start}-{f.cited.end}` `{f.cited.name}` "
+                    f"(cited from `{f.cited.where}`)", "", "old:", "```python", f.old_text,
+                    "```", "new, same lines:", "```python", f.new_text, "```", ""]
+    if crosscheck is not None:
+        out += ["", "## CPU cross-checks against the new version", "",
+                f"`{crosscheck['command']}`: exit {crosscheck['status']}, "
+                f"{crosscheck['summary']}", ""]
+        out += [f"- disagrees: `{t}`" for t in crosscheck["failed"]] or [
+            "Every cross-check driver agrees with the model."]
+    return "\n".join(out) + "\n"
+
+
+def run_crosschecks(new: str) -> dict:
+    """``pytest -m vllm_cpu`` with NEW the candidate (its cases only); its failures."""
+    junit = REPO / "test-artifacts" / f"junit-release-{new}.xml"
+    cmd = [sys.executable, "-m", "pytest", "-q", "-m", "vllm_cpu", "-n", "2", "--dist",
+           "loadgroup", "-p", "no:cacheprovider", "-rfE", f"--junitxml={junit}"]
+    env = dict(os.environ, HISPARSE_EXTRA_VLLM=new)
+    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+    lines = done.stdout.strip().splitlines()
+    failed = [ln.split(" ", 1)[1].split(" - ")[0] for ln in lines
+              if ln.startswith(("FAILED ", "ERROR "))]
+    return {"command": f"HISPARSE_EXTRA_VLLM={new} " + " ".join(["pytest", *cmd[3:-1]]),
+            "status": done.returncode,
+            "summary": lines[-1].strip("= ") if lines else "no output", "failed": failed}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from hisparse_model import VLLM_VERSIONS
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("version")
+    ap.add_argument("--from", dest="old", default=VLLM_VERSIONS[-1],
+                    help=f"the covered version to compare against (default {VLLM_VERSIONS[-1]})")
+    ap.add_argument("--out", metavar="FILE.md")
+    ap.add_argument("--no-crosscheck", action="store_true", help="the citations only")
+    args = ap.parse_args(argv)
+    for v in (args.version, args.old):
+        if not VERSION.match(v):
+            print(f"vllm_release_check: error: {v!r} is not a release (X.Y.Z)", file=sys.stderr)
+            return 2
+    if args.old not in VLLM_VERSIONS:
+        print(f"vllm_release_check: error: --from {args.old}: the model covers "
+              f"{', '.join(VLLM_VERSIONS)}", file=sys.stderr)
+        return 2
+    root = pathlib.Path(os.environ.get("VLLM_TARGET_ROOT", REPO / ".vllm"))
+    install = subprocess.run(["bash", str(REPO / "scripts" / "install_vllm_cpu.sh"), args.old,
+                              args.version], env=dict(os.environ, PYTHON=sys.executable))
+    if install.returncode:
+        print(f"vllm_release_check: error: vllm=={args.version} could not be installed "
+              f"(scripts/install_vllm_cpu.sh exit {install.returncode})", file=sys.stderr)
+        return 2
+    found = [locate(c, root / args.old, root / args.version) for c in citations(args.old)]
+    cross = None if args.no_crosscheck else run_crosschecks(args.version)
+    text = report(args.version, args.old, found, cross)
+    print(text, end="")
+    if args.out:
+        pathlib.Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        pathlib.Path(args.out).write_text(text)
+    clean = all(f.status in ("same", "moved") for f in found) and (cross is None
+                                                                   or cross["status"] == 0)
+    return 0 if clean else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
