@@ -2,6 +2,7 @@
 cross-checks say of it.
 
     python scripts/vllm_release_check.py VERSION [--from OLD] [--out FILE.md] [--no-crosscheck]
+                                         [--recordings DIR]
 
 1. Installs ``vllm==VERSION`` CPU-only into ``.vllm/VERSION`` (``scripts/install_vllm_cpu.sh``,
    as the cross-checks do; nothing goes into the environment).
@@ -22,6 +23,10 @@ cross-checks say of it.
    and the tests keep only their VERSION cases (``tests/conftest.py``).  What passes is
    where VERSION behaves as OLD does, shown by VERSION's own code.
 
+4. With ``--recordings DIR``: compares each H200 recording of VERSION in DIR (``hisparse live``
+   on the real engine) with the candidate model, row by row, as the recordings tests do, and
+   lists what differs.
+
 It prints the report as Markdown (``--out FILE`` writes it too: docs/releases/VERSION.md) and
 exits 0 when every citation is found (same or moved) and every cross-check passed, 1 when
 something needs a reader, 2 on bad input.
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import pathlib
 import re
@@ -166,6 +172,35 @@ def run_crosschecks(new: str) -> dict:
             "summary": lines[-1].strip("= ") if lines else "no output", "failed": failed}
 
 
+def compare_recordings(directory: str) -> list[tuple[str, list[str]]]:
+    """(name, differences) for every recording in ``directory``, the model answering for
+    its version as a candidate (run with ``HISPARSE_EXTRA_VLLM`` set)."""
+    import glob
+
+    from hisparse_model.recordings import compare_recording, load
+    from hisparse_model.workload_recordings import compare_workload_recording
+
+    out = []
+    for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
+        name = os.path.basename(path)[:-5]
+        rec = load(path)
+        compare = compare_workload_recording if "workload" in rec else compare_recording
+        out.append((name, compare(rec)))
+    return out
+
+
+def recordings_section(found: list[tuple[str, list[str]]]) -> str:
+    same = sum(not d for _, d in found)
+    lines = ["", "## H200 recordings against the candidate model", "",
+             f"{len(found)} recordings, {same} equal to the model on every field.", ""]
+    for name, diffs in found:
+        lines.append(f"- `{name}`: " + ("equal on every field" if not diffs else
+                                        "; ".join(d.replace("|", "/") for d in diffs[:3])
+                                        + (f" (and {len(diffs) - 3} more)" if len(diffs) > 3
+                                           else "")))
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     from hisparse_model import VLLM_VERSIONS
 
@@ -175,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"the covered version to compare against (default {VLLM_VERSIONS[-1]})")
     ap.add_argument("--out", metavar="FILE.md")
     ap.add_argument("--no-crosscheck", action="store_true", help="the citations only")
+    ap.add_argument("--recordings", metavar="DIR", help="H200 recordings of VERSION to compare")
     args = ap.parse_args(argv)
     for v in (args.version, args.old):
         if not VERSION.match(v):
@@ -194,12 +230,24 @@ def main(argv: list[str] | None = None) -> int:
     found = [locate(c, root / args.old, root / args.version) for c in citations(args.old)]
     cross = None if args.no_crosscheck else run_crosschecks(args.version)
     text = report(args.version, args.old, found, cross)
+    recs = None
+    if args.recordings:  # in a child: the model must see VERSION as the candidate
+        code = ("import sys; sys.path.insert(0, 'scripts'); import vllm_release_check as r, "
+                f"json; print(json.dumps(r.compare_recordings({args.recordings!r})))")
+        done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                              text=True, env=dict(os.environ, HISPARSE_EXTRA_VLLM=args.version))
+        if done.returncode:
+            print(f"vllm_release_check: error: --recordings {args.recordings}: "
+                  f"{(done.stderr.strip().splitlines() or ['?'])[-1]}", file=sys.stderr)
+            return 2
+        recs = json.loads(done.stdout)
+        text += recordings_section(recs)
     print(text, end="")
     if args.out:
         pathlib.Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         pathlib.Path(args.out).write_text(text)
-    clean = all(f.status in ("same", "moved") for f in found) and (cross is None
-                                                                   or cross["status"] == 0)
+    clean = all(f.status in ("same", "moved") for f in found) and (
+        cross is None or cross["status"] == 0) and not any(d for _, d in recs or [])
     return 0 if clean else 1
 
 

@@ -47,7 +47,8 @@ import json
 
 from hisparse_model.crosscheck.config_path import _scheduler_config, _scheduler_defaults
 from hisparse_model.crosscheck.driver_io import _format_exc, json_main, quiet_vllm, run_each
-from hisparse_model.crosscheck.standins import H200_DEVICE, _as_h200, _patched
+from hisparse_model.crosscheck.standins import (H200_DEVICE, _as_h200, _patched,
+                                                uses_v2_model_runner)
 
 
 def _reason(exc: BaseException) -> str:
@@ -184,7 +185,7 @@ def check_rejection(knobs: dict, device: dict | None = None) -> dict:
                 _patched(vllm_mod, "HAS_TRITON", True), \
                 _as_h200(device, memory_and_name=True):
             cfg = VllmConfig(**kwargs)
-            res["use_v2_model_runner"] = cfg.use_v2_model_runner
+            res["use_v2_model_runner"] = uses_v2_model_runner(cfg)
     except Exception as exc:  # noqa: BLE001
         return reject("VllmConfig", exc)
     return res

@@ -49,6 +49,15 @@ def _as_h200(device: dict, *, memory_and_name: bool):
         stack.enter_context(_patched(
             cls, "get_device_capability",
             classmethod(lambda c, device_id=0: cap)))
+        if hasattr(cls, "get_hisparse_backend_cls"):
+            # 0.34.0: HiSparse asks the platform for its backend; CUDA's answers with this
+            # class (vllm/platforms/cuda.py:274-275@0.34.0 `def get_hisparse_backend_cls`;
+            # importing vllm.platforms.cuda needs vLLM's CUDA kernels)
+            from vllm.v1.hisparse.backend import CUDAHiSparseBackend as cuda_backend
+
+            name = f"{cuda_backend.__module__}.{cuda_backend.__qualname__}"
+            stack.enter_context(_patched(cls, "get_hisparse_backend_cls",
+                                         classmethod(lambda c: name)))
         if memory_and_name:
             stack.enter_context(_patched(
                 cls, "get_device_total_memory",
@@ -57,6 +66,12 @@ def _as_h200(device: dict, *, memory_and_name: bool):
                 cls, "get_device_name",
                 classmethod(lambda c, device_id=0: device["name"])))
         yield
+
+
+def uses_v2_model_runner(cfg) -> bool:
+    """Whether the config runs Model Runner V2: its own answer, or (0.34.0, where the V1
+    runner is gone and v1/worker/gpu/model_runner.py is the only one) True."""
+    return getattr(cfg, "use_v2_model_runner", True)
 
 
 def _spec_standin(num_speculative_tokens: int, parallel_drafting: bool):

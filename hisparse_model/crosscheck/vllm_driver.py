@@ -176,6 +176,7 @@ from hisparse_model.crosscheck.standins import (
     _as_h200,
     _patched,
     _spec_standin,
+    uses_v2_model_runner,
 )
 
 __all__ = [  # run, main, and the names re-exported from the modules above
@@ -194,7 +195,7 @@ def _one(knobs: dict, device: dict) -> dict:
     sched = _scheduler_defaults(knobs, device)
     res["scheduler"] = sched
     cfg = _vllm_config(sched, knobs)
-    res["use_v2_model_runner"] = cfg.use_v2_model_runner
+    res["use_v2_model_runner"] = uses_v2_model_runner(cfg)
     res["scheduler_after_config"] = {
         "max_num_seqs": cfg.scheduler_config.max_num_seqs,
         "max_num_batched_tokens": cfg.scheduler_config.max_num_batched_tokens,
