@@ -280,6 +280,28 @@ def _simulate(args) -> int:
                    format_schedule, max(r.prompt_len for r in work.requests))
 
 
+def _check_outputs(args) -> None:
+    """``--crash-workload`` and ``--plot``, before anything runs: each a file that can be
+    written, and never the ``--traffic`` input or each other (writing would destroy it)."""
+    import os
+
+    given = [("--crash-workload", args.crash_workload), ("--plot", args.plot)]
+    seen = {os.path.realpath(args.traffic): "--traffic"}
+    for flag, path in given:
+        if not path:
+            continue
+        if os.path.isdir(path):
+            raise ValueError(f"{flag} {path}: is a folder; give a file name")
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise ValueError(f"{flag} {path}: no folder {folder}")
+        real = os.path.realpath(path)
+        if real in seen:
+            raise ValueError(f"{flag} {path}: is the {seen[real]} file; writing it would "
+                             "destroy it (give another file name)")
+        seen[real] = flag
+
+
 def _simulate_traffic(args, knobs: Knobs) -> int:
     """``simulate --traffic``: the odds of a crash over seeds (``traffic_risk.py``)."""
     import os
@@ -287,6 +309,7 @@ def _simulate_traffic(args, knobs: Knobs) -> int:
     from .traffic_report import estimate_json, estimate_lines
     from .traffic_risk import estimate, load_traffic, write_text, write_workload
 
+    _check_outputs(args)
     traffic = load_traffic(args.traffic, args.rate)
     jobs = args.jobs if args.jobs is not None else os.cpu_count() or 1
     est = estimate(knobs, traffic, args.minutes, seeds=args.seeds, first_seed=args.seed,

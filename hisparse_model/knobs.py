@@ -34,6 +34,8 @@ CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PI
 # (max_position_embeddings 163840, no rope-scaling growth).
 MODEL_MAX_LEN = 163_840
 MAX_GPUS = 8  # one H200 host: the largest tensor / data / pipeline parallel size offered
+# why a bound is where it is, said with the refusal
+MAXIMUM_WHY = {MAX_GPUS: "the GPUs of one H200 host, the largest deployment the model covers"}
 H200_MEMORY_BYTES = 141 * 10**9  # NVIDIA's H200: 141 GB of HBM3e
 BF16_BYTES = 2
 
@@ -195,7 +197,8 @@ def _check(spec: KnobSpec, value) -> None:
     if spec.minimum is not None and value < spec.minimum:
         raise ValueError(f"{spec.name} must be >= {spec.minimum}, got {value}")
     if spec.maximum is not None and value > spec.maximum:
-        raise ValueError(f"{spec.name} must be <= {spec.maximum}, got {value}")
+        why = f" ({MAXIMUM_WHY[spec.maximum]})" if spec.maximum in MAXIMUM_WHY else ""
+        raise ValueError(f"{spec.name} must be <= {spec.maximum}{why}, got {value}")
 
 
 _SPECS = tuple(

@@ -441,6 +441,9 @@ def _engine(found: dict, given: str | None) -> tuple[Line, str, dict, bool]:
         raise _missing("vllm_version", ENGINE)
     line, m = got
     version = m.group("value")
+    built, _, local = version.partition("+")  # a local build tag: 0.31.0+cu130 (CUDA builds)
+    if local and built in VLLM_VERSIONS:
+        version = built
     if version not in VLLM_VERSIONS:
         raise ValueError(f"vllm_version: the log's engine is vLLM {version} (line "
                          f"{line.number}); the model covers vLLM {', '.join(VLLM_VERSIONS)} only")
@@ -574,8 +577,11 @@ def from_log_text(text: str, vllm_version: str | None = None) -> Launch:
     hot = _whole(HOT, "max_num_seqs", found)
     backend = _whole(BACKEND, "attention_backend", found)
 
+    tag = WHOLE[ENGINE].search(engine_line.text).group("value")  # as printed: 0.31.0+cu130
     read, defaults = {"vllm_version": f"line {engine_line.number}: Initializing a V1 LLM "
-                                      f"engine (v{version})"}, {}
+                                      f"engine (v{tag})" + (
+                                          f", read as {version} (a local build of it)"
+                                          if tag != version else "")}, {}
 
     def from_args(knob: str) -> bool:
         if knob not in user.read:

@@ -31,7 +31,13 @@ def estimate_lines(est: Estimate, replay: str | None = None) -> list[str]:
              f"Traffic {t.source}: {t.rate_per_s:g} requests/s (Poisson), prompt_len "
              f"{t.prompt_len.describe()}, max_tokens {t.max_tokens.describe()}",
              f"Served: {_minutes(est.minutes)} per seed, {n} {seeds}, one engine step = "
-             f"{est.step_ms:g} ms (assumed: --step-ms)", ""]
+             f"{est.step_ms:g} ms (assumed: --step-ms)"]
+    arrived = sum(len(r.requests) for r in est.runs) + est.refused
+    if est.refused:  # prompts not shorter than max_model_len: vLLM refuses them at the door
+        lines.append(f"Refused: {est.refused:,} of {arrived:,} requests "
+                     f"({100 * est.refused / arrived:.0f} %): prompts not shorter than "
+                     f"max_model_len {k.max_model_len:,}, which vLLM refuses; the rest served")
+    lines.append("")
     crashed = est.crashed
     lines.append(f"Crashed within {_minutes(est.minutes)}: {len(crashed)} of {n} seeds "
                  f"({100 * est.share:.0f} %)")

@@ -39,7 +39,7 @@ import os
 import random
 from dataclasses import dataclass, field
 
-from .knobs import Knobs
+from .knobs import MODEL_MAX_LEN, Knobs
 from .workload import DistinctPrompt, PROMPT_IDS, Request, Workload, WorkloadError, short_repr
 
 STEP_MS = 25.0  # ms per engine step, assumed (a DeepSeek-V3.2 decode step: tens of ms)
@@ -47,6 +47,12 @@ SEEDS = 8  # seeds per estimate (8 seed-hours at 10 requests/s: about 9 s on 2 c
 CURVE_POINTS = 60  # times at which the crash probability curve is given
 LINE_KEYS = ("max_tokens", "output_len")  # a JSONL line's output length, either name
 DESCRIPTION_KEYS = ("rate_per_s", "prompt_len", "max_tokens")
+# What no server could see, refused with its bound rather than run (each a one-line refusal)
+MAX_RATE_PER_S = 10_000  # requests/s: 250 new requests in every 25-ms engine step
+MAX_MINUTES = 7 * 24 * 60  # a week of traffic per seed
+MAX_SEEDS = 1_000
+MAX_REQUESTS_PER_SEED = 10_000_000  # rate x minutes x 60: a seed's arrivals are held in memory
+MAX_OUTPUT_LEN = MODEL_MAX_LEN  # no request generates more tokens than the model's context
 TRAFFIC_ASSUMPTIONS = (
     "traffic: Poisson arrivals at the given rate, each request its own prompt (no shared "
     "prefix), lengths drawn independently from the file; every engine step takes step_ms "
@@ -76,6 +82,16 @@ class Lengths:
             u = rng.random() * self.bins[-1][2]
             lo, hi, _ = next(b for b in self.bins if u < b[2])
         return lo if lo == hi else rng.randint(lo, hi)
+
+    @property
+    def lowest(self) -> int:
+        """The shortest length this distribution can give."""
+        return min(self.samples) if self.samples else min(lo for lo, _, _ in self.bins)
+
+    @property
+    def highest(self) -> int:
+        """The longest length this distribution can give."""
+        return max(self.samples) if self.samples else max(hi for _, hi, _ in self.bins)
 
     def describe(self) -> str:
         if self.samples:
@@ -120,12 +136,16 @@ def _lengths(value, where: str) -> Lengths:
     bins, total = [], 0.0
     for i, b in enumerate(value):
         here = f"{where} bin {i + 1}"
-        if not isinstance(b, dict) or set(b) - {"min", "max", "weight"} or "min" not in b:
+        if not isinstance(b, dict) or set(b) - {"min", "max", "weight"}:
             raise TrafficError(f"{here}: expected {{\"min\": n, \"max\": m, \"weight\": w}}, "
                                f"got {short_repr(b)}")
+        missing = [key for key in ("min", "max", "weight") if key not in b]
+        if missing:  # a bin without "max" is no length 1, one without a weight no weight 1
+            raise TrafficError(f"{here}: gives no {' and no '.join(map(repr, missing))} (a bin "
+                               f"is {{\"min\": n, \"max\": m, \"weight\": w}})")
         lo = _positive_int(b["min"], f"{here} min")
-        hi = _positive_int(b.get("max", lo), f"{here} max")
-        w = b.get("weight", 1)
+        hi = _positive_int(b["max"], f"{here} max")
+        w = b["weight"]
         if isinstance(w, bool) or not isinstance(w, (int, float)) or not w > 0 \
                 or not math.isfinite(w):
             raise TrafficError(f"{here} weight: must be a number > 0, got {short_repr(w)}")
@@ -141,7 +161,19 @@ def _rate(value, where: str) -> float:
             or not math.isfinite(value):
         raise TrafficError(f"{where}: requests per second must be a number > 0, got "
                            f"{short_repr(value)}")
+    if value > MAX_RATE_PER_S:
+        raise TrafficError(f"{where}: {short_repr(value)} requests per second is more than "
+                           f"{MAX_RATE_PER_S:,} ({MAX_RATE_PER_S * STEP_MS / 1000:g} new requests "
+                           "in every engine step): no server sees that")
     return float(value)
+
+
+def _outputs(lengths: Lengths, where: str) -> Lengths:
+    """Output lengths no longer than any request can generate."""
+    if lengths.highest > MAX_OUTPUT_LEN:
+        raise TrafficError(f"{where}: {lengths.highest:,} tokens out is more than the model's "
+                           f"context of {MAX_OUTPUT_LEN:,} tokens: no request generates that")
+    return lengths
 
 
 def load_traffic(path: str, rate_per_s: float | None = None) -> Traffic:
@@ -160,6 +192,9 @@ def load_traffic(path: str, rate_per_s: float | None = None) -> Traffic:
         whole = json.loads(text)
     except ValueError:
         whole = None
+    if isinstance(whole, dict) and "output_len" in whole and set(whole) <= {"prompt_len",
+                                                                            *LINE_KEYS}:
+        whole = None  # one request's line (output_len is no description key): JSON Lines
     if isinstance(whole, dict):  # the whole file is one object: a description
         unknown = sorted(set(whole) - set(DESCRIPTION_KEYS))
         if unknown:
@@ -173,7 +208,8 @@ def load_traffic(path: str, rate_per_s: float | None = None) -> Traffic:
                                    "per second)")
             rate = _rate(whole["rate_per_s"], f"{name} rate_per_s")
         return Traffic(rate, _lengths(whole["prompt_len"], f"{name} prompt_len"),
-                       _lengths(whole.get("max_tokens", 8), f"{name} max_tokens"), path)
+                       _outputs(_lengths(whole.get("max_tokens", 8), f"{name} max_tokens"),
+                                f"{name} max_tokens"), path)
     prompts, outputs = [], []
     for i, line in enumerate(text.splitlines()):
         if not line.strip():
@@ -190,6 +226,8 @@ def load_traffic(path: str, rate_per_s: float | None = None) -> Traffic:
         prompts.append(_positive_int(obj["prompt_len"], f"{where} prompt_len"))
         given = [k for k in LINE_KEYS if k in obj]
         outputs.append(_positive_int(obj[given[0]], f"{where} {given[0]}") if given else 8)
+        if outputs[-1] > MAX_OUTPUT_LEN:
+            _outputs(Lengths((), (outputs[-1],)), f"{where} {given[0]}")
     if not prompts:
         raise TrafficError(f"{name}: no requests (an empty file)")
     if rate is None:
@@ -337,6 +375,11 @@ class Estimate:
         return out
 
     @property
+    def refused(self) -> int:
+        """Requests vLLM refuses over all seeds (prompts not shorter than max_model_len)."""
+        return sum(r.refused for r in self.runs)
+
+    @property
     def kinds(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for r in self.crashed:
@@ -344,20 +387,44 @@ class Estimate:
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
     def as_json(self) -> dict:
-        return {"traffic": self.traffic.as_json(), "minutes": self.minutes,
+        from .plan import plan
+
+        k = self.knobs
+        return {"knobs": {"vllm_version": k.vllm_version, "max_num_seqs": k.max_num_seqs,
+                          "max_num_batched_tokens": plan(k).max_num_batched_tokens,
+                          "max_model_len": k.max_model_len},
+                "refused": self.refused, "requests": sum(len(r.requests) for r in self.runs),
+                "traffic": self.traffic.as_json(), "minutes": self.minutes,
                 "step_ms": self.step_ms, "seeds": [r.as_json(self.step_ms) for r in self.runs],
                 "crashed_share": self.share, "median_minutes": self.median_minutes,
                 "kinds": self.kinds, "curve": self.curve(), "never_because": self.never_because}
 
 
-def check_traffic_knobs(knobs: Knobs, minutes: float, step_ms: float, seeds: int) -> None:
+def check_traffic_knobs(knobs: Knobs, minutes: float, step_ms: float, seeds: int,
+                        traffic: Traffic | None = None) -> None:
     """ValueError (one line naming the option) where the estimate cannot answer."""
     if not (isinstance(minutes, (int, float)) and math.isfinite(minutes) and minutes > 0):
         raise TrafficError(f"--minutes {minutes}: must be a number > 0")
+    if minutes > MAX_MINUTES:
+        raise TrafficError(f"--minutes {minutes:g}: at most {MAX_MINUTES:,} (a week) per seed")
     if not (math.isfinite(step_ms) and step_ms > 0):
         raise TrafficError(f"--step-ms {step_ms}: must be a number > 0")
     if seeds < 1:
         raise TrafficError(f"--seeds {seeds}: must be >= 1")
+    if seeds > MAX_SEEDS:
+        raise TrafficError(f"--seeds {seeds}: at most {MAX_SEEDS:,} (the share of seeds "
+                           "crashed is then known to a tenth of a percent)")
+    if traffic is not None:
+        arrivals = traffic.rate_per_s * minutes * 60
+        if arrivals > MAX_REQUESTS_PER_SEED:
+            raise TrafficError(f"--minutes {minutes:g} at {traffic.rate_per_s:g} requests/s: "
+                               f"{arrivals:,.0f} requests per seed, more than "
+                               f"{MAX_REQUESTS_PER_SEED:,}; serve fewer minutes")
+        if traffic.prompt_len.lowest >= knobs.max_model_len:
+            raise TrafficError(f"traffic {traffic.source}: every prompt is "
+                               f"{traffic.prompt_len.lowest:,} tokens or longer, not shorter "
+                               f"than max_model_len {knobs.max_model_len:,}: vLLM refuses "
+                               "them all, nothing is served")
     if knobs.data_parallel_size > 1:
         raise TrafficError("data_parallel_size: --traffic serves one engine; under data "
                            "parallelism give a workload with dp_rank (simulate -dp N "
@@ -377,7 +444,7 @@ def estimate(knobs: Knobs, traffic: Traffic, minutes: float, *, seeds: int = SEE
     from .plan import plan
     from .startup import startup_batches
 
-    check_traffic_knobs(knobs, minutes, step_ms, seeds)
+    check_traffic_knobs(knobs, minutes, step_ms, seeds, traffic)
     if jobs < 1:
         raise TrafficError(f"--jobs {jobs}: must be >= 1")
     out = Estimate(knobs, traffic, minutes, step_ms, accepted=accepted)

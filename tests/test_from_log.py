@@ -250,6 +250,11 @@ EDITS = [
     ("a version the model does not cover", _edit(12, "(v0.32.0)", "(v0.30.1)"), None,
      "vllm_version: the log's engine is vLLM 0.30.1 (line 12); the model covers vLLM 0.31.0, "
      "0.32.0, 0.33.0 only"),
+    # a local build tag of a version the model does not cover is still refused by the version
+    ("a local build of a version the model does not cover",
+     _edit(12, "(v0.32.0)", "(v0.35.0+cu130)"), None,
+     "vllm_version: the log's engine is vLLM 0.35.0+cu130 (line 12); the model covers vLLM "
+     "0.31.0, 0.32.0, 0.33.0 only"),
     ("--vllm other than the log's", lambda ls: ls, "0.31.0",
      "--vllm 0.31.0: the log's engine is vLLM 0.32.0 (line 12: Initializing a V1 LLM engine "
      "(v0.32.0)); drop --vllm, the log names the version"),
@@ -291,6 +296,18 @@ def test_a_log_that_cannot_say_is_refused_in_one_line(capsys, tmp_path, what, ed
     status, out, err = run(capsys, *(["--vllm", vllm] if vllm else []), "--from-log", str(path))
     assert (status, out) == (2, "")
     assert err == f"{PROG}--from-log {path}: {message}\n"
+
+
+def test_a_local_build_tag_reads_as_its_release():
+    """CUDA builds print their local tag (v0.32.0+cu130): the log reads as 0.32.0, the same
+    engine as the stock log, and says so where it names the version's line."""
+    lines = _lines()
+    lines[11] = lines[11].replace("(v0.32.0)", "(v0.32.0+cu130)")
+    tagged = from_log_text("\n".join(lines))
+    assert tagged.knobs == from_log_text("\n".join(_lines())).knobs
+    assert tagged.read["vllm_version"] == ("line 12: Initializing a V1 LLM engine "
+                                           "(v0.32.0+cu130), read as 0.32.0 (a local build "
+                                           "of it)")
 
 
 def test_a_log_cut_anywhere_is_the_same_engine_or_refused():

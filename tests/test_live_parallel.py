@@ -197,7 +197,8 @@ def test_worker_extension_resolves_without_installing_anything(monkeypatch):
 @pytest.mark.parametrize("knobs, message", [
     # Knobs' own checks, its one line naming the knob
     ({"max_num_seqs": 2, "tensor_parallel_size": 0}, "tensor_parallel_size must be >= 1, got 0"),
-    ({"max_num_seqs": 2, "data_parallel_size": 9}, "data_parallel_size must be <= 8, got 9"),
+    ({"max_num_seqs": 2, "data_parallel_size": 9}, "data_parallel_size must be <= 8 (the GPUs of one H200 host, the largest "
+                                                   "deployment the model covers), got 9"),
     ({"max_num_seqs": 2, "tensor_parallel_size": "2"},
      "tensor_parallel_size must be an integer, got '2'"),
     # the runner's own rules

@@ -6,6 +6,7 @@ workload, crash ``simulate --workload`` at the same engine step with the same er
 
 import json
 import random
+import re
 
 import pytest
 
@@ -55,7 +56,7 @@ def test_distinct_prompts_are_their_tokens(k, n, head):
 # file, what it reads: (rate, prompt_len described, max_tokens described)
 FORMS = [
     (SHAREGPT_SHAPED, (10.0, "histogram 1-256, 257-2048, 2049-16000", "8")),
-    ({"rate_per_s": 2.5, "prompt_len": 65, "max_tokens": [{"min": 1, "max": 4}]},
+    ({"rate_per_s": 2.5, "prompt_len": 65, "max_tokens": [{"min": 1, "max": 4, "weight": 1}]},
      (2.5, "65", "histogram 1-4")),
     # JSON Lines: real requests' lengths (other keys ignored; output_len or max_tokens)
     ('{"prompt_len": 65, "output_len": 3, "id": "a"}\n\n{"prompt_len": 900}\n',
@@ -78,8 +79,9 @@ BAD = [
     ({"rate_per_s": 1}, [], 'give "prompt_len"'),
     ({"rate_per_s": 1, "prompt_len": 5, "extra": 1}, [], "unknown key(s) 'extra'"),
     ({"rate_per_s": 0, "prompt_len": 5}, [], "rate_per_s: requests per second must be a number > 0"),
-    ({"rate_per_s": 1, "prompt_len": [{"min": 9, "max": 3}]}, [], "bin 1: max 3 is below min 9"),
-    ({"rate_per_s": 1, "prompt_len": [{"min": 1, "weight": -1}]}, [], "bin 1 weight"),
+    ({"rate_per_s": 1, "prompt_len": [{"min": 9, "max": 3, "weight": 1}]}, [],
+     "bin 1: max 3 is below min 9"),
+    ({"rate_per_s": 1, "prompt_len": [{"min": 1, "max": 2, "weight": -1}]}, [], "bin 1 weight"),
     ({"rate_per_s": 1, "prompt_len": 0}, [], "prompt_len: must be an integer >= 1"),
     ('{"prompt_len": 5}\nnot json', ["--rate", 1], "line 2: not a JSON object"),
     ('{"output_len": 5}\n{"prompt_len": 6}', ["--rate", 1], "line 1: expected an object with"),
@@ -90,6 +92,28 @@ BAD = [
     (SHAREGPT_SHAPED, ["--jobs", 0], "--jobs 0"),
     (SHAREGPT_SHAPED, ["-dp", 2], "data_parallel_size: --traffic serves one engine"),
     (SHAREGPT_SHAPED, ["--num-gpu-blocks-override", 500], "num_gpu_blocks_override"),
+    # issue 43: a bin without "max" is no length 1, one without a weight no weight 1
+    ({"rate_per_s": 1, "prompt_len": [{"min": 1, "weight": 1}]}, [], "bin 1: gives no 'max'"),
+    ({"rate_per_s": 1, "prompt_len": [{"min": 1, "max": 9}]}, [], "bin 1: gives no 'weight'"),
+    ({"rate_per_s": 1, "prompt_len": [{"weight": 1}]}, [], "gives no 'min' and no 'max'"),
+    # values no server sees, each refused with its bound
+    ({"rate_per_s": 1e12, "prompt_len": 5}, [], "rate_per_s: 1000000000000.0 requests per "
+     "second is more than 10,000 (250 new requests in every engine step)"),
+    (SHAREGPT_SHAPED, ["--rate", 1000000], "--rate: 1000000.0 requests per second is more"),
+    (SHAREGPT_SHAPED, ["--minutes", 1e9], "--minutes 1e+09: at most 10,080 (a week)"),
+    (SHAREGPT_SHAPED, ["--seeds", 100000], "--seeds 100000: at most 1,000"),
+    # 10,000 requests/s for a week: 6,048,000,000 arrivals per seed, over 10,000,000
+    ({"rate_per_s": 10_000, "prompt_len": 5}, ["--minutes", 10080], "6,048,000,000 requests "
+     "per seed, more than 10,000,000"),
+    ({"rate_per_s": 1, "prompt_len": 5, "max_tokens": 10**9}, [], "max_tokens: 1,000,000,000 "
+     "tokens out is more than the model's context of 163,840"),
+    ('{"prompt_len": 5, "output_len": 1000000000}\n', ["--rate", 1], "line 1 output_len: "
+     "1,000,000,000 tokens out"),
+    # every prompt refused by vLLM (not shorter than max_model_len 320): nothing to serve
+    ({"rate_per_s": 1, "prompt_len": 320}, [], "every prompt is 320 tokens or longer, not "
+     "shorter than max_model_len 320: vLLM refuses them all"),
+    ({"rate_per_s": 1, "prompt_len": [{"min": 400, "max": 500, "weight": 1}]}, [],
+     "every prompt is 400 tokens or longer"),
 ]
 
 
@@ -101,6 +125,63 @@ def test_bad_traffic_is_one_line_and_2(tmp_path, capsys, obj, options, culprit):
                        "--seeds", "1", *map(str, options)])
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 2 and len(err) == 1 and culprit in err[0], err
+
+
+# (--crash-workload, --plot) as given, "IN" standing for the --traffic file -> the one line
+OUTPUT_ROWS = [
+    ("IN", None, "--crash-workload IN: is the --traffic file; writing it would destroy it"),
+    (None, "IN", "--plot IN: is the --traffic file"),
+    ("DIR", None, "--crash-workload DIR: is a folder; give a file name"),
+    (None, "DIR/missing/x.svg", "--plot DIR/missing/x.svg: no folder DIR/missing"),
+    ("DIR/a.json", "DIR/a.json", "--plot DIR/a.json: is the --crash-workload file"),
+]
+
+
+@pytest.mark.parametrize("workload,plot,line", OUTPUT_ROWS)
+def test_an_output_that_would_destroy_an_input_is_refused(tmp_path, capsys, workload, plot,
+                                                          line):
+    """--crash-workload and --plot are checked before anything runs: never the --traffic
+    input, each other or a folder, and the flag is named; the input is left as it was."""
+    path = _file(tmp_path, SHAREGPT_SHAPED)
+    before = open(path).read()
+
+    def real(value):
+        return value and value.replace("IN", path).replace("DIR", str(tmp_path))
+
+    argv = ["simulate", "--max-num-seqs", "64", "--traffic", path, "--minutes", "1", "--seeds",
+            "1"]
+    argv += ["--crash-workload", real(workload)] if workload else []
+    argv += ["--plot", real(plot)] if plot else []
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"hisparse simulate: error: {real(line)}"] or (
+        len(err) == 1 and err[0].startswith(f"hisparse simulate: error: {real(line)}")), err
+    assert open(path).read() == before
+
+
+def test_one_request_in_json_lines_and_refused_requests_are_said(tmp_path, capsys):
+    """A JSON Lines file of one request (with a BOM, a blank line) is read as JSON Lines, not
+    as a description; a file whose second request cannot be served (400 >= max_model_len
+    320) says how many were refused, in words and in --json, with the knobs it answered for
+    (B = min(64 * 320, 16384) = 16384)."""
+    one = _file(tmp_path, '\ufeff{"prompt_len": 5, "output_len": 3}\n\n')
+    t = load_traffic(one, 1.0)
+    assert (t.prompt_len.samples, t.max_tokens.samples) == ((5,), (3,))
+    half = str(tmp_path / "half.jsonl")
+    with open(half, "w") as f:
+        f.write('{"prompt_len": 5, "output_len": 3}\n{"prompt_len": 400, "output_len": 3}\n')
+    argv = ["simulate", "--max-num-seqs", "64", "--traffic", half, "--rate", "2", "--minutes",
+            "1", "--seeds", "1"]
+    assert cli.main(argv) == 0
+    text = capsys.readouterr().out
+    said = re.search(r"Refused: (\d+) of (\d+) requests \((\d+) %\): prompts not shorter than "
+                     r"max_model_len 320", text)
+    assert said and 0 < int(said[1]) < int(said[2]), text[:800]
+    assert cli.main(argv + ["--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["knobs"] == {"vllm_version": "0.31.0", "max_num_seqs": 64,
+                            "max_num_batched_tokens": 16384, "max_model_len": 320}
+    assert out["refused"] == int(said[1]) and out["requests"] == int(said[2]) - int(said[1])
 
 
 def test_missing_file_and_both_sources_are_refused(tmp_path, capsys):
@@ -230,10 +311,11 @@ def test_odds_arithmetic(minutes, median, by5):
 
 
 def test_too_many_requests_for_prompt_ids(tmp_path):
-    """More requests than prompt_ids (a million) in one seed: one line naming --minutes."""
-    traffic = load_traffic(_file(tmp_path, {"rate_per_s": 1e6, "prompt_len": 5}))
+    """More requests than prompt_ids (a million) in one seed: one line naming --minutes
+    (10,000 requests/s, the highest rate taken, for 101 s: 1,010,000 arrivals)."""
+    traffic = load_traffic(_file(tmp_path, {"rate_per_s": 10_000, "prompt_len": 5}))
     with pytest.raises(TrafficError, match="--minutes"):
-        generate(traffic, 1.01 / 60, 0, 25, 320)
+        generate(traffic, 101 / 60, 0, 25, 320)
 
 
 README_PLOT = ["simulate", "--max-num-seqs", "1024", "--max-num-batched-tokens", "8192",
