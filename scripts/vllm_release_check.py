@@ -152,9 +152,27 @@ def report(new: str, old: str, found: list[Found], crosscheck: dict | None) -> s
         out += ["", "## CPU cross-checks against the new version", "",
                 f"`{crosscheck['command']}`: exit {crosscheck['status']}, "
                 f"{crosscheck['summary']}", ""]
-        out += [f"- disagrees: `{t}`" for t in crosscheck["failed"]] or [
+        out += [f"- disagrees: `{t.split(': ', 1)[0]}`: {t.split(': ', 1)[-1]}"
+                for t in crosscheck["failed"]] or [
             "Every cross-check driver agrees with the model."]
     return "\n".join(out) + "\n"
+
+
+def failures(junit: pathlib.Path) -> list[str]:
+    """``test id: the first line pytest gave for its failure`` for each failing test."""
+    import xml.etree.ElementTree as ET
+
+    out = []
+    for case in ET.parse(junit).iter("testcase"):
+        for bad in case:
+            if bad.tag in ("failure", "error"):
+                said = [ln[1:].strip() for ln in (bad.text or "").splitlines()
+                        if ln.startswith("E ") and ln[1:].strip()]
+                reason = next((ln for ln in said if "Error" in ln or "disagree" in ln),
+                              said[0] if said else bad.get("message", ""))
+                name = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
+                out.append(f"{name}: {reason[:300]}")
+    return out
 
 
 def run_crosschecks(new: str) -> dict:
@@ -165,8 +183,7 @@ def run_crosschecks(new: str) -> dict:
     env = dict(os.environ, HISPARSE_EXTRA_VLLM=new)
     done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
     lines = done.stdout.strip().splitlines()
-    failed = [ln.split(" ", 1)[1].split(" - ")[0] for ln in lines
-              if ln.startswith(("FAILED ", "ERROR "))]
+    failed = failures(junit) if junit.is_file() else []
     return {"command": f"HISPARSE_EXTRA_VLLM={new} " + " ".join(["pytest", *cmd[3:-1]]),
             "status": done.returncode,
             "summary": lines[-1].strip("= ") if lines else "no output", "failed": failed}
@@ -211,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", metavar="FILE.md")
     ap.add_argument("--no-crosscheck", action="store_true", help="the citations only")
     ap.add_argument("--recordings", metavar="DIR", help="H200 recordings of VERSION to compare")
+    ap.add_argument("--crosscheck-junit", metavar="FILE.xml",
+                    help="report the cross-checks of an earlier run of this check (its JUnit "
+                    "file, test-artifacts/junit-release-VERSION.xml) instead of running them")
     args = ap.parse_args(argv)
     for v in (args.version, args.old):
         if not VERSION.match(v):
@@ -228,7 +248,18 @@ def main(argv: list[str] | None = None) -> int:
               f"(scripts/install_vllm_cpu.sh exit {install.returncode})", file=sys.stderr)
         return 2
     found = [locate(c, root / args.old, root / args.version) for c in citations(args.old)]
-    cross = None if args.no_crosscheck else run_crosschecks(args.version)
+    if args.crosscheck_junit:
+        import xml.etree.ElementTree as ET
+
+        suite = next(ET.parse(args.crosscheck_junit).iter("testsuite"))
+        bad = failures(pathlib.Path(args.crosscheck_junit))
+        cross = {"command": f"HISPARSE_EXTRA_VLLM={args.version} pytest -m vllm_cpu (its "
+                            f"JUnit file, {suite.get('timestamp', '')[:16]})",
+                 "status": 1 if bad else 0,
+                 "summary": f"{len(bad)} of {suite.get('tests')} tests disagree",
+                 "failed": bad}
+    else:
+        cross = None if args.no_crosscheck else run_crosschecks(args.version)
     text = report(args.version, args.old, found, cross)
     recs = None
     if args.recordings:  # in a child: the model must see VERSION as the candidate

@@ -93,3 +93,19 @@ def test_bad_versions_are_one_line_and_exit_2(capsys):
     assert err == ["vllm_release_check: error: 'latest' is not a release (X.Y.Z)",
                    "vllm_release_check: error: --from 0.30.0: the model covers "
                    "0.31.0, 0.32.0, 0.33.0"]
+
+
+JUNIT = """<?xml version="1.0"?><testsuites><testsuite name="pytest" tests="2">
+<testcase classname="tests.test_x" name="test_a[9.9.9]"/>
+<testcase classname="tests.test_x" name="test_b[9.9.9]"><failure message="m">def f():
+&gt;   assert x
+E   AssertionError: vLLM 9.9.9: 3 of 3 knob sets disagree
+E     more</failure></testcase></testsuite></testsuites>"""
+
+
+def test_a_failing_crosscheck_is_named_with_its_first_reason(tmp_path):
+    """One line per failing test: its id and the first line pytest gave for the failure."""
+    path = tmp_path / "junit.xml"
+    path.write_text(JUNIT)
+    assert _check().failures(path) == [
+        "tests/test_x.py::test_b[9.9.9]: AssertionError: vLLM 9.9.9: 3 of 3 knob sets disagree"]
