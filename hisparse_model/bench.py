@@ -276,7 +276,7 @@ def time_predict_advice(n: int = 100) -> float:
 # An hour of the bundled example's traffic shape that no seed of it crashes: prompts of 1 to
 # 1,000 tokens never reach C + 1 = 1025 alone, and the 1024-request server is rarely idle
 # of decodes at 10 requests/s with 64-token outputs (checked by the bench's own result).
-HOUR_TRAFFIC = {"rate_per_s": 10, "prompt_len": [{"min": 1, "max": 1000}], "max_tokens": 64}
+HOUR_TRAFFIC = {"rate_per_s": 10, "prompt_len": [{"min": 1, "max": 1000, "weight": 1}], "max_tokens": 64}
 
 
 def time_traffic_hour(minutes: float = 60.0, seeds: int | None = None,

@@ -11,6 +11,7 @@ the DP collectives themselves) is listed in docs/gpu.md.
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -212,7 +213,7 @@ def test_sweep_entries_with_bad_parallel_sizes_are_refused(tmp_path, knobs, mess
     before any child runs; on the command line that is one line and exit status 2."""
     p = tmp_path / "sweep.json"
     p.write_text(json.dumps([{"name": "e", "knobs": knobs, "prompt_lens": [2]}]))
-    with pytest.raises(ValueError, match=rf"^sweep entry 'e': {message}"):
+    with pytest.raises(ValueError, match=rf"^sweep entry 'e': {re.escape(message)}"):
         live.validate_sweep(str(p))
     out = subprocess.run([sys.executable, "-m", "hisparse_model", "live", "--sweep", str(p),
                           "--out-dir", str(tmp_path / "out")],
