@@ -349,7 +349,8 @@ def _check_accepted(accepted: int | None, k: int) -> None:
 
 
 def _explain(args) -> int:
-    from .diagnose import COVERED, diagnose, read_log
+    from .diagnose import COVERED, diagnose
+    from .log_text import read_log
 
     if (args.text is None) == (args.file is None):
         raise ValueError("give one of the error text, - (standard input) and --file LOG")

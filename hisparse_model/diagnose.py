@@ -168,20 +168,6 @@ def _warmup_index_error(when: str | None) -> list[str]:
     ]
 
 
-def read_log(path: str) -> str:
-    """A log's text, from a file or (``-``) standard input; bytes that are not UTF-8 are
-    replaced (a log is read, not judged); an unreadable file is one line naming it."""
-    import sys
-
-    if path == "-":
-        return sys.stdin.buffer.read().decode("utf-8", "replace") if sys.stdin else ""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-    except OSError as exc:
-        raise ValueError(f"log {path}: {exc.strerror or exc}") from None
-
-
 def diagnose(text: str) -> Diagnosis:
     """What ``text`` (a log line, a traceback, or several lines) says about the crash."""
     if not text.strip():

@@ -73,6 +73,7 @@ import re
 from typing import NamedTuple
 
 from .knobs import DEFAULT_ATTENTION_BACKEND, VLLM_VERSIONS, knob_specs
+from .log_text import read_log  # noqa: F401 (tests and users read logs through it)
 from .launch import Launch, check_model, knobs_from_settings, resolve_defaults
 from .vllm_flags import ASSUMED, KNOB_FLAGS
 
@@ -517,23 +518,6 @@ def _engine_knobs(line: Line, fields: dict, cut: bool, version: str) -> tuple[di
     return values, read, sizes
 
 
-def read_log(path: str) -> str:
-    """A log's text from a file or (``-``) standard input, its lines split at ``\\n`` only
-    (as ``grep -n`` numbers them: a progress bar's ``\\r`` starts no line); bytes that are
-    not UTF-8 are replaced; an unreadable file is one line naming it."""
-    import sys
-
-    if path == "-":
-        data = sys.stdin.buffer.read() if sys.stdin else b""
-    else:
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except OSError as exc:
-            raise ValueError(f"log {path}: {exc.strerror or exc}") from None
-    return data.decode("utf-8", "replace")
-
-
 def from_log(path: str, vllm_version: str | None = None) -> Launch:
     """The knobs of the engine whose start-up the log at ``path`` (``-``: standard input)
     shows; ``vllm_version``: ``--vllm``, which must agree with the log."""
@@ -552,6 +536,12 @@ def from_log_text(text: str, vllm_version: str | None = None) -> Launch:
     if not text.strip():
         raise ValueError("the log is empty (give the vLLM start-up log, from its first line)")
     found, starts = scan(text)
+    if len(starts) > 1 and found[ARGS] and not found[ENGINE] and HEADS[ENGINE] in text:
+        # a second server's arguments line before the first one's engine line: two logs
+        # interleaved line by line (two servers writing to one file)
+        raise ValueError(f"the log mixes two or more servers' start-ups line by line (a second "
+                         f"non-default args line, line {starts[1]}, before the first "
+                         f"start-up's engine line): give the log of one server")
     args_line, args = _args(found)
     model, settings, extra_ignored = _settings(args)
     at_args = f"line {args_line.number} (non-default args)"
@@ -575,6 +565,15 @@ def from_log_text(text: str, vllm_version: str | None = None) -> Launch:
     if chunked is None:
         raise _missing("max_num_batched_tokens", CHUNKED)
     hot = _whole(HOT, "max_num_seqs", found)
+    if hot is not None:  # every hot-cache line of the start-up must say the same S
+        for other in found[HOT][1:]:
+            m = WHOLE[HOT].match(other.text)
+            if m is not None and m.group("value") != hot[1].group("value"):
+                raise ValueError(f"max_num_seqs: lines {hot[0].number} and {other.number} "
+                                 f"(Enabled experimental HiSparse HMA hot cache) disagree: "
+                                 f"max_num_seqs={hot[1].group('value')}, then "
+                                 f"{m.group('value')} (one start-up's engine has one S; give "
+                                 "the log of one engine)")
     backend = _whole(BACKEND, "attention_backend", found)
 
     tag = WHOLE[ENGINE].search(engine_line.text).group("value")  # as printed: 0.31.0+cu130

@@ -277,6 +277,16 @@ EDITS = [
     ("an assumption changed", _edit(1, "'block_size': 64", "'block_size': 32"), None,
      "line 1 (non-default args): block_size 32: changes what the model assumes (64-token KV "
      "blocks: block_size = 64)"),
+    # a second hot-cache line of the same start-up with another S (a mixed or edited log)
+    ("a second hot-cache line that disagrees",
+     lambda ls: ls[:22] + [ls[21].replace("max_num_seqs=2.", "max_num_seqs=180.")] + ls[22:],
+     None, "max_num_seqs: lines 22 and 23 (Enabled experimental HiSparse HMA hot cache) "
+     "disagree: max_num_seqs=2, then 180 (one start-up's engine has one S; give the log of one "
+     "engine)"),
+    # two servers' logs interleaved line by line: the second server's arguments come first
+    ("two servers interleaved", lambda ls: [x for pair in zip(ls, ls) for x in pair], None,
+     "the log mixes two or more servers' start-ups line by line (a second non-default args "
+     "line, line 2, before the first start-up's engine line): give the log of one server"),
     ("a speculative setting check does not cover",
      _edit(1, "'max_num_seqs': 2,", "'max_num_seqs': 2, 'speculative_config': {'method': 'mtp', "
            "'num_speculative_tokens': 1, 'prompt_lookup_max': 3},"), None,
@@ -296,6 +306,54 @@ def test_a_log_that_cannot_say_is_refused_in_one_line(capsys, tmp_path, what, ed
     status, out, err = run(capsys, *(["--vllm", vllm] if vllm else []), "--from-log", str(path))
     assert (status, out) == (2, "")
     assert err == f"{PROG}--from-log {path}: {message}\n"
+
+
+def _gzip(text: str) -> bytes:
+    import gzip
+
+    return gzip.compress(text.encode())
+
+
+# how the same log is stored -> it reads as the same engine, each knob from the same line
+STORED = [
+    ("as vLLM wrote it", lambda t: t.encode()),
+    ("gzip-compressed (log rotation)", _gzip),
+    ("CR-only line endings", lambda t: t.replace("\n", "\r").encode()),
+    # a terminal's colours around the values: 640 read as 640, not as a cut line
+    ("ANSI colours in values", lambda t: t.replace("max_num_batched_tokens=640",
+                                                    "max_num_batched_tokens=\x1b[1;32m640\x1b[0m")
+     .replace("max_num_seqs=2.", "max_num_seqs=\x1b[1m2\x1b[0m.").encode()),
+]
+
+
+@pytest.mark.parametrize("what,store", STORED, ids=[w for w, _ in STORED])
+def test_a_log_reads_the_same_however_it_is_stored(tmp_path, what, store):
+    """The base log, stored each way, gives the same knobs, each from the same line."""
+    text = (LOGS / BASE).read_text()
+    path = tmp_path / "serve.log"
+    path.write_bytes(store(text))
+    plain, stored = from_log(str(LOGS / BASE)), from_log(str(path))
+    assert stored.knobs == plain.knobs
+    assert stored.read == plain.read
+
+
+def test_a_cut_gzip_log_and_explain_of_a_gzip_log(tmp_path, capsys):
+    """A gzip log cut short is one line saying so (exit 2); explain --file reads a gzip log as
+    the plain one (its exit status is the diagnosis's, not 4 for an unreadable file)."""
+    cut = tmp_path / "cut.log.gz"
+    cut.write_bytes(_gzip((LOGS / BASE).read_text())[:200])
+    status, out, err = run(capsys, "--from-log", str(cut))
+    assert (status, out) == (2, "")
+    assert err.startswith(f"{PROG}log {cut}: a gzip file that cannot be decompressed (")
+    crash = "ValueError: HiSparse swap rows exceed the configured speculative decode " \
+            "capacity: stop=3, capacity=2.\n"
+    plain, packed = tmp_path / "engine.log", tmp_path / "engine.log.gz"
+    plain.write_text(crash)
+    packed.write_bytes(_gzip(crash))
+    assert main(["explain", "--file", str(plain)]) == 0
+    said = capsys.readouterr().out
+    assert main(["explain", "--file", str(packed)]) == 0
+    assert capsys.readouterr().out == said
 
 
 def test_a_local_build_tag_reads_as_its_release():
@@ -376,3 +434,33 @@ def test_data_parallel_logs_go_to_checks_own_handling(capsys, tmp_path):
         got, want = json.loads(logged[1]), json.loads(command[1])
         got.pop("launch"), want.pop("launch")
         assert got == want
+
+
+def _dp_log(backend: str) -> str:
+    """The base log as `vllm serve --data-parallel-size 2` prints it, from vLLM's code: the
+    API server's arguments line (with data_parallel_size), the engine line once, from DP
+    rank 0 only (vllm/v1/engine/core.py:128 `data_parallel_rank_local`), then each rank's
+    own backend and hot-cache lines (each engine core process logs them), prefixed
+    `(EngineCore_DP0 pid=..)` and `(EngineCore_DP1 pid=..)`."""
+    lines = _lines()
+    lines[0] = lines[0].replace("(MainProcess pid=2663)", "(APIServer pid=2600)").replace(
+        "'max_num_seqs': 2,", "'max_num_seqs': 2, 'data_parallel_size': 2,")
+    lines[11] = lines[11].replace("(MainProcess pid=2663)", "(EngineCore_DP0 pid=2701)") \
+        .replace("data_parallel_size=1", "data_parallel_size=2")
+    rank = [ln.replace("FLASH_ATTN_MLA_SPARSE attention backend", f"{backend} attention backend")
+            for ln in lines[20:22]]
+    return "\n".join(lines[:20] + [ln.replace("(MainProcess pid=2663)", f"(EngineCore_DP{r} "
+                                               f"pid={2701 + r})") for r in (0, 1) for ln in rank]
+                     + lines[22:])
+
+
+def test_a_data_parallel_log_is_one_start_up_with_its_ranks_backend():
+    """A DP = 2 serve log (each rank's backend and hot-cache lines, one engine line) reads as
+    one start-up of a DP server, the backend as the ranks' lines say (here FLASHMLA_SPARSE,
+    which no argument set), with no note of several start-ups."""
+    for backend in ("FLASH_ATTN_MLA_SPARSE", "FLASHMLA_SPARSE"):
+        launch = from_log_text(_dp_log(backend))
+        assert launch.knobs.data_parallel_size == 2
+        assert launch.knobs.attention_backend == backend
+        assert launch.read["attention_backend"].startswith("line 21: Using ")
+        assert not any("start-ups" in note for note in launch.notes), launch.notes
