@@ -97,7 +97,7 @@ WHOLE = {ARGS: re.compile(r"non-default args: (?P<value>\{.*)"),
          HOT: re.compile(r"Enabled experimental HiSparse HMA hot cache: .*\bmax_num_seqs="
                          r"(?P<value>\d+)\."),
          BACKEND: re.compile(r"Using (?P<value>\w+) attention backend out of potential backends"),
-         ARCH: re.compile(r"Resolved architecture: (?P<value>\w+)\s*$")}
+         ARCH: re.compile(r"Resolved architecture: (?P<value>\S+)\s*$")}
 WHAT = {ARGS: "non-default args: {...}", ENGINE: "Initializing a V1 LLM engine (vX.Y.Z) with "
         "config: ...", CHUNKED: "Chunked prefill is enabled with max_num_batched_tokens=N",
         HOT: "Enabled experimental HiSparse HMA hot cache: ... max_num_seqs=N"}

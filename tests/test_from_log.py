@@ -274,6 +274,11 @@ EDITS = [
     ("another model", _edit(4, "DeepseekV32ForCausalLM", "LlamaForCausalLM"), None,
      "model: line 4: Resolved architecture: LlamaForCausalLM: the model covers DeepSeek-V3.2 "
      "only (DeepseekV32ForCausalLM)"),
+    # issue 43: a real log edited to another model, its name and architecture line alike
+    ("another model's name as the architecture",
+     lambda ls: _edit(4, "DeepseekV32ForCausalLM", "Qwen/Qwen3-8B")(ls), None,
+     "model: line 4: Resolved architecture: Qwen/Qwen3-8B: the model covers DeepSeek-V3.2 "
+     "only (DeepseekV32ForCausalLM)"),
     ("an assumption changed", _edit(1, "'block_size': 64", "'block_size': 32"), None,
      "line 1 (non-default args): block_size 32: changes what the model assumes (64-token KV "
      "blocks: block_size = 64)"),
