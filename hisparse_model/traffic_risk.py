@@ -459,12 +459,12 @@ def estimate(knobs: Knobs, traffic: Traffic, minutes: float, *, seeds: int = SEE
         out.runs = [serve_seed(job, seed) for seed in order]
         return out
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
     from functools import partial
 
-    with ProcessPoolExecutor(min(jobs, seeds), mp_context=multiprocessing.get_context("fork")
-                             ) as pool:
-        out.runs = list(pool.map(partial(serve_seed, job), order))
+    # a Pool, not a ProcessPoolExecutor: leaving its block on any exception (Ctrl-C among
+    # them) terminates the workers at once, where an executor waits for their seeds
+    with multiprocessing.get_context("fork").Pool(min(jobs, seeds)) as pool:
+        out.runs = pool.map(partial(serve_seed, job), order, chunksize=1)
     return out
 
 
