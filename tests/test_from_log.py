@@ -27,6 +27,10 @@ NOT_ENGINE_LOGS = {
     "gpu-pytest-2026-12-01/0.31.0/test_notebook_live_gpu.log": "a pytest session's console",
     "gpu-pytest-2026-12-01/0.33.0/test_live_gpu.log": "a pytest session's console",
     "gpu-pytest-2026-12-01/0.33.0/test_notebook_live_gpu.log": "a pytest session's console",
+    "fresh-machine-2026-12-03/summary.log": "the README's two commands on a fresh clone: summary",
+    "fresh-machine-2026-12-03/install.log": "the README's install command's output",
+    "fresh-machine-2026-12-03/run1.log": "the README's test command, run 1: a test-run log",
+    "fresh-machine-2026-12-03/run2.log": "the README's test command, run 2: a test-run log",
 }
 
 
