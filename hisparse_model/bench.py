@@ -11,9 +11,12 @@ them, in the real browser (``tests/test_browser.py`` writes them to
 that crashes 0.31.0 on its last step (:func:`advice_workload`).  ``traffic_1h_s``:
 ``simulate --traffic`` serving one hour at 10 requests/s (one seed) to its end, on a
 server it does not crash (:func:`time_traffic_hour`); ``traffic_1h_seeds_s``: the default
-estimate (its seeds, one per core) of the same hour.
+estimate (its seeds, one per core) of the same hour.  ``crash_replay_s``: ``simulate
+--workload --json`` of a trace-shaped long crash workload, the requests the bundled example
+traffic sends vllm serve's default 0.31.0 server until its first crash
+(:func:`crash_workload`: 1,761 requests, crash at engine step 7,153), advice included.
 Targets: cold prediction < 50 µs, ``ratio_cold`` >= 1000, sweep < 1 s, advice < 5 s,
-an hour of traffic < 10 s.
+an hour of traffic < 10 s, the crash replay < 2 s.
 Nothing here asserts a time; it reports.
 """
 
@@ -147,8 +150,50 @@ def measure() -> dict:
     out["predict_advice_100_s"] = round(time_predict_advice(), 3)
     out["traffic_1h_s"] = round(time_traffic_hour(seeds=1), 3)
     out["traffic_1h_seeds_s"] = round(time_traffic_hour(), 3)
+    out["crash_replay_s"] = round(time_crash_replay(), 3)
     out["browser_latency_ms"] = browser_latency()
     return out
+
+
+SERVE_DEFAULT = dict(max_num_seqs=1024, max_num_batched_tokens=8192, max_model_len=163840)
+
+
+def crash_workload(minutes: float = 30.0, seed: int = 0):
+    """The requests seed ``seed`` of the bundled example traffic (10 requests/s, prompts up to
+    16,000 tokens) sent to vllm serve's default 0.31.0 server until its first crash, as the
+    workload ``simulate --traffic --crash-workload`` writes (seed 0: 1,761 requests, the crash
+    at engine step 7,153), and the server's knobs."""
+    from .traffic_risk import estimate, load_traffic
+    from .views.risk_chart import example_traffic_path
+
+    knobs = Knobs(**SERVE_DEFAULT)
+    est = estimate(knobs, load_traffic(example_traffic_path()), minutes, seeds=1,
+                   first_seed=seed)
+    [run] = est.runs
+    return knobs, run.workload()
+
+
+def time_crash_replay(minutes: float = 30.0) -> float:
+    """Seconds for ``simulate --workload FILE --json`` of :func:`crash_workload` (the crash,
+    then the advice within its step budget), output discarded, as a user runs it."""
+    import contextlib
+    import io
+    import tempfile
+
+    from . import cli
+
+    knobs, work = crash_workload(minutes)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "crash.json")
+        with open(path, "w") as f:
+            json.dump(work.as_json(), f)
+        argv = ["simulate", "--max-num-seqs", str(knobs.max_num_seqs), "--max-num-batched-tokens",
+                str(knobs.max_num_batched_tokens), "--max-model-len", str(knobs.max_model_len),
+                "--workload", path, "--json"]
+        t0 = time.perf_counter()
+        with contextlib.redirect_stdout(io.StringIO()):
+            cli.main(argv)
+        return time.perf_counter() - t0
 
 
 def _simulate_figures(n: int = 10_000, version: str = "0.31.0") -> dict:
@@ -330,6 +375,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"simulate --traffic, 1 h at 10 requests/s: {res['traffic_1h_s']} s  "
               "(target < 10 s); the default seeds, one per core: "
               f"{res['traffic_1h_seeds_s']} s")
+    if "crash_replay_s" in res:
+        print(f"simulate --workload of a 1,761-request crash workload: {res['crash_replay_s']} s"
+              "  (target < 2 s)")
     lat = res["browser_latency_ms"]
     if lat is None:
         print("widget latency in the browser: not measured yet (pytest -m browser writes it)")

@@ -247,6 +247,7 @@ def _answer(args, knobs: Knobs, result, crashed: bool, crashes, to_json, to_text
 
     ``exposure``: lead with the verdict for all traffic (``exposure_report.py``)."""
     from .advice import SEQS_MAP, advise
+    from .verdict import ADVICE_LONG_STEPS
 
     if exposure:
         from .exposure_report import answer_with_exposure
@@ -255,17 +256,23 @@ def _answer(args, knobs: Knobs, result, crashed: bool, crashes, to_json, to_text
                                     longest_prompt, name_change)
     advice = (advise(knobs, crashes, longest_prompt=longest_prompt, seqs_map=SEQS_MAP)
               if crashed else [])
+    budget = getattr(crashes, "budget", None)  # simulate's, on a long workload
+    early = (f"the advice search stopped early: its budget of {budget.steps:,} engine steps "
+             "of re-simulation (twice the crash replay's, on a workload of over "
+             f"{ADVICE_LONG_STEPS:,} steps) was spent; each change above was verified, and a "
+             "nearer or cheaper one may exist") if budget is not None and budget.capped else None
     if args.json:
-        print(json.dumps(to_json(result, advice)))
+        print(json.dumps({**to_json(result, advice), **({"advice_stopped_early": early}
+                                                        if early else {})}))
     else:
-        print(to_text(result, full=args.full, advice=advice))
+        print(to_text(result, full=args.full, advice=advice) + (f"\n{early}" if early else ""))
     return EXIT_CRASH if args.check and crashed else EXIT_OK
 
 
 def _simulate(args) -> int:
     from .report import format_schedule, schedule_json
     from .simulate import simulate
-    from .verdict import workload_crashes
+    from .verdict import advice_budget, workload_crashes
     from .workload import load_workload
 
     knobs = knobs_from_args(args)
@@ -274,8 +281,9 @@ def _simulate(args) -> int:
         return _simulate_traffic(args, knobs)
     work = load_workload(args.workload)
     work.check_ranks(knobs.data_parallel_size)
-    sched = simulate(knobs, work, args.accepted)
-    crashes = workload_crashes(work, args.accepted)  # = simulate(k, ...).crash, fast
+    sched = simulate(knobs, work, args.accepted)  # the crash first, whatever the advice costs
+    crashes = workload_crashes(work, args.accepted,  # = simulate(k, ...).crash, fast
+                               budget=advice_budget(len(sched.steps)))
     return _answer(args, knobs, sched, sched.crash is not None, crashes, schedule_json,
                    format_schedule, max(r.prompt_len for r in work.requests))
 

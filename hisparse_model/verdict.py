@@ -62,6 +62,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from operator import attrgetter
 
+from .advice import SearchCapped
 from .dispatch import decode_graph_eligible
 from .knobs import Knobs
 from .plan import Plan, plan
@@ -114,11 +115,40 @@ def _route_key(p: Plan) -> tuple:
             p.cudagraph_mode, bool(p.capture_sizes), p.piecewise, p.full)
 
 
+# A long workload's advice is bounded: past this many engine steps in the crash replay
+# itself, the advice's re-simulations together may schedule at most FACTOR times as many.
+ADVICE_LONG_STEPS = 2_000
+ADVICE_STEP_FACTOR = 2
+
+
+class StepBudget:
+    """Engine steps the advice's re-simulations may still schedule; once spent, every check
+    that would schedule another raises SearchCapped (its search stops with what it found)."""
+
+    def __init__(self, steps: int):
+        self.steps, self.left, self.capped = steps, steps, False
+
+    def spend(self) -> None:
+        if self.left <= 0:
+            self.capped = True
+            raise SearchCapped(f"the advice's budget of {self.steps:,} engine steps is spent")
+        self.left -= 1
+
+
+def advice_budget(replayed_steps: int) -> StepBudget | None:
+    """The budget for the advice on a workload whose replay took ``replayed_steps`` engine
+    steps: none for a short one, else ADVICE_STEP_FACTOR times the replay."""
+    if replayed_steps <= ADVICE_LONG_STEPS:
+        return None
+    return StepBudget(ADVICE_STEP_FACTOR * replayed_steps)
+
+
 class _Run:
     """One schedule, scheduled lazily, with what its reuse for another (S, B) needs."""
 
-    def __init__(self, cfg: SchedulerConfig, workload: Workload, accepted, keys, arrivals):
-        self.cfg = cfg
+    def __init__(self, cfg: SchedulerConfig, workload: Workload, accepted, keys, arrivals,
+                 budget: StepBudget | None = None):
+        self.cfg, self.budget = cfg, budget
         self.sim = _Sim(cfg, workload, accepted, keys)
         self.steps_iter = self.sim.lazily(workload, arrivals)
         self.done = False
@@ -135,6 +165,8 @@ class _Run:
 
     def extend(self) -> bool:
         """Schedule one more step; False when the workload is done."""
+        if self.budget is not None and not self.done:
+            self.budget.spend()
         st = next(self.steps_iter, None)
         if st is None:
             self.done = True
@@ -215,8 +247,8 @@ class _Run:
 class _Verdicts:
     """``crashes(knobs)`` for one workload: the shortcuts of the module docstring."""
 
-    def __init__(self, workload: Workload, accepted=None):
-        self.workload, self.accepted = workload, accepted
+    def __init__(self, workload: Workload, accepted=None, budget: StepBudget | None = None):
+        self.workload, self.accepted, self.budget = workload, accepted, budget
         # what every schedule of the workload reads alike: its prompts' block keys, its arrivals
         self.keys, self.arrivals = request_keys(workload), Arrivals.of(workload)
         self.families: dict[SchedulerConfig, list[_Run]] = {}
@@ -260,7 +292,7 @@ class _Verdicts:
                 return False
         kept = self.states.setdefault(family_key, [])
         met = [x for x in kept if x.cfg.max_num_seqs == s]
-        run = _Run(cfg, self.workload, self.accepted, self.keys, self.arrivals)
+        run = _Run(cfg, self.workload, self.accepted, self.keys, self.arrivals, self.budget)
         merged = None  # rule 7's verdict, once this schedule met a kept one
         c = p.swap_capacity
         while run.extend():
@@ -301,9 +333,10 @@ def _met(run: _Run, kept: list[_Run], p: Plan, key: tuple, errors: dict,
     return None
 
 
-def workload_crashes(workload: Workload, accepted=None, *,
-                     fast: bool = True) -> Callable[[Knobs], bool]:
-    """The crash test of ``simulate``'s scenario: start-up, then ``workload`` served."""
+def workload_crashes(workload: Workload, accepted=None, *, fast: bool = True,
+                     budget: StepBudget | None = None) -> Callable[[Knobs], bool]:
+    """The crash test of ``simulate``'s scenario: start-up, then ``workload`` served
+    (``budget``: at most that many engine steps scheduled over all its calls)."""
     if fast:
-        return _Verdicts(workload, accepted)
+        return _Verdicts(workload, accepted, budget)
     return lambda knobs: simulate(knobs, workload, accepted).crash is not None

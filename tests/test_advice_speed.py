@@ -6,6 +6,7 @@ prefix of the prompts scheduled anew); ``predict.crashes`` against
 ``predict(...).crashes`` (the same ValueError where it raises); and ``advise`` with both.
 """
 
+import json
 import random
 
 import pytest
@@ -86,3 +87,52 @@ def test_fast_advice_matches_exhaustive(knobs, lens):
     slow = advise(knobs, prediction_crashes(lens, fast=False), longest_prompt=max(lens),
                   seqs_map=SEQS_MAP)
     assert fast == slow and fast
+
+
+# (engine steps of the crash replay) -> the advice's budget of re-simulated engine steps
+BUDGET_ROWS = [(1, None), (2_000, None),  # short workloads: the advice searches as before
+               (2_001, 4_002), (7_153, 14_306)]  # long: twice the replay's steps
+
+
+def test_long_workloads_bound_their_advice_by_engine_steps():
+    """The advice on a workload of over 2,000 replayed steps may re-simulate at most twice as
+    many engine steps; past that, a check that would schedule one more step stops its search."""
+    from hisparse_model.advice import SearchCapped
+    from hisparse_model.verdict import StepBudget, advice_budget
+
+    for steps, budget in BUDGET_ROWS:
+        got = advice_budget(steps)
+        assert (got.steps if got else None) == budget, steps
+    b = StepBudget(2)
+    b.spend()
+    b.spend()
+    assert not b.capped
+    with pytest.raises(SearchCapped, match="budget of 2 engine steps"):
+        b.spend()
+    assert b.capped
+
+
+def test_the_crash_of_a_long_trace_shaped_workload_comes_first_and_its_advice_is_bounded(
+        tmp_path, capsys):
+    """The bundled example traffic's seed 0 against vllm serve's default 0.31.0 server (C =
+    min(8192, 1024) = 1024): its crash workload (1,761 requests) replays to the traffic run's
+    crash step and error; the advice search stops at its budget and says so, and each change
+    it gives is one the model verifies (simulate with it: no crash)."""
+    from hisparse_model import bench, cli
+    from hisparse_model.simulate import simulate
+    from hisparse_model.traffic_risk import estimate, load_traffic
+    from hisparse_model.views.risk_chart import example_traffic_path
+
+    knobs, work = bench.crash_workload()
+    [run] = estimate(knobs, load_traffic(example_traffic_path()), 30, seeds=1).runs
+    assert len(work.requests) == 1761 and run.crash_step == 7153
+    path = tmp_path / "crash.json"
+    path.write_text(json.dumps(work.as_json()))
+    assert cli.main(["simulate", "--max-num-seqs", "1024", "--max-num-batched-tokens", "8192",
+                     "--max-model-len", "163840", "--workload", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["crash"]["step"], out["crash"]["error"]) == (run.crash_step, run.error)
+    assert out["advice_stopped_early"].startswith("the advice search stopped early: its budget")
+    assert out["advice"]
+    for advice in out["advice"]:
+        assert simulate(knobs.replace(**advice["change"]), work).crash is None, advice

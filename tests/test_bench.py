@@ -26,6 +26,7 @@ def test_each_measurement_runs_small():
     assert len(bench.exposure_configs()) == 36 and bench.time_exposure() > 0  # 2 x 3 x 2 x 3
     assert bench.time_predict_advice(n=10) > 0
     assert bench.time_traffic_hour(minutes=0.5, seeds=2, jobs=1) > 0
+    assert bench.time_crash_replay(minutes=0.5) > 0  # no crash within 30 s: the replay alone
 
 
 def test_without_vllm_trees_vllm_figures_are_none(tmp_path, monkeypatch):
