@@ -50,9 +50,10 @@ def _as_h200(device: dict, *, memory_and_name: bool):
             cls, "get_device_capability",
             classmethod(lambda c, device_id=0: cap)))
         if hasattr(cls, "get_hisparse_backend_cls"):
-            # 0.34.0: HiSparse asks the platform for its backend; CUDA's answers with this
-            # class (vllm/platforms/cuda.py:274-275@0.34.0 `def get_hisparse_backend_cls`;
-            # importing vllm.platforms.cuda needs vLLM's CUDA kernels)
+            # 0.34.0: HiSparse asks the platform for its backend; CUDA's platform answers
+            # with this class (its get_hisparse_backend_cls in platforms/cuda.py, which
+            # cannot be imported here: it needs vLLM's CUDA kernels).  Cited by line once
+            # the model covers 0.34.0 (docs/releases/0.34.0-review.md)
             from vllm.v1.hisparse.backend import CUDAHiSparseBackend as cuda_backend
 
             name = f"{cuda_backend.__module__}.{cuda_backend.__qualname__}"
