@@ -32,6 +32,7 @@ def test_each_measurement_runs_small():
 def test_without_vllm_trees_vllm_figures_are_none(tmp_path, monkeypatch):
     """Where .vllm/<version> is not installed, vLLM's timings are None and no ratio is made up."""
     monkeypatch.setattr(bench, "REPO", str(tmp_path))
+    monkeypatch.delenv("VLLM_TARGET_ROOT", raising=False)  # else the trees are found there
     assert bench.time_vllm_config_path(bench._configs(2)) is None
     figs = bench._simulate_figures(n=2000)  # enough to take over the 1 ms it is rounded to
     assert figs["simulate_10k_s"] > 0
