@@ -9,6 +9,7 @@ FIGURES = {  # a made-up run: what main() prints is these numbers, not new measu
     "vllm_config_path_us": 91000.0, "ratio_cold": 2206, "sweep_100k_s": 0.0123,
     "simulate_10k_s": 0.456, "vllm_scheduler_10k_s": 12.3, "simulate_ratio": 27.0,
     "simulate_advice_2k_s": 4.321, "traffic_1h_s": 2.5, "traffic_1h_seeds_s": 11.0,
+    "crash_replay_s": 1.234,
     "browser_latency_ms": {"01_off_by_one/max_num_seqs": {"label_ms": 40.0}},
 }
 
@@ -58,7 +59,8 @@ def test_main_prints_one_runs_figures(monkeypatch, capsys):
                    "simulate_ratio:", "27.0", "browser 01_off_by_one/max_num_seqs",
                    "simulate + advice, 2,000 requests: 4.321 s  (target < 5 s)",
                    "simulate --traffic, 1 h at 10 requests/s: 2.5 s  (target < 10 s); the "
-                   "default seeds, one per core: 11.0 s"):
+                   "default seeds, one per core: 11.0 s",
+                   "simulate --workload of a 1,761-request crash workload: 1.234 s  (target < 2 s)"):
         assert needle in text, needle
     assert bench.main(["--json"]) == 0
     assert json.loads(capsys.readouterr().out) == FIGURES
@@ -87,6 +89,7 @@ def test_measure_puts_one_runs_figures_together(monkeypatch):
     monkeypatch.setattr(bench, "time_predict_advice", lambda: 0.2804)  # rounded to 1 ms
     monkeypatch.setattr(bench, "time_traffic_hour",  # one seed 2.5 s, the default seeds 9 s
                         lambda seeds=None: 2.5004 if seeds == 1 else 9.0)
+    monkeypatch.setattr(bench, "time_crash_replay", lambda: 1.5004)  # rounded to 1 ms
     monkeypatch.setattr(bench, "browser_latency", lambda: None)
     assert bench.measure() == {
         "predict_warm_us": 3.0, "predict_cold_us": 40.0, "plan_us": 2.0,
@@ -95,7 +98,7 @@ def test_measure_puts_one_runs_figures_together(monkeypatch):
         "sweep_100k_s": 0.25, "simulate_10k_s": 0.5, "simulate_dp8_10k_s": 0.3,
         "simulate_advice_2k_s": 4.0, "browser_latency_ms": None,
         "exposure_us": 310.0, "predict_advice_100_s": 0.28,
-        "traffic_1h_s": 2.5, "traffic_1h_seeds_s": 9.0}  # rounded to 1 ms
+        "traffic_1h_s": 2.5, "traffic_1h_seeds_s": 9.0, "crash_replay_s": 1.5}  # to 1 ms
 
 
 def test_advice_workload_crashes_where_it_says():
