@@ -32,7 +32,7 @@ def estimate_lines(est: Estimate, replay: str | None = None) -> list[str]:
              f"{t.prompt_len.describe()}, max_tokens {t.max_tokens.describe()}",
              f"Served: {_minutes(est.minutes)} per seed, {n} {seeds}, one engine step = "
              f"{est.step_ms:g} ms (assumed: --step-ms)"]
-    arrived = sum(len(r.requests) for r in est.runs) + est.refused
+    arrived = est.served + est.refused
     if est.refused:  # prompts not shorter than max_model_len: vLLM refuses them at the door
         lines.append(f"Refused: {est.refused:,} of {arrived:,} requests "
                      f"({100 * est.refused / arrived:.0f} %): prompts not shorter than "

@@ -168,12 +168,12 @@ def _rate(value, where: str) -> float:
     return float(value)
 
 
-def _outputs(lengths: Lengths, where: str) -> Lengths:
-    """Output lengths no longer than any request can generate."""
-    if lengths.highest > MAX_OUTPUT_LEN:
-        raise TrafficError(f"{where}: {lengths.highest:,} tokens out is more than the model's "
-                           f"context of {MAX_OUTPUT_LEN:,} tokens: no request generates that")
-    return lengths
+def _output_len(n: int, where: str) -> int:
+    """An output length no longer than any request can generate."""
+    if n > MAX_OUTPUT_LEN:
+        raise TrafficError(f"{where}: {n:,} tokens out is more than the model's context of "
+                           f"{MAX_OUTPUT_LEN:,} tokens: no request generates that")
+    return n
 
 
 def load_traffic(path: str, rate_per_s: float | None = None) -> Traffic:
@@ -207,9 +207,10 @@ def load_traffic(path: str, rate_per_s: float | None = None) -> Traffic:
                 raise TrafficError(f"{name}: give \"rate_per_s\" or --rate R (requests "
                                    "per second)")
             rate = _rate(whole["rate_per_s"], f"{name} rate_per_s")
-        return Traffic(rate, _lengths(whole["prompt_len"], f"{name} prompt_len"),
-                       _outputs(_lengths(whole.get("max_tokens", 8), f"{name} max_tokens"),
-                                f"{name} max_tokens"), path)
+        prompt_len = _lengths(whole["prompt_len"], f"{name} prompt_len")
+        max_tokens = _lengths(whole.get("max_tokens", 8), f"{name} max_tokens")
+        _output_len(max_tokens.highest, f"{name} max_tokens")
+        return Traffic(rate, prompt_len, max_tokens, path)
     prompts, outputs = [], []
     for i, line in enumerate(text.splitlines()):
         if not line.strip():
@@ -225,9 +226,8 @@ def load_traffic(path: str, rate_per_s: float | None = None) -> Traffic:
                                f"{short_repr(obj)}")
         prompts.append(_positive_int(obj["prompt_len"], f"{where} prompt_len"))
         given = [k for k in LINE_KEYS if k in obj]
-        outputs.append(_positive_int(obj[given[0]], f"{where} {given[0]}") if given else 8)
-        if outputs[-1] > MAX_OUTPUT_LEN:
-            _outputs(Lengths((), (outputs[-1],)), f"{where} {given[0]}")
+        outputs.append(_output_len(_positive_int(obj[given[0]], f"{where} {given[0]}"),
+                                   f"{where} {given[0]}") if given else 8)
     if not prompts:
         raise TrafficError(f"{name}: no requests (an empty file)")
     if rate is None:
@@ -375,6 +375,11 @@ class Estimate:
         return out
 
     @property
+    def served(self) -> int:
+        """Requests the seeds served (every accepted arrival, up to each seed's crash)."""
+        return sum(len(r.requests) for r in self.runs)
+
+    @property
     def refused(self) -> int:
         """Requests vLLM refuses over all seeds (prompts not shorter than max_model_len)."""
         return sum(r.refused for r in self.runs)
@@ -393,7 +398,7 @@ class Estimate:
         return {"knobs": {"vllm_version": k.vllm_version, "max_num_seqs": k.max_num_seqs,
                           "max_num_batched_tokens": plan(k).max_num_batched_tokens,
                           "max_model_len": k.max_model_len},
-                "refused": self.refused, "requests": sum(len(r.requests) for r in self.runs),
+                "refused": self.refused, "requests": self.served,
                 "traffic": self.traffic.as_json(), "minutes": self.minutes,
                 "step_ms": self.step_ms, "seeds": [r.as_json(self.step_ms) for r in self.runs],
                 "crashed_share": self.share, "median_minutes": self.median_minutes,
@@ -459,12 +464,12 @@ def estimate(knobs: Knobs, traffic: Traffic, minutes: float, *, seeds: int = SEE
         out.runs = [serve_seed(job, seed) for seed in order]
         return out
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
     from functools import partial
 
-    # a Pool, not a ProcessPoolExecutor: leaving its block on any exception (Ctrl-C among
-    # them) terminates the workers at once, where an executor waits for their seeds
-    with multiprocessing.get_context("fork").Pool(min(jobs, seeds)) as pool:
-        out.runs = pool.map(partial(serve_seed, job), order, chunksize=1)
+    with ProcessPoolExecutor(min(jobs, seeds), mp_context=multiprocessing.get_context("fork")
+                             ) as pool:
+        out.runs = list(pool.map(partial(serve_seed, job), order))
     return out
 
 
