@@ -463,13 +463,11 @@ def estimate(knobs: Knobs, traffic: Traffic, minutes: float, *, seeds: int = SEE
     if jobs == 1 or seeds == 1:
         out.runs = [serve_seed(job, seed) for seed in order]
         return out
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
     from functools import partial
 
-    with ProcessPoolExecutor(min(jobs, seeds), mp_context=multiprocessing.get_context("fork")
-                             ) as pool:
-        out.runs = list(pool.map(partial(serve_seed, job), order))
+    from .forked import map_forked
+
+    out.runs = map_forked(partial(serve_seed, job), order, jobs)
     return out
 
 

@@ -9,6 +9,7 @@ covered, 130 interrupted.
 """
 
 import contextlib
+import glob
 import io
 import json
 import os
@@ -533,6 +534,7 @@ def test_a_stream_gone_at_exit_keeps_the_status_and_is_silenced(monkeypatch, tmp
 
 # -- signals and streams (real processes) ------------------------------------------------
 PY = [sys.executable, "-m", "hisparse_model"]
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -582,6 +584,75 @@ def test_ctrl_c_is_one_line_and_130(tmp_path, what):
     name = "python -m hisparse_model.bench" if what == "bench" else f"hisparse {what}"
     assert_one_line(err, f"{name}: interrupted (Ctrl-C)")
     assert out == ""
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (read from /proc)."""
+    out = []
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(stat) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.split("/")[2]))
+    return out
+
+
+def test_ctrl_c_during_traffic_stops_its_workers_at_once(tmp_path):
+    """SIGINT while simulate --traffic's worker processes serve their seeds (600 minutes, 8
+    seeds on 2 workers: minutes of work left): one line, exit 130, and every worker it
+    started is gone when it exits (none left finishing its seed)."""
+    cmd = [*PY, "simulate", "--max-num-seqs", "1024", "--max-num-batched-tokens", "8192",
+           "--max-model-len", "163840", "--traffic", "hisparse_model/data/traffic-example.json",
+           "--minutes", "600", "--seeds", "8", "--jobs", "2"]
+    with open(tmp_path / "stdout", "w+") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                                preexec_fn=default_sigint)
+        deadline, workers = time.monotonic() + 120, []
+        while proc.poll() is None:  # ready: both workers have served for a while
+            workers = _children(proc.pid)
+            if len(workers) == 2 and all(_cpu_seconds(w) > 0.5 for w in workers):
+                break
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert proc.poll() is None and len(workers) == 2
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert_one_line(err, "hisparse simulate: interrupted (Ctrl-C)")
+    alive = [w for w in workers if os.path.exists(f"/proc/{w}")]
+    assert not alive, f"workers left running after the exit: {alive}"
+
+
+WORKERS_HELD = r"""
+import os, signal, sys, time
+from hisparse_model import traffic_risk
+from hisparse_model.knobs import Knobs
+from hisparse_model.views.risk_chart import example_traffic_path
+
+def held(job, seed):  # a seed that would take an hour: the worker interrupts the command
+    if seed == 0:
+        os.kill(os.getppid(), signal.SIGINT)
+    time.sleep(3600)
+
+traffic_risk.serve_seed = held  # the forked workers inherit it
+try:
+    traffic_risk.estimate(Knobs(max_num_seqs=4), traffic_risk.load_traffic(
+        example_traffic_path()), 1, seeds=2, jobs=2)
+except KeyboardInterrupt:
+    print("interrupted")
+"""
+
+
+def test_ctrl_c_terminates_workers_that_are_mid_seed():
+    """estimate's workers are terminated when the command is interrupted, not waited for:
+    each worker holds its seed for an hour, and the interrupted estimate still returns (an
+    executor that waited for them would not, within the minute this allows)."""
+    done = subprocess.run([sys.executable, "-c", WORKERS_HELD], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60, preexec_fn=default_sigint)
+    assert done.stdout.strip() == "interrupted", done.stderr[-1500:]
 
 
 def _shell(line: str):

@@ -1,0 +1,79 @@
+"""A function mapped over items in forked worker processes that stop at once on any exit.
+
+``simulate --traffic --jobs N`` serves its seeds this way.  concurrent.futures' executor
+waits, on an interrupt, for the calls its workers are running (a seed of ten hours of
+traffic: seconds to minutes), and ``multiprocessing.Pool.terminate`` can hang on the locks
+of the queues its workers share.  Here each worker has a pipe of its own: the parent sends
+it an item, the worker sends back the result, and the parent is the only reader of each
+pipe, so a killed worker holds no lock that anyone waits on.  A worker ignores SIGINT (the
+terminal sends Ctrl-C to every process of the command): the parent alone decides, and on
+any way out but the answer (an error, Ctrl-C) it kills every worker and reaps it before it
+returns.  After the answer the workers are told to stop and exit normally (so that a
+measured run keeps their coverage data).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+from multiprocessing.connection import wait
+
+STOP = None  # what the parent sends a worker when no item is left
+
+
+def map_forked(fn, items, jobs: int) -> list:
+    """``[fn(item) for item in items]``, computed by ``jobs`` forked workers, each taking the
+    next item when it is done with one; a worker's exception is raised here."""
+    items = list(items)
+    context = multiprocessing.get_context("fork")
+    workers, results = [], [None] * len(items)
+    answered = False
+    try:
+        for _ in range(min(jobs, len(items))):
+            mine, theirs = context.Pipe()
+            proc = context.Process(target=_work, args=(fn, theirs), daemon=True)
+            proc.start()
+            theirs.close()
+            workers.append((proc, mine))
+        todo = iter(enumerate(items))
+        busy = {}  # pipe -> its worker, for the workers holding an item
+        for proc, pipe in workers:
+            pipe.send(next(todo))
+            busy[pipe] = proc
+        while busy:
+            for pipe in wait(list(busy)):
+                try:
+                    ok, index, value = pipe.recv()
+                except EOFError:
+                    proc = busy[pipe]
+                    proc.join()
+                    raise RuntimeError(f"a worker process ended without an answer "
+                                       f"(exit status {proc.exitcode})") from None
+                if not ok:
+                    raise value
+                results[index] = value
+                item = next(todo, STOP)
+                pipe.send(item)
+                if item is STOP:
+                    del busy[pipe]
+        answered = True
+        return results
+    finally:
+        for proc, _ in workers:
+            if not answered:
+                proc.kill()
+        for proc, pipe in workers:
+            proc.join()
+            pipe.close()
+
+
+def _work(fn, pipe) -> None:
+    """A worker: items from ``pipe`` until :data:`STOP`, each answered on ``pipe``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while (item := pipe.recv()) is not STOP:
+        index, value = item
+        try:
+            answer = (True, index, fn(value))
+        except Exception as exc:  # noqa: BLE001 -- raised again in the parent
+            answer = (False, index, exc)
+        pipe.send(answer)
