@@ -53,7 +53,7 @@ from __future__ import annotations
 import bisect
 from typing import NamedTuple
 
-from .plan import DECODE_FULL, Plan
+from .plan import Plan
 from .routing import router
 
 
@@ -70,9 +70,7 @@ class DraftSteps(NamedTuple):
 
 def draft_graph_sizes(plan: Plan) -> tuple[int, ...]:
     """Token counts of the drafter's FULL draft-step graphs, ascending (empty: none captured)."""
-    if plan.knobs.num_speculative_tokens < 2 or plan.cudagraph_mode not in DECODE_FULL:
-        return ()
-    return tuple(t for t in plan.capture_sizes if t <= plan.knobs.max_num_seqs)
+    return plan.draft_sizes
 
 
 def draft_steps(plan: Plan, num_reqs: int, resident: bool = True) -> DraftSteps | None:

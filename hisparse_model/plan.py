@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import math
 from dataclasses import dataclass
 
 from .knobs import MODEL_MAX_LEN, Knobs
@@ -71,6 +72,7 @@ class Plan:
     capture_sizes: tuple[int, ...]  # tokens per captured graph, ascending
     piecewise: tuple[Descriptor, ...]  # PIECEWISE captures, largest first
     full: tuple[Descriptor, ...]  # FULL decode captures, largest first
+    draft_sizes: tuple[int, ...] = ()  # the MTP drafter's one-token FULL graphs (K >= 2), ascending
 
     def __hash__(self) -> int:
         # A plan is a function of its knobs, so equal plans have equal knobs and
@@ -136,6 +138,42 @@ def _descriptors(mode: str, sizes: tuple[int, ...], s: int, q: int):
     return piecewise, full
 
 
+def _walk_grid(limit: int) -> list[int]:
+    """vLLM 0.34.0's request-count grid up to ``limit``: every count up to 6, then steps of
+    the largest power of two not above 0.65 n^(2/3)
+    (vllm/config/compilation.py:78-86@0.34.0 `def _walk_grid`,
+    vllm/config/compilation.py:122-126@0.34.0 `def decode_cudagraph_capture_grid`)."""
+    grid, n = [], 1
+    while n < limit:
+        grid.append(n)
+        stride = 1 << max(0, math.floor(math.log2(max(1.0, 0.65 * n ** (2 / 3)))))
+        n = (n // stride + 1) * stride
+    return [*grid, limit] if limit else []
+
+
+def _split_sizes(mode: str, shared: tuple[int, ...], s: int, b: int, q: int, k: int):
+    """0.34.0's (capture sizes, PIECEWISE tokens, FULL decode requests, draft sizes) from
+    the shared sizes: PIECEWISE graphs take the shared sizes as prefill token counts; the
+    FULL decode graphs take request counts, the shared sizes rounded up to whole q-token
+    requests (at most S) within the largest, kept up to the first that holds
+    min(S, B // q) and capped there; under MTP K >= 2 the drafter's one-token graphs take
+    the request grid up to S; the capture sizes are all their token counts
+    (vllm/config/vllm.py:2558-2666@0.34.0 `min(cdiv(s, q), max_num_seqs)`,
+    vllm/config/compilation.py:54-68@0.34.0 `def decode_cudagraph_capture_shapes`)."""
+
+    def shapes(sizes: list[int], limit: int) -> list[int]:
+        reachable = sizes[:bisect.bisect_left(sizes, limit) + 1]
+        return sorted({min(n, limit) for n in reachable}) if limit >= 1 else []
+
+    top = shared[-1]
+    requests = sorted({min(-(-t // q), s) for t in shared if -(-t // q) * q <= top})
+    decode = shapes(requests, min(s, b // q)) if mode in DECODE_FULL else []
+    drafts = shapes(_walk_grid(s), min(s, b)) if k >= 2 and mode in DECODE_FULL else []
+    tokens = {n * q for n in decode} | set(drafts)
+    prefill = shared if MIXED_MODE[mode] == "PIECEWISE" else ()
+    return tuple(sorted(tokens | set(prefill))), prefill, decode, tuple(drafts)
+
+
 def refusal(knobs: Knobs, rules: VersionRules, b: int, derived: bool) -> str | None:
     """vLLM's reason for refusing these knobs, in the order vLLM checks, or None."""
     s, k = knobs.max_num_seqs, knobs.num_speculative_tokens
@@ -195,5 +233,12 @@ def plan(knobs: Knobs) -> Plan:
     mode = cudagraph_mode(knobs)
     graphs = not knobs.enforce_eager and knobs.cudagraph_mode != "NONE"
     sizes = capture_sizes(s, b, q) if graphs else ()
+    if rules.split_capture_sizes and sizes:
+        sizes, prefill, decode, drafts = _split_sizes(mode, sizes, s, b, q, k)
+        piecewise = tuple([(t, None, None) for t in reversed(prefill)])
+        full = tuple([(n * q, n, q) for n in reversed(decode)])
+        return Plan(knobs, rules, b, q, c, c + 1, mode, sizes, piecewise, full, drafts)
     piecewise, full = _descriptors(mode, sizes, s, q)
-    return Plan(knobs, rules, b, q, c, c + 1, mode, sizes, piecewise, full)
+    # the drafter's one-token graphs: the capture sizes of at most S tokens
+    drafts = tuple(t for t in sizes if t <= s) if k >= 2 and mode in DECODE_FULL else ()
+    return Plan(knobs, rules, b, q, c, c + 1, mode, sizes, piecewise, full, drafts)

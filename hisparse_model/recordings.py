@@ -91,7 +91,11 @@ def load_all(directory: str | None = None) -> list[dict]:
 
 
 LAYERS = {"target": TARGET_LAYERS, "drafter": DRAFTER_LAYERS, "both": TARGET_LAYERS + DRAFTER_LAYERS}
-PHASE_ALIASES = {"cudagraph_memory_profile": "capture"}
+# the recorder names a step by the engine function it runs under: the CUDA-graph memory
+# profile's captures under capture_model, 0.34.0's sizing and sampler warmups under
+# compile_or_warm_up_model (hisparse_model/engine/instrument.py)
+PHASE_ALIASES = {"cudagraph_memory_profile": "capture", "kv_cache_sizing_warmup": "compile_warmup",
+                 "sampler_warmup": "compile_warmup"}
 ROW_KEYS = (
     "phase",
     "num_tokens",

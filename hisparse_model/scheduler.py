@@ -152,10 +152,13 @@ class _Sim:
         # vllm/v1/core/kv_cache_coordinator.py:873-874@0.32.0 `len(block_hashes) *`
         self.hit_cap_full = v != "0.31.0" and self.K > 0
         # 0.33.0 caches after each output at computed - in flight (sync MTP too),
-        # vllm/v1/core/sched/scheduler.py:2407-2415@0.33.0 `num_in_flight_tokens`
+        # vllm/v1/core/sched/scheduler.py:2407-2415@0.33.0 `num_in_flight_tokens`,
+        # vllm/v1/core/sched/scheduler.py:2364-2372@0.34.0 `num_in_flight_tokens`
         self.cache_on_update = since(v, "0.33.0")
         # 0.33.0: no drafts after a step whose drafts are sure to go unused (MTP reserves
-        # lookahead slots), vllm/v1/core/sched/scheduler.py:319-321@0.33.0 `self.can_skip_drafts = (`
+        # lookahead slots), vllm/v1/core/sched/scheduler.py:319-321@0.33.0 `self.can_skip_drafts = (`;
+        # 0.34.0 drops its V2-runner test, always true under HiSparse:
+        # vllm/v1/core/sched/scheduler.py:321@0.34.0 `self.can_skip_drafts = self.num_lookahead_tokens > 0`
         self.can_skip_drafts = since(v, "0.33.0") and self.K > 0
         keys = (keys or request_keys(workload)) if self.apc else [()] * len(workload.requests)
         self.reqs = [_Req(i, len(r.prompt_token_ids), r.max_tokens, keys[i])

@@ -31,6 +31,7 @@ from .draft_steps import draft_graph_sizes
 from .kv_pool import warmup_request_cap
 from .plan import Plan
 from .routing import UNIFORM_DECODE_BACKENDS, decode_tokens, router
+from .sizing_warmup import extensible_kv_cache, sampler_warmup, sizing_warmup
 
 PROFILE_FULL_SAMPLES = 2  # FULL graphs captured while profiling memory
 # With MTP and B < q + 1 the JIT warmup has no request, yet its spec-decode step
@@ -179,10 +180,16 @@ def startup_batches(plan: Plan) -> tuple[Batch, ...]:
     # nothing is captured, the drafter's graphs included, when the target has no graph
     graphs = plan.cudagraph_mode != "NONE" and (plan.piecewise or plan.full)
     captures = _captures(plan, route) if graphs else []
-    out = _capture_phase(captures, "cudagraph_memory_profile", PROFILE_FULL_SAMPLES)
-    if not plan.knobs.enforce_eager:
+    extensible = extensible_kv_cache(plan)  # 0.34.0 (sizing_warmup.py)
+    out = [] if extensible else _capture_phase(captures, "cudagraph_memory_profile",
+                                               PROFILE_FULL_SAMPLES)
+    if not plan.knobs.enforce_eager or extensible:
         # under MTP 0.33.0 warms up twice, the second time with greedy sampling
         passes = plan.rules.spec_warmup_passes if plan.knobs.num_speculative_tokens else 1
         out += _jit_warmup(plan, route) * passes
+    if extensible and not any(b.error for b in out):
+        out += sizing_warmup(plan, route)
     out += _capture_phase(captures, "capture", None)
+    if plan.rules.sampler_warmup and not any(b.error for b in out):
+        out += sampler_warmup(plan, route)
     return tuple(out)

@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-COVERED = ("0.31.0", "0.32.0", "0.33.0")  # the releases the model covers, oldest first
+COVERED = ("0.31.0", "0.32.0", "0.33.0", "0.34.0")  # the releases the model covers, oldest first
 CANDIDATE_ENV = "HISPARSE_EXTRA_VLLM"
 
 
@@ -84,63 +84,94 @@ _FM = "v1/attention/backends/mla/flashmla_sparse.py"
 # name -> version -> where vLLM implements it
 _CITES = {
     "q": {v: _c("v1/attention/backend.py", ln, "def max_decode_query_len")
-          for v, ln in (("0.31.0", "579-596"), ("0.32.0", "569-586"), ("0.33.0", "572-589"))},
+          for v, ln in (("0.31.0", "579-596"), ("0.32.0", "569-586"), ("0.33.0", "572-589"),
+                         ("0.34.0", "565-582"))},
     "C": {v: _c(_RT, ln, "def _get_max_swap_rows")
-          for v, ln in (("0.31.0", "51-57"), ("0.32.0", "53-59"), ("0.33.0", "56-62"))},
+          for v, ln in (("0.31.0", "51-57"), ("0.32.0", "53-59"), ("0.33.0", "56-62"),
+                         ("0.34.0", "59-65"))},
     "W": {v: _c(_IG, ln, "workspace_rows + 1")
-          for v, ln in (("0.31.0", "365-376"), ("0.32.0", "371-382"), ("0.33.0", "378-389"))},
+          for v, ln in (("0.31.0", "365-376"), ("0.32.0", "371-382"), ("0.33.0", "378-389"),
+                         ("0.34.0", "378-389"))},
     "max_rows": {v: _c(_IG, ln, "def get_sparse_mla_index_group_max_rows")
                  for v, ln in (("0.31.0", "393-398"), ("0.32.0", "399-404"),
-                               ("0.33.0", "406-411"))},
+                               ("0.33.0", "406-411"), ("0.34.0", "401-406"))},
     "B": {v: _c("engine/arg_utils.py", ln, "self.max_num_seqs * model_config.max_model_len")
           for v, ln in (("0.31.0", "3102-3105"), ("0.32.0", "3167-3170"),
-                        ("0.33.0", "3221-3224"))},
+                        ("0.33.0", "3221-3224"), ("0.34.0", "3256-3259"))},
     "B>=S": {v: _c("config/scheduler.py", ln, "self.max_num_batched_tokens < self.max_num_seqs")
-             for v, ln in (("0.31.0", "329"), ("0.32.0", "328"), ("0.33.0", "331"))},
+             for v, ln in (("0.31.0", "329"), ("0.32.0", "328"), ("0.33.0", "331"),
+                           ("0.34.0", "375"))},
     "spec_slots": {
         "0.31.0": _c("config/vllm.py", "2381", "max_num_batched_tokens <= scheduled_token_delta"),
         "0.32.0": _c("config/vllm.py", "2285", "max_num_batched_tokens <= scheduled_token_delta"),
         "0.33.0": _c("config/vllm.py", "2371", "max_num_batched_tokens <= self.num_lookahead_tokens"),
+        "0.34.0": _c("config/vllm.py", "2293", "max_num_batched_tokens <= self.num_lookahead_tokens"),
     },
     "capture_sizes": {v: _c("config/vllm.py", ln, "def _set_cudagraph_sizes")
-                      for v, ln in (("0.31.0", "2388"), ("0.32.0", "2292"), ("0.33.0", "2398"))},
+                      for v, ln in (("0.31.0", "2388"), ("0.32.0", "2292"), ("0.33.0", "2398"),
+                                    ("0.34.0", "2322"))},
     "predicate": {
         "0.31.0": _c(_IG, "236", "num_tokens > self.physical_topk_indices.shape[0]"),
         "0.32.0": _c(_IG, "236", "num_tokens > cache.runtime.max_swap_rows"),
         "0.33.0": _c(_IG, "239-242", "cache.num_decode_tokens < cache.num_actual_tokens"),
+        "0.34.0": _c(_IG, "236-239", "cache.num_decode_tokens < cache.num_actual_tokens"),
     },
     "spec_warmup": {
         "0.31.0": _c("v1/worker/gpu/warmup.py", "235", "_warmup_kernels(model_runner"),
         "0.32.0": _c("v1/worker/gpu/warmup.py", "240", "_warmup_kernels(model_runner"),
         "0.33.0": _c("v1/worker/gpu/warmup.py", "242-247", "greedy=True"),
+        "0.34.0": _c("v1/worker/gpu/warmup.py", "558-563", "greedy=True"),
     },
     "full_refused": {
         "0.32.0": _c("config/vllm.py", "1816-1818", "HiSparse does not support cudagraph_mode=FULL"),
         "0.33.0": _c("config/vllm.py", "1892-1894", "HiSparse does not support cudagraph_mode=FULL"),
+        "0.34.0": _c("config/vllm.py", "1823-1825", "HiSparse does not support cudagraph_mode=FULL"),
     },
     "error": {v: _c(_RT, ln, "HiSparse swap rows exceed the configured speculative decode")
-              for v, ln in (("0.31.0", "897-907"), ("0.32.0", "909-919"), ("0.33.0", "930-940"))},
+              for v, ln in (("0.31.0", "897-907"), ("0.32.0", "909-919"), ("0.33.0", "930-940"),
+                        ("0.34.0", "855-865"))},
     "handoff": {
         "0.31.0": _c(_FA, "204-260", "num_decode_tokens == 0 and cache.all_context_pages_resident"),
         "0.32.0": _c(_FA, "208-275", "num_decode_tokens == 0 and cache.all_context_pages_resident"),
         "0.33.0": _c("model_executor/layers/attention/sparse_mla_attention.py", "805-812",
                      "all_context_pages_resident"),
+        "0.34.0": _c("model_executor/layers/attention/sparse_mla_attention.py", "875-882",
+                     "all_context_pages_resident"),
     },
     # the start-up steps and serving dispatch the notebooks cite: name, file, symbol, line per version
-    **{name: dict(zip(("0.31.0", "0.32.0", "0.33.0"), (_c(path, ln, sym) for ln in lines)))
+    **{name: dict(zip(COVERED, (_c(path, ln, sym) for ln in lines)))
        for name, path, sym, lines in (
            ("memory_profile", "v1/worker/gpu_worker.py", "def determine_available_memory",
-            ("571", "634", "641")),
+            ("571", "634", "641", "673")),
            ("startup", "v1/worker/gpu_worker.py", "def compile_or_warm_up_model",
-            ("829", "908", "933")),
-           ("warmup", "v1/worker/gpu/warmup.py", "def _warmup_kernels", ("243", "248", "255")),
-           ("dispatch", "v1/worker/gpu/cudagraph_utils.py", "def dispatch", ("499", "518", "523")),
+            ("829", "908", "933", "1017")),
+           ("warmup", "v1/worker/gpu/warmup.py", "def _warmup_kernels", ("243", "248", "255", "575")),
+           ("dispatch", "v1/worker/gpu/cudagraph_utils.py", "def dispatch", ("499", "518", "523", "558")),
        )},
     "handoff_flashmla": {
         "0.31.0": _c(_FM, "815-850", "convert_logical_to_physical_topk"),
         "0.32.0": _c(_FM, "855-890", "convert_logical_to_physical_topk"),
         "0.33.0": _c(_FM, "855-870", "num_decode_tokens < q.shape[0] and cache.all_context_pages_resident"),
+        "0.34.0": _c(_FM, "859-874", "num_decode_tokens < q.shape[0] and cache.all_context_pages_resident"),
     },
+    # 0.34.0's start-up and capture sizes (startup.py, plan.py)
+    **{name: {"0.34.0": _c(path, ln, sym)} for name, path, ln, sym in (
+        ("extensible_kv_cache", "config/vllm.py", "3208", "num_gpu_blocks_override is not None"),
+        ("no_graph_memory_profile", "v1/worker/gpu/model_runner.py", "1123-1125",
+         "if self.cache_config.enable_extensible_kv_cache:"),
+        ("warmup_when_extensible", "v1/worker/gpu_worker.py", "1074-1079",
+         "or self.cache_config.enable_extensible_kv_cache"),
+        ("sizing_warmup", "v1/worker/gpu/warmup.py", "483", "def run_kv_cache_sizing_warmup"),
+        ("mixed_warmup", "v1/worker/gpu/warmup.py", "168", "def run_mixed_prefill_decode_warmup"),
+        ("context_warmup", "v1/worker/gpu/warmup.py", "378", "def run_context_prefill_warmup"),
+        ("context_workspace", "model_executor/layers/attention/mla_attention.py", "2534-2554",
+         "def determine_chunked_prefill_workspace_size"),
+        ("sampler_warmup", "v1/worker/gpu_worker.py", "1179-1193", "_dummy_sampler_run"),
+        ("split_capture_sizes", "config/vllm.py", "2558-2666",
+         "min(cdiv(s, q), max_num_seqs)"),
+        ("draft_capture_sizes", "config/vllm.py", "708-730",
+         "decode_cudagraph_capture_grid(self.scheduler_config.max_num_seqs)"),
+    )},
 }
 
 
@@ -158,6 +189,12 @@ class VersionRules:
     spec_warmup_passes: int  # JIT warmup runs under MTP: 1, or 2 in 0.33.0 (a greedy pass)
     refuses_full_cudagraph: bool  # HiSparse refuses cudagraph_mode=FULL (0.32.0, 0.33.0)
     fused_draft_decode: bool  # FLASH_ATTN's draft steps share one graph (0.32.0, 0.33.0)
+    # 0.34.0: the extensible KV cache is on unless a fixed pool is asked for; it skips the
+    # CUDA-graph memory profile, runs the JIT warmup even under enforce_eager, and sizes the
+    # cache on warmup steps of its own (startup.py)
+    extensible_kv_cache: bool = False
+    sampler_warmup: bool = False  # 0.34.0: the V2 runner's sampler dummy run after capture
+    split_capture_sizes: bool = False  # 0.34.0: prefill tokens, decode requests, draft sizes
     cites: dict = field(repr=False, compare=False, default_factory=dict)
 
     @property
@@ -228,11 +265,11 @@ class VersionRules:
 
 
 def _rules(key, version, text, *, workspace=False, bypass=False, whole=False, lookahead=False,
-           spec_warmups=1, newer=False):
+           spec_warmups=1, newer=False, extensible=False):
     cites = {name: per_version[version] for name, per_version in _CITES.items()
              if version in per_version}
     return VersionRules(key, version, text, workspace, bypass, whole, lookahead, spec_warmups,
-                        newer, newer, cites)
+                        newer, newer, extensible, extensible, extensible, cites)
 
 
 RULES = {
@@ -245,6 +282,12 @@ RULES = {
                      "swap_in if n <= C and the batch is decode-only (or not all resident), "
                      "else all-resident", bypass=True, whole=True, lookahead=True, spec_warmups=2,
                      newer=True),
+    # the same routing, hand-off and checks as 0.33.0 (docs/releases/0.34.0-review.md, the
+    # CPU cross-checks and the H200 recordings); the start-up and capture sizes changed
+    "0.34.0": _rules("0.34.0", "0.34.0",
+                     "swap_in if n <= C and the batch is decode-only (or not all resident), "
+                     "else all-resident", bypass=True, whole=True, lookahead=True, spec_warmups=2,
+                     newer=True, extensible=True),
 }
 
 

@@ -73,6 +73,14 @@ DEFAULT_B = {
     "v0.33.0-stock-s2-mtp1.log": 640,  # min(2 * 320, 16384)
     "v0.33.0-stock-s2.log": 640,  # min(2 * 320, 16384)
     "v0.33.0-stock-s8-blocks100.log": 2560,  # min(8 * 320, 16384)
+    "v0.34.0-stock-s1.log": 320,  # min(1 * 320, 16384)
+    "v0.34.0-stock-s2.log": 640,  # min(2 * 320, 16384)
+    "v0.34.0-stock-s2-flashmla.log": 640,  # min(2 * 320, 16384)
+    "v0.34.0-stock-s2-mtp1.log": 640,  # min(2 * 320, 16384)
+    "v0.34.0-stock-s2-mtp2.log": 640,  # min(2 * 320, 16384)
+    "v0.34.0-stock-s4.log": 1280,  # min(4 * 320, 16384)
+    "v0.34.0-stock-s8-blocks100.log": 2560,  # min(8 * 320, 16384)
+    "v0.34.0-stock-s16.log": 5120,  # min(16 * 320, 16384)
 }
 
 
@@ -253,12 +261,12 @@ EDITS = [
      'V1 LLM engine (vX.Y.Z)" line (give the log of vllm serve from its first line)'),
     ("a version the model does not cover", _edit(12, "(v0.32.0)", "(v0.30.1)"), None,
      "vllm_version: the log's engine is vLLM 0.30.1 (line 12); the model covers vLLM 0.31.0, "
-     "0.32.0, 0.33.0 only"),
+     "0.32.0, 0.33.0, 0.34.0 only"),
     # a local build tag of a version the model does not cover is still refused by the version
     ("a local build of a version the model does not cover",
      _edit(12, "(v0.32.0)", "(v0.35.0+cu130)"), None,
      "vllm_version: the log's engine is vLLM 0.35.0+cu130 (line 12); the model covers vLLM "
-     "0.31.0, 0.32.0, 0.33.0 only"),
+     "0.31.0, 0.32.0, 0.33.0, 0.34.0 only"),
     ("--vllm other than the log's", lambda ls: ls, "0.31.0",
      "--vllm 0.31.0: the log's engine is vLLM 0.32.0 (line 12: Initializing a V1 LLM engine "
      "(v0.32.0)); drop --vllm, the log names the version"),

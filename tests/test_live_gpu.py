@@ -36,6 +36,12 @@ SAMPLE = {
     # prefills 0.32.0 sends to swap_in go to the all-resident path
     "v0.33.0-stock-s4-prefill": (
         dict(vllm_version="0.33.0", max_num_seqs=4, max_num_batched_tokens=256), [3, 4, 5]),
+    # the extensible KV cache's start-up: JIT warmup, sizing warmup, then the captures
+    "v0.34.0-stock-s1": (dict(vllm_version="0.34.0", max_num_seqs=1), [1, 2, 3, 200]),
+    "v0.34.0-stock-s2": (dict(vllm_version="0.34.0", max_num_seqs=2), [2, 3, 200]),
+    # MTP: the sampler warmup after the captures routes through a PIECEWISE graph
+    "v0.34.0-stock-s2-mtp1": (dict(vllm_version="0.34.0", max_num_seqs=2,
+                                   num_speculative_tokens=1), [4, 5, 200]),
 }
 # every sample runs with prefix caching off, as its committed recording (and the fix PR) did
 RECORDED_AS = dict(enable_prefix_caching=False)

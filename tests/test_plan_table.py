@@ -107,11 +107,45 @@ CAPTURE_CASES = [
 ]
 
 
+# 0.34.0 records every graph's token count: the shared sizes above (its PIECEWISE graphs),
+# the FULL decode graphs' n * q for the request counts n = min(ceil(t / q), S) of the shared
+# sizes t with ceil(t / q) * q <= the largest, and under K >= 2 the drafter's one-token
+# graphs, the request grid 1..S (vllm/config/vllm.py:2558-2666@0.34.0 `min(cdiv(s, q), max_num_seqs)`).
+# Where they add nothing the table above holds for 0.34.0 too.  (knobs, 0.34.0's sizes)
+SPLIT_CASES = {
+    # S 4, K 2, q 3, shared [1,2,3,4,6,8,12,16,24]: requests 1,2,3,4 -> 3,6,9,12 (9 is new);
+    # drafter 1,2,3,4
+    8: [1, 2, 3, 4, 6, 8, 9, 12, 16, 24],
+}
+CAPTURE_CASES_034 = [
+    # recorded on the H200 (tests/recorded/workloads/w-v0.34.0-stock-mtp2-s5.json): S 5, K 2,
+    # B 256, shared [1,2,3,4,6,8,12,15,16,24]; requests 1..5 -> 3,6,9,12,15; drafter 1..5
+    (dict(max_num_seqs=5, max_num_batched_tokens=256, num_speculative_tokens=2),
+     [1, 2, 3, 4, 5, 6, 8, 9, 12, 15, 16, 24]),
+    # S 2, K 2, B 640: shared [1,2,3,4,6,8]; requests 1,2 -> 3,6; drafter 1,2: nothing new
+    (dict(max_num_seqs=2, max_num_batched_tokens=640, num_speculative_tokens=2),
+     [1, 2, 3, 4, 6, 8]),
+    # FULL_DECODE_ONLY: no PIECEWISE graph, so only the decode graphs' sizes: S 4, q 1,
+    # shared [1,2,4,8]: requests 1,2,4 (8 -> min(8, 4))
+    (dict(max_num_seqs=4, max_num_batched_tokens=1280, cudagraph_mode="FULL_DECODE_ONLY"),
+     [1, 2, 4]),
+]
+
+
 @pytest.mark.parametrize("version", VERSIONS)
-@pytest.mark.parametrize("kw,expected", CAPTURE_CASES)
-def test_capture_sizes_table(version, kw, expected):
+@pytest.mark.parametrize("case", range(len(CAPTURE_CASES)))
+def test_capture_sizes_table(version, case):
     """Capture sizes match the hand-computed table in every version."""
+    kw, expected = CAPTURE_CASES[case]
+    if version == "0.34.0":
+        expected = SPLIT_CASES.get(case, expected)
     assert list(plan(Knobs(vllm_version=version, **kw)).capture_sizes) == expected
+
+
+@pytest.mark.parametrize("kw,expected", CAPTURE_CASES_034)
+def test_capture_sizes_of_034(kw, expected):
+    """0.34.0's recorded sizes: prefill, decode-request and draft graphs' token counts."""
+    assert list(plan(Knobs(vllm_version="0.34.0", **kw)).capture_sizes) == expected
 
 
 # (requested cudagraph_mode, expected on an H200: both backends report UNIFORM_BATCH)

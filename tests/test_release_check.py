@@ -14,6 +14,8 @@ import pathlib
 import subprocess
 import sys
 
+from hisparse_model.versions import COVERED
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OLD = "def f():\n    a = 1\n    return a\n\ndef g():\n    return 2\n"
 # the new release: g moved down two lines, f's body changed, h.py gone
@@ -75,8 +77,9 @@ def test_a_candidate_takes_the_newest_rules_and_nothing_else_changes():
             "RULES, COVERED; import dataclasses as d; n = RULES[COVERED[-1]]; c = RULES.get("
             "'9.9.9'); print(VLLM_VERSIONS[-1], c is not None and d.replace(c, key=n.key, "
             "vllm_version=n.vllm_version) == n, c is not None and c.cites == {})")
-    rows = [("9.9.9", "9.9.9 True True"), ("0.31.0", "0.33.0 False False"),
-            ("latest", "0.33.0 False False")]
+    newest = COVERED[-1]
+    rows = [("9.9.9", "9.9.9 True True"), ("0.31.0", f"{newest} False False"),
+            ("latest", f"{newest} False False")]
     for value, printed in rows:
         env = {**os.environ, "HISPARSE_EXTRA_VLLM": value}
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
@@ -92,7 +95,7 @@ def test_bad_versions_are_one_line_and_exit_2(capsys):
     err = capsys.readouterr().err.splitlines()
     assert err == ["vllm_release_check: error: 'latest' is not a release (X.Y.Z)",
                    "vllm_release_check: error: --from 0.30.0: the model covers "
-                   "0.31.0, 0.32.0, 0.33.0"]
+                   + ", ".join(COVERED)]
 
 
 JUNIT = """<?xml version="1.0"?><testsuites><testsuite name="pytest" tests="2">

@@ -358,7 +358,7 @@ def test_prompt_lanes_follow_predict(s, b, crashes):
             want.append("not_run" if not p.ran else "crash" if not p.ok
                         else (b0.route or "not_routed"))
         assert data["lanes"][v] == want
-    assert data["crash_sizes"] == {"0.31.0": crashes, "0.32.0": [], "0.33.0": []}
+    assert data["crash_sizes"] == {"0.31.0": crashes, "0.32.0": [], "0.33.0": [], "0.34.0": []}
 
 
 @pytest.mark.parametrize(
@@ -552,13 +552,13 @@ def test_a_browser_move_sends_the_numbers_first_and_no_echo(monkeypatch, moved):
 AHEAD_CASES = [
     # max_model_len 319 and 321 are two more moves on every knob dashboard
     ("off_by_one_dashboard", 6, 5),  # S 1, 3; K 1; B 1 (refused); max_model_len 2
-    ("startup_dashboard", 15, 14),  # version 2 + backend 1 + S 2 + K 1 + B 1 + len 2 + eager 1
+    ("startup_dashboard", 16, 15),  # version 3 + backend 1 + S 2 + K 1 + B 1 + len 2 + eager 1
     #                                 + graphs 5
-    ("versions_dashboard", 10, 9),  # version 2 + backend 1 + routing 1 + S 2 + K 1 + B 1 + len 2
-    ("traffic_dashboard", 22, 21),  # requests 2 + spacing 1 + max_tokens 2 + version 2 + routing 1
+    ("versions_dashboard", 11, 10),  # version 3 + backend 1 + routing 1 + S 2 + K 1 + B 1 + len 2
+    ("traffic_dashboard", 23, 22),  # requests 2 + spacing 1 + max_tokens 2 + version 3 + routing 1
     #                                 + backend 1 + S 2 + B 1 + len 2 + K 1 + caching 1 + eager 1
     #                                 + graphs 5
-    ("recordings_dashboard", 0, 0),  # one of 25 recordings (> MAX_CHOICES_AHEAD): none ahead
+    ("recordings_dashboard", 0, 0),  # one of 36 recordings (> MAX_CHOICES_AHEAD): none ahead
 ]
 
 

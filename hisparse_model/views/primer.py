@@ -30,6 +30,16 @@ MEANING = {
     "dispatch": "serving: FULL graph, PIECEWISE graph or eager for each step",
     "spec_warmup": "the JIT warmup's passes under MTP (0.33.0 adds a greedy one)",
     "full_refused": "HiSparse refuses cudagraph_mode=FULL (0.32.0 and later)",
+    "extensible_kv_cache": "0.34.0: the extensible KV cache, on unless the pool is fixed",
+    "no_graph_memory_profile": "0.34.0: with it, memory profiling captures no CUDA graph",
+    "warmup_when_extensible": "0.34.0: with it, the JIT warmup runs even under enforce_eager",
+    "sizing_warmup": "0.34.0: the KV-cache sizing warmup, after the JIT warmup",
+    "mixed_warmup": "0.34.0: a sizing step, one decode request and full-length prefills",
+    "context_warmup": "0.34.0: the sizing step over cached context (MLA)",
+    "context_workspace": "0.34.0: MLA's chunked-context workspace, which sizes that step",
+    "sampler_warmup": "0.34.0: the sampler's dummy run of min(S, B) tokens after capture",
+    "split_capture_sizes": "0.34.0: decode graphs by request count, rounded from the sizes",
+    "draft_capture_sizes": "0.34.0: the MTP drafter's one-token graphs, 1 to S requests",
 }
 
 
