@@ -155,7 +155,7 @@ def test_a_kernel_killed_at_once_keeps_its_coverage_data():
     import kernels
 
     nb = v4.new_notebook(cells=[v4.new_code_cell("import os; print(os.getpid())")])
-    client = kernels.FlushingClient(nb, timeout=60, kernel_name="python3",
+    client = kernels.FlushingClient(nb, timeout=kernels.CELL_TIMEOUT, kernel_name="python3",
                                     shutdown_kernel="immediate",
                                     resources={"metadata": {"path": ROOT}})
     client.execute()

@@ -43,7 +43,7 @@ def test_dashboard_moves(version, s, crash):
 def test_notebook_runs_headless():
     """Notebook 6 executes and shows both ranks' timelines, the crash on rank 1 and the advice."""
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    kernels.execute(nb, NOTEBOOK, 60)
+    kernels.execute(nb, NOTEBOOK, kernels.CELL_TIMEOUT)
     state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     shown = " ".join(m.get("state", {}).get("value", "") for m in state.values()
                      if isinstance(m.get("state", {}).get("value"), str))
