@@ -1,4 +1,4 @@
-"""An exact model of vLLM HiSparse's buffer sizing and routing (0.31.0, 0.32.0, 0.33.0).
+"""An exact model of vLLM HiSparse's buffer sizing and routing (0.31.0 - 0.34.0).
 
 The pipeline: :class:`Knobs` -> :func:`~hisparse_model.versions.rules_for`
 (:class:`~hisparse_model.versions.VersionRules`) -> :func:`~hisparse_model.plan.plan`

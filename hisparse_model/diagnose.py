@@ -160,7 +160,7 @@ def _warmup_index_error(when: str | None) -> list[str]:
         "The model covers one start-up IndexError: with MTP (num_speculative_tokens K >= 1) "
         "and max_num_batched_tokens B < K + 2, the JIT warmup has no request "
         "(R = min(S, B // (K + 2)) = 0), yet its spec-decode step still takes request 0, "
-        "in every version modelled (0.31.0, 0.32.0, 0.33.0).",
+        "in every version modelled (0.31.0, 0.32.0, 0.33.0, 0.34.0).",
         "What to change: max_num_batched_tokens >= K + 2 (e.g. K = 1: B >= 3); check your "
         "command with `hisparse check -- <your vllm serve command>`.",
         "If MTP is off or B >= K + 2, this IndexError is something else: the model does "

@@ -54,5 +54,7 @@ ASSUMPTIONS = (
     "predict leaves the number of verify steps open",
     "KV pool: what memory profiling leaves unless num_gpu_blocks_override sets it (then the "
     "JIT warmup's request cap and vLLM's one-request admission check are modelled); the "
-    "pool never runs short while serving (a set pool that could is declined)",
+    "pool never runs short while serving (a set pool that could is declined); 0.34.0's "
+    "extensible KV cache (on without num_gpu_blocks_override) is assumed supported, as on "
+    "an H200, and its sizing warmup's blocks committable",
 )

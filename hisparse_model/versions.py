@@ -28,6 +28,12 @@ from typing import NamedTuple
 
 COVERED = ("0.31.0", "0.32.0", "0.33.0", "0.34.0")  # the releases the model covers, oldest first
 CANDIDATE_ENV = "HISPARSE_EXTRA_VLLM"
+# The releases whose CPU cross-check drivers (hisparse_model/crosscheck/) run against vLLM's own
+# start-up, scheduler, rejection, DP-sync and config code.  0.34.0's rules rest on its H200
+# recordings (tests/recorded/, equal on every field), its citations and the launch and
+# config-path cross-checks; its scheduler, start-up, rejection, TP and DP drivers still need
+# stand-ins for 0.34.0's speculator config and capture-size split (issue 38 of the project).
+CROSS_CHECKED = ("0.31.0", "0.32.0", "0.33.0")
 
 
 def candidate() -> str | None:
@@ -37,6 +43,11 @@ def candidate() -> str | None:
     if version in COVERED or len(parts) != 3 or not all(p.isdigit() for p in parts):
         return None
     return version
+
+
+def cross_checked() -> tuple[str, ...]:
+    """The versions the CPU cross-checks run for: :data:`CROSS_CHECKED` and a candidate."""
+    return CROSS_CHECKED + ((candidate(),) if candidate() else ())
 
 
 def since(version: str, first: str) -> bool:

@@ -23,7 +23,7 @@
 # New to these words (prefill, decode, KV cache, MTP, C, W, q, B, S, stock, all-resident, the fix PR)?
 # Each is defined in [notebook 1's glossary](01_off_by_one.ipynb#Glossary).
 #
-# The same knobs and the same prompts run through vLLM 0.31.0, 0.32.0 and 0.33.0 side by
+# The same knobs and the same prompts run through vLLM 0.31.0, 0.32.0, 0.33.0 and 0.34.0 side by
 # side: the routing rule each version applies, B, q, C, W, the capture sizes, whether
 # start-up survives and how each prompt ends. The `vllm_version` buttons pick the version
 # whose batches are listed in full and highlighted in the chart; `attention_backend` shows
@@ -38,7 +38,7 @@
 # |---|---|---|
 # | 0.31.0 | n ≤ W = C + 1 (the workspace's rows) | all-resident |
 # | 0.32.0 | n ≤ C (the swap rows: the fix) | all-resident |
-# | 0.33.0 | n ≤ C **and** the batch is decode-only (or not all resident) | all-resident: every all-resident prefill |
+# | 0.33.0, 0.34.0 | n ≤ C **and** the batch is decode-only (or not all resident) | all-resident: every all-resident prefill |
 #
 # The table in the dashboard cites each version's line.
 #
@@ -51,9 +51,10 @@
 # * **FLASHMLA_SPARSE** (0.31.0 / 0.32.0): decode tokens only; prefill tokens are staged.
 #   Decode tokens number at most max_num_seqs · q and at most B, so n ≤ C always: it can
 #   never crash.
-# * **0.33.0**, every backend: the whole batch when it is decode-only or all resident, else
+# * **0.33.0 and 0.34.0**, every backend: the whole batch when it is decode-only or all resident, else
 #   the decode part; the new rule then sends every all-resident prefill to the all-resident
-#   path.
+#   path. 0.34.0 routes as 0.33.0 does; what it changed is its start-up (notebook 2:
+#   the extensible KV cache's sizing warmup runs before the captures).
 #
 # ## Try the versions, backends and workloads
 #

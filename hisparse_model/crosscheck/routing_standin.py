@@ -19,6 +19,19 @@ from hisparse_model.crosscheck.standins import _patched
 
 TOP_K = 128  # index_topk of the fix PR's tiny DeepSeek-V3.2 (hf_overrides)
 HEAD_SIZE = 576  # DeepSeek MLA head (kv_lora_rank 512 + rope 64); fp8_ds_mla rows
+# 0.34.0 passes a row's bytes instead: 656 for fp8_ds_mla
+# (vllm/v1/attention/backend.py:1017-1018@0.34.0 `return 656`)
+FP8_DS_MLA_ROW_BYTES = 656
+
+
+def _row_kwarg(builder) -> dict:
+    """The register_layer keyword of this vLLM: ``head_size`` (0.31.0 - 0.33.0) or
+    ``row_width`` (0.34.0)."""
+    import inspect
+
+    if "row_width" in inspect.signature(builder.register_layer).parameters:
+        return {"row_width": FP8_DS_MLA_ROW_BYTES}
+    return {"head_size": HEAD_SIZE}
 BLOCK_SIZE = 64  # the fix PR's block_size
 
 ALL_RESIDENT = "all_resident"
@@ -91,9 +104,8 @@ class _Routing:
             ig, "create_hisparse_cache_handle",
             functools.partial(rt.create_hisparse_cache_handle, device="cpu"),
         ):
-            group, layer_index = builder.register_layer(
-                True, cfg, head_size=HEAD_SIZE, kv_cache_dtype="fp8_ds_mla"
-            )
+            group, layer_index = builder.register_layer(True, cfg, **_row_kwarg(builder),
+                                                        kv_cache_dtype="fp8_ds_mla")
         assert layer_index == 0 and len(made) == 1, (layer_index, made)
         self.group = group
         self.group_cls = type(group).__name__

@@ -115,7 +115,8 @@ def plan_kv_cache(cfg: dict):
     else:
         groups = kcp.get_global_kv_cache_groups(vcfg, [specs])
         vcfg.adjust_dcp_kv_cache_interleave_size(groups)
-        kv_configs = kcp.get_kv_cache_configs(vcfg, [specs], [1 << 40], groups)
+        with cuda_hisparse_backend():  # 0.34.0: the planner asks the platform's backend
+            kv_configs = kcp.get_kv_cache_configs(vcfg, [specs], [1 << 40], groups)
     kv = kcu.generate_scheduler_kv_cache_config(kv_configs)
     vcfg.cache_config.num_gpu_blocks = kv.num_blocks
     return vcfg, kv_configs[0], kv

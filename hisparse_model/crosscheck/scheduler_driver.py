@@ -118,6 +118,7 @@ import traceback
 from hisparse_model.crosscheck.driver_io import _format_exc, json_main
 from hisparse_model.crosscheck.scheduler_build import BLOCK_SIZE, HOST_POOL_GIB, build_scheduler
 from hisparse_model.crosscheck.scheduler_loop import TOKEN_BASE, FakeWorker, run_workload
+from hisparse_model.crosscheck.standins import cuda_hisparse_backend
 
 __all__ = [  # BLOCK_SIZE .. run_workload: re-exported from scheduler_build / scheduler_loop
     "BLOCK_SIZE", "HOST_POOL_GIB", "TOKEN_BASE", "FakeWorker", "build_scheduler", "run_workload",
@@ -146,8 +147,9 @@ def _run_case(case: dict) -> dict:
     gc.disable()
     try:
         failures: list[int] = []
-        steps = run_workload(case["config"], case["workload"],
-                             acceptance(case.get("accepted")), alloc_failures=failures)
+        with cuda_hisparse_backend():  # 0.34.0's platform backend (standins.py)
+            steps = run_workload(case["config"], case["workload"],
+                                 acceptance(case.get("accepted")), alloc_failures=failures)
         return {"steps": steps, "alloc_failures": len(failures)}
     except Exception as exc:  # noqa: BLE001 - reported per case
         return {"driver_error": _format_exc(exc),

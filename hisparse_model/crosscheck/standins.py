@@ -49,16 +49,7 @@ def _as_h200(device: dict, *, memory_and_name: bool):
         stack.enter_context(_patched(
             cls, "get_device_capability",
             classmethod(lambda c, device_id=0: cap)))
-        if hasattr(cls, "get_hisparse_backend_cls"):
-            # 0.34.0: HiSparse asks the platform for its backend; CUDA's platform answers
-            # with this class (its get_hisparse_backend_cls in platforms/cuda.py, which
-            # cannot be imported here: it needs vLLM's CUDA kernels).  Cited by line once
-            # the model covers 0.34.0 (docs/releases/0.34.0-review.md)
-            from vllm.v1.hisparse.backend import CUDAHiSparseBackend as cuda_backend
-
-            name = f"{cuda_backend.__module__}.{cuda_backend.__qualname__}"
-            stack.enter_context(_patched(cls, "get_hisparse_backend_cls",
-                                         classmethod(lambda c: name)))
+        stack.enter_context(cuda_hisparse_backend())
         if memory_and_name:
             stack.enter_context(_patched(
                 cls, "get_device_total_memory",
@@ -66,6 +57,26 @@ def _as_h200(device: dict, *, memory_and_name: bool):
             stack.enter_context(_patched(
                 cls, "get_device_name",
                 classmethod(lambda c, device_id=0: device["name"])))
+        yield
+
+
+@contextlib.contextmanager
+def cuda_hisparse_backend():
+    """0.34.0: HiSparse asks the platform for its backend (the CPU platform has none:
+    vllm/platforms/interface.py:200-202@0.34.0 `return None` reads as "does not support
+    HiSparse"); here the platform answers as CUDA's does
+    (vllm/platforms/cuda.py:274-275@0.34.0 `return "vllm.v1.hisparse.backend.CUDAHiSparseBackend"`).
+    Nothing is patched in a vLLM without platform backends."""
+    from vllm.platforms import current_platform
+
+    cls = type(current_platform)
+    if not hasattr(cls, "get_hisparse_backend_cls"):
+        yield
+        return
+    from vllm.v1.hisparse.backend import CUDAHiSparseBackend as cuda_backend
+
+    name = f"{cuda_backend.__module__}.{cuda_backend.__qualname__}"
+    with _patched(cls, "get_hisparse_backend_cls", classmethod(lambda c: name)):
         yield
 
 
@@ -97,5 +108,11 @@ def _spec_standin(num_speculative_tokens: int, parallel_drafting: bool):
         fn = getattr(SpeculativeConfig, name, None)
         if fn is not None:
             attrs[name] = fn
+    if hasattr(SpeculativeConfig, "max_num_new_slots_for_drafting"):
+        # 0.34.0 asks the method's speculator config, whose MTP answer is the base class's:
+        # no slot beyond the verified tokens (q = 1 + K on the H200:
+        # tests/recorded/v0.34.0-stock-s2-mtp1.json), from
+        # vllm/v1/worker/gpu/spec_decode/speculator_config.py:127-130@0.34.0 `def max_num_new_slots_for_drafting`
+        attrs["max_num_new_slots_for_drafting"] = 0
     return type("SpeculativeConfigStandIn", (), attrs)()
 

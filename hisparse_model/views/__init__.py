@@ -8,7 +8,7 @@
 ``outbox``             numbers out of the kernel before the chart is computed
 ``off_by_one``         notebook 1: C, W and the one crashing batch size
 ``first_request``      notebook 2: start-up batches, prompts, the max_num_seqs strip
-``fixes``              notebook 3: 0.31.0 / 0.32.0 / 0.33.0 side by side
+``fixes``              notebook 3: 0.31.0 / 0.32.0 / 0.33.0 / 0.34.0 side by side
 ``engine_runs``        notebook 4: recorded engine runs against the model
 ``traffic``            notebook 5: a workload step by step, its crash, the max_num_seqs map
 ``traffic_charts``     notebook 5's timeline and max_num_seqs map (SVG)

@@ -1,4 +1,4 @@
-"""Notebook 3's dashboard: the same knobs and prompts in 0.31.0, 0.32.0 and 0.33.0, side by side."""
+"""Notebook 3's dashboard: the same knobs and prompts in every covered version, side by side."""
 
 from __future__ import annotations
 
