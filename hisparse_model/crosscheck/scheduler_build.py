@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 import inspect
 
+from hisparse_model.crosscheck.standins import cuda_hisparse_backend
+
 BLOCK_SIZE = 64
 HOST_POOL_GIB = 1
 
