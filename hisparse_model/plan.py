@@ -174,6 +174,16 @@ def _split_sizes(mode: str, shared: tuple[int, ...], s: int, b: int, q: int, k: 
     return tuple(sorted(tokens | set(prefill))), prefill, decode, tuple(drafts)
 
 
+def recorded_capture_sizes(rules: VersionRules, mode: str, s: int, b: int, k: int
+                           ) -> tuple[int, ...]:
+    """The ``cudagraph_capture_sizes`` vLLM records for these knobs (graphs on): the shared
+    sizes, or 0.34.0's token counts of every graph (:func:`_split_sizes`)."""
+    sizes = capture_sizes(s, b, 1 + k)
+    if rules.split_capture_sizes and sizes:
+        return _split_sizes(mode, sizes, s, b, 1 + k, k)[0]
+    return sizes
+
+
 def refusal(knobs: Knobs, rules: VersionRules, b: int, derived: bool) -> str | None:
     """vLLM's reason for refusing these knobs, in the order vLLM checks, or None."""
     s, k = knobs.max_num_seqs, knobs.num_speculative_tokens
@@ -196,6 +206,10 @@ def refusal(knobs: Knobs, rules: VersionRules, b: int, derived: bool) -> str | N
                f"{LLM_CLASS_MAX_BATCHED_TOKENS}); set it)") if derived else ""
         return (f"max_num_batched_tokens ({b}) must be greater than or equal to "
                 f"max_num_seqs ({s}).{how}")
+    if knobs.parallel_drafting and k and rules.spec_config_refuses_parallel_drafting:
+        # 0.34.0: the speculative config refuses it as it is built, before VllmConfig's checks
+        return ("parallel_drafting: parallel_drafting is only supported by the dflash and dspark "
+                "methods, not 'mtp'.")
     parallel = vllm_config_refusal(knobs)  # VllmConfig: heads over TP, then HiSparse's PP / DCP
     if parallel:
         return parallel

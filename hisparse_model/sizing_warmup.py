@@ -46,6 +46,11 @@ from .routing import UNIFORM_DECODE_BACKENDS, decode_tokens
 BLOCK_SIZE = 64  # DeepSeek-V3.2's KV block (tokens)
 MAX_CONTEXT_WORKSPACE = 64 * 1024  # tokens: MLA's chunked-context workspace at most
 DECODE_PROMPT = 2  # tokens of the decode request's own prompt step
+# max_model_len 1 leaves a prefill no token (max_model_len - 1 = 0), and the mixed step's
+# ceiling division divides by it, so the sizing warmup raises before any forward:
+# vllm/v1/worker/gpu/warmup.py:191@0.34.0 `max_prefill_len = model_runner.max_model_len - 1`,
+# vllm/utils/math_utils.py:12-14@0.34.0 `return -(a // -b)`
+SIZING_ZERO_DIVISION = "ZeroDivisionError: integer division or modulo by zero"
 
 
 def extensible_kv_cache(plan: Plan) -> bool:
@@ -125,6 +130,9 @@ def warmup_forward(plan: Plan, route, phase: str, label: str, lens: tuple[int, .
 
 def sizing_warmup(plan: Plan, route) -> list[Batch]:
     """The KV-cache sizing warmup's batches (the first that raises ends it)."""
+    if plan.knobs.max_model_len <= 1:
+        return [Batch("kv_cache_sizing_warmup", "KV-cache sizing step", 0, 0, 0, "NONE", 0, None,
+                      SIZING_ZERO_DIVISION, 0)]
     out: list[Batch] = []
     for lens in sizing_steps(plan):
         out += warmup_forward(plan, route, "kv_cache_sizing_warmup", "KV-cache sizing step", lens)

@@ -24,7 +24,7 @@ from hisparse_model.routing import decode_tokens, routed_path
 
 pytestmark = pytest.mark.vllm_cpu
 
-VERSIONS = cross_checked()  # the versions whose drivers run (versions.CROSS_CHECKED)
+VERSIONS = cross_checked("dp_sync")  # the versions its driver runs for (versions.cross_checked)
 NUM_PAIRS = 1200
 MODES = ("FULL_AND_PIECEWISE", "PIECEWISE", "FULL_DECODE_ONLY", None)  # None: enforce_eager
 

@@ -179,3 +179,21 @@ def test_full_cudagraph_mode(backend):
             plan(Knobs(vllm_version=version, **kw))
         # enforce_eager turns the mode into NONE before HiSparse's check
         assert plan(Knobs(vllm_version=version, enforce_eager=True, **kw)).cudagraph_mode == "NONE"
+
+
+@pytest.mark.parametrize("max_model_len, error", [
+    (1, "ZeroDivisionError: integer division or modulo by zero"),  # max_model_len - 1 = 0 tokens
+    (2, None),  # a prefill of max_model_len - 1 = 1 token: the sizing steps run
+])
+def test_034_sizing_warmup_divides_by_max_model_len_minus_one(max_model_len, error):
+    """0.34.0's sizing warmup splits prefills into max_model_len - 1 tokens each and divides by
+    it (vllm/v1/worker/gpu/warmup.py:191@0.34.0 `max_prefill_len = model_runner.max_model_len - 1`):
+    max_model_len 1 raises at start-up; 0.33.0 has no such step."""
+    from hisparse_model.startup import startup_batches
+
+    def first_error(version):
+        p = plan(Knobs(vllm_version=version, max_num_seqs=2, max_model_len=max_model_len))
+        return next((b.error for b in startup_batches(p) if b.error), None)
+
+    assert first_error("0.34.0") == error
+    assert first_error("0.33.0") is None

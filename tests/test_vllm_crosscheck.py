@@ -27,9 +27,9 @@ import random
 
 import pytest
 
-from hisparse_model.versions import cross_checked
+from hisparse_model.versions import RULES, cross_checked
 from hisparse_model import Knobs, plan
-from hisparse_model.plan import capture_sizes as model_capture_sizes
+from hisparse_model.plan import recorded_capture_sizes
 from hisparse_model.routing import router
 from hisparse_model.crosscheck.client import DriverError
 
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.vllm_cpu
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 INSTALL = REPO / "scripts" / "install_vllm_cpu.sh"
-VERSIONS = cross_checked()  # the versions whose drivers run (versions.CROSS_CHECKED)
+VERSIONS = cross_checked()  # the versions its driver runs for (versions.cross_checked)
 MIN_COMBOS = 200
 DRIVER_TIMEOUT_S = 300  # seconds per version (measured: ~10 s on 2 cores)
 MAX_SHOWN = 25  # diffs shown per failure
@@ -243,8 +243,9 @@ def test_capture_sizes_match_vllm(driver_run):
         kn = r["knobs"]
         # vLLM's own B, so that (b) checks the capture rules alone; (d) checks B itself.
         kwargs = dict(max_num_batched_tokens=r["scheduler"]["max_num_batched_tokens"])
-        want_sizes = list(model_capture_sizes(kn["max_num_seqs"], kwargs["max_num_batched_tokens"],
-                                              1 + kn["num_speculative_tokens"]))
+        want_sizes = list(recorded_capture_sizes(
+            RULES[version], "FULL_AND_PIECEWISE", kn["max_num_seqs"],
+            kwargs["max_num_batched_tokens"], kn["num_speculative_tokens"]))
         want_max = want_sizes[-1] if want_sizes else 0
         got_sizes = r["capture"]["cudagraph_capture_sizes"]
         got_max = r["capture"]["max_cudagraph_capture_size"]

@@ -72,9 +72,11 @@ class FakeWorker:
             acc = min(max(int(self.accepted(step, int(rid), drafts)), 0), drafts) if drafts else 0
             sampled.append(list(range(self.next_token, self.next_token + 1 + acc)))
             self.next_token += 1 + acc
-        return ModelRunnerOutput(req_ids=req_ids,
-                                 req_id_to_index={r: i for i, r in enumerate(req_ids)},
-                                 sampled_token_ids=sampled, kv_connector_output=kv_out)
+        index = {}  # 0.34.0's output has no req_id_to_index (vllm/v1/outputs.py:267-269@0.34.0 `req_ids: list[str]`)
+        if "req_id_to_index" in getattr(ModelRunnerOutput, "__dataclass_fields__", {}):
+            index = {"req_id_to_index": {r: i for i, r in enumerate(req_ids)}}
+        return ModelRunnerOutput(req_ids=req_ids, **index, sampled_token_ids=sampled,
+                                 kv_connector_output=kv_out)
 
     def drafts(self, so):
         from vllm.v1.outputs import DraftTokenIds

@@ -95,6 +95,10 @@ def _spec_standin(num_speculative_tokens: int, parallel_drafting: bool):
         "num_speculative_tokens": num_speculative_tokens,
         "parallel_drafting": parallel_drafting,
         "num_speculative_tokens_per_batch_size": None,
+        # 0.34.0: its defaults; DeepSeek-V3.2's one MTP module (no draft config here) makes
+        # use_multi_module_mtp False either way
+        "enable_adaptive_verification": False,
+        "draft_model_config": None,
     }
     for name in (
         "uses_dynamic_speculative_decoding",
@@ -104,6 +108,8 @@ def _spec_standin(num_speculative_tokens: int, parallel_drafting: bool):
         "uses_draft_model",
         "uses_extract_hidden_states",
         "uses_draft_kv_cache",
+        "use_multi_module_mtp",  # 0.34.0: capture sizes ask these two
+        "use_gemma4_mtp",
     ):
         fn = getattr(SpeculativeConfig, name, None)
         if fn is not None:
