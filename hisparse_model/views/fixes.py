@@ -94,7 +94,10 @@ class VersionsDashboard(Dashboard):
              for i, n in enumerate(lens)]
         body = [[label] + [cell(v, fn) for v in VLLM_VERSIONS] for label, fn in rows]
         col = VLLM_VERSIONS.index(selected) + 1
-        return table(hdr, body, raw=True).replace("<table", f"<table data-selected='{col}'", 1)
+        # one column per covered version: a fixed layout shares the output area's width
+        # between them (their cells wrap) instead of growing past it
+        return table(hdr, body, raw=True, cls="hs-table hs-versions").replace(
+            "<table", f"<table data-selected='{col}'", 1)
 
     @staticmethod
     def _prompt_cell(pred, i: int) -> str:

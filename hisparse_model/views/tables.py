@@ -28,6 +28,10 @@ CSS = """<style>
 .hisparse-dashboard .hs-big{font-size:15px;margin:6px 0}
 .hisparse-dashboard .hs-note{color:#444;margin:4px 0;max-width:900px}
 .hisparse-dashboard .hs-cite{color:#555;overflow-wrap:break-word}
+.hisparse-dashboard .hs-versions{table-layout:fixed;width:100%}
+.hisparse-dashboard .hs-versions th:first-child{width:11em}
+.hisparse-dashboard .hs-versions td{overflow-wrap:anywhere}
+.hisparse-dashboard .hs-versions td:first-child{white-space:normal}
 .hisparse-dashboard code{white-space:pre-wrap;overflow-wrap:break-word}
 .hisparse-dashboard details.hs-fold>summary{cursor:pointer;color:#444}
 .hisparse-dashboard .hs-headline{font-size:17px;margin:8px 0;max-width:900px}
