@@ -113,12 +113,19 @@ def sizing_steps(plan: Plan) -> list[tuple[int, ...]]:
 
 
 def warmup_forward(plan: Plan, route, phase: str, label: str, lens: tuple[int, ...]) -> list[Batch]:
-    """One eager warmup step of these query lengths, then under MTP K >= 2 the drafter's
-    K - 1 one-token draft steps over its requests (before the captures: eager)."""
-    k = plan.knobs.num_speculative_tokens
+    """:func:`warmup_step` of a step of these query lengths."""
     uniform = plan.knobs.attention_backend in UNIFORM_DECODE_BACKENDS
-    n, reqs = sum(lens), len(lens)
     dec = decode_tokens(lens, plan.max_decode_query_len, uniform)
+    return warmup_step(plan, route, phase, label, sum(lens), len(lens), dec)
+
+
+def warmup_step(plan: Plan, route, phase: str, label: str, n: int, reqs: int,
+                dec: int) -> list[Batch]:
+    """One eager warmup step of ``n`` tokens over ``reqs`` requests (``dec`` of the tokens
+    decodes), then under MTP K >= 2 the drafter's K - 1 one-token draft steps over its
+    requests (before the captures: eager); when the target raised, the drafter never ran,
+    so only the target's layers routed.  The JIT warmup's steps too (startup.py)."""
+    k = plan.knobs.num_speculative_tokens
     routed, path, error = route(n, dec)
     runner = "target" if error or not k else "both"
     out = [new_batch((phase, label, n, reqs, dec, "NONE", routed, path, error, 1, None, runner))]

@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import functools
 
-from .batches import Batch, new_batch, routed_batch, spread_decode_tokens
+from .batches import Batch, new_batch, spread_decode_tokens
 from .draft_steps import draft_graph_sizes
 from .kv_pool import warmup_request_cap
 from .plan import Plan
 from .routing import UNIFORM_DECODE_BACKENDS, decode_tokens, router
-from .sizing_warmup import extensible_kv_cache, sampler_warmup, sizing_warmup
+from .sizing_warmup import extensible_kv_cache, sampler_warmup, sizing_warmup, warmup_step
 
 PROFILE_FULL_SAMPLES = 2  # FULL graphs captured while profiling memory
 # With MTP and B < q + 1 the JIT warmup has no request, yet its spec-decode step
@@ -134,21 +134,12 @@ def _jit_warmup(plan: Plan, route=None) -> list[Batch]:
                           WARMUP_NO_REQUEST_ERROR, 0)]
         return []
     spec = k > 0
-    runner = "both" if spec else "target"
     uniform_split = plan.knobs.attention_backend in UNIFORM_DECODE_BACKENDS
     route = route or router(plan)
 
     def forward(label: str, n: int, reqs: int, dec: int) -> list[Batch]:
-        """One warmup step of ``n`` tokens over ``reqs`` requests (``dec`` of the tokens
-        decodes, requests with drafts first), then the drafter's K - 1 draft steps."""
-        routed, path, error = route(n, dec)
-        # when the target raised, the drafter never ran: only the target's layers routed
-        step = new_batch(("jit_warmup", label, n, reqs, dec, "NONE", routed, path, error, 1, None,
-                          "target" if error else runner))
-        if error or k < 2:
-            return [step]
-        return [step, routed_batch(route, "jit_warmup", "MTP draft steps", reqs, reqs, reqs,
-                                   "NONE", k - 1, None, "drafter")]
+        """One warmup step (requests with drafts first), then the drafter's draft steps."""
+        return warmup_step(plan, route, "jit_warmup", label, n, reqs, dec)
 
     def mixed(qlens: tuple[int, ...]) -> tuple[int, int, int]:
         """(tokens, requests, decode tokens) of a step of these query lengths."""
