@@ -251,8 +251,8 @@ def plan(knobs: Knobs) -> Plan:
         sizes, prefill, decode, drafts = _split_sizes(mode, sizes, s, b, q, k)
         piecewise = tuple([(t, None, None) for t in reversed(prefill)])
         full = tuple([(n * q, n, q) for n in reversed(decode)])
-        return Plan(knobs, rules, b, q, c, c + 1, mode, sizes, piecewise, full, drafts)
-    piecewise, full = _descriptors(mode, sizes, s, q)
-    # the drafter's one-token graphs: the capture sizes of at most S tokens
-    drafts = tuple(t for t in sizes if t <= s) if k >= 2 and mode in DECODE_FULL else ()
+    else:
+        piecewise, full = _descriptors(mode, sizes, s, q)
+        # the drafter's one-token graphs: the capture sizes of at most S tokens
+        drafts = tuple(t for t in sizes if t <= s) if k >= 2 and mode in DECODE_FULL else ()
     return Plan(knobs, rules, b, q, c, c + 1, mode, sizes, piecewise, full, drafts)

@@ -144,6 +144,20 @@ def test_mutation_check_takes_the_suites_run_only_where_every_row_test_passed(tm
         assert mc._passed_in(tests, [str(junit)]) == why, tests
 
 
+
+def test_every_mutation_rows_text_occurs_exactly_once():
+    """A mutation row whose text a refactor moved or doubled fails here, in the quick tier,
+    not after the full suite: each row's old text occurs exactly once in its file."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "mutation_check", os.path.join(ROOT, "scripts", "mutation_check.py"))
+    mc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mc)
+    counts = {row.name: open(os.path.join(ROOT, row.path)).read().count(row.old)
+              for row in mc.MUTATIONS}
+    assert {name: n for name, n in counts.items() if n != 1} == {}
+
 # (Chromium there?, CI?, root?, apt-get?, apt-get's exit) -> (status, installs run, line said)
 PROVISION_ROWS = [
     (True, False, True, True, 0, 0, [], None),  # in place: nothing to do
