@@ -139,6 +139,7 @@ from hisparse_model.crosscheck.startup_captures import (
     _profile_cudagraph_memory,
     _resolve_mode,
 )
+from hisparse_model.crosscheck import startup_sizing as sizing
 from hisparse_model.crosscheck.startup_engine import _Engine
 from hisparse_model.crosscheck.startup_recorder import _EngineError, _group_rows
 from hisparse_model.crosscheck.startup_setup import _setup
@@ -209,6 +210,8 @@ def _one(knobs: dict, device: dict) -> dict:
     cc = cfg.compilation_config
     cc.cudagraph_capture_sizes = list(caps["cudagraph_capture_sizes"])
     cc.max_cudagraph_capture_size = caps["max_cudagraph_capture_size"]
+    for name, value in caps["split"].items():  # 0.34.0's split sizes (config_path)
+        setattr(cc, name, value)
     mode = _resolve_mode(V, cfg, knobs, q, attn)
     res["cudagraph_mode"] = mode.name
     graphs = mode != CUDAGraphMode.NONE
@@ -222,23 +225,38 @@ def _one(knobs: dict, device: dict) -> dict:
     rec.rows = []
     rec.attn = attn
     error = None
+    ext = sizing.extensible(cfg, knobs, device)  # 0.34.0's extensible KV cache
+    res["extensible_kv_cache"] = ext
+    v34 = hasattr(cfg, "_resolve_extensible_kv_cache")
+    if v34:
+        sizing.runner_fields(eng)
+    eager = bool(knobs.get("enforce_eager"))
     try:
         if mode != CUDAGraphMode.NONE:
-            # 1. determine_available_memory -> profile_cudagraph_memory (gpu_worker.py:633-637)
+            # 1. determine_available_memory -> profile_cudagraph_memory (gpu_worker.py:633-637;
+            #    0.34.0: the runner's method, nothing captured under the extensible cache)
             rec.phase = "cudagraph_memory_profile"
-            _profile_cudagraph_memory(V, eng)
+            (sizing.profile if v34 else _profile_cudagraph_memory)(V, eng)
         # 2. initialize_kv_cache (real KV cache): fresh managers
         eng.init_managers(False)
         # 3. compile_or_warm_up_model: warmup_kernels unless enforce_eager
-        #    (enable_jit_warmup off, config/vllm.py:1711 in 0.31.0)
-        if not knobs.get("enforce_eager"):
+        #    (enable_jit_warmup off, config/vllm.py:1711 in 0.31.0), and always under
+        #    0.34.0's extensible KV cache (gpu_worker.py:1074-1079@0.34.0), then its sizing
+        #    steps (gpu_worker.py:1080-1090@0.34.0)
+        if not eager or ext:
             rec.phase = "jit_warmup"
             V["wu"].warmup_kernels(eng.runner, eng.execute_model, eng.sample_tokens)
+        if ext:
+            rec.phase = "kv_cache_sizing_warmup"
+            sizing.sizing_warmup(V, eng)
         # 4. capture_model unless enforce_eager (gpu_worker.py:881-883); with
         #    cudagraph_mode NONE it finds nothing to capture and returns
-        if not knobs.get("enforce_eager"):
+        if not eager:
             rec.phase = "capture"
             eng.runner.capture_model()
+        if v34:  # 5. the sampler warmup's dummy forward (gpu_worker.py:1179-1193@0.34.0)
+            rec.phase = "sampler_warmup"
+            sizing.sampler_warmup(V, eng)
     except _EngineError as exc:
         error = str(exc)
     except Exception as exc:  # noqa: BLE001 - vLLM's own start-up failure
@@ -252,7 +270,7 @@ def _one(knobs: dict, device: dict) -> dict:
                          "where": _where(exc)})
     res["batches"] = _group_rows(rec.rows)
     res["error"] = error
-    if error is None:  # 5. serving steps: the drafter's draft steps (serving_drafts.py)
+    if error is None:  # 6. serving steps: the drafter's draft steps (serving_drafts.py)
         try:
             res["serving"] = serve_steps(V, eng, knobs, q)
         except Exception as exc:  # noqa: BLE001 - reported per knob set

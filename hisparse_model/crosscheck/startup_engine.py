@@ -69,6 +69,21 @@ def _block_tables(torch, max_reqs):
     )
 
 
+def _block_spec():
+    """A KV-cache group's spec as the warmups read it: 64-token blocks, not sharded over
+    DCP, a block-table row of the base spec's ``max_num_blocks_per_req`` (0.34.0's warmups
+    count the blocks a request reserves: vllm/v1/worker/gpu/warmup.py:40-84@0.34.0)."""
+    import types as _types
+
+    spec = SimpleNamespace(block_size=64, dcp_sharded=False)
+    try:
+        from vllm.v1.kv_cache_interface import KVCacheSpec
+    except ImportError:  # pragma: no cover - every covered vLLM has it
+        return spec
+    spec.max_num_blocks_per_req = _types.MethodType(KVCacheSpec.max_num_blocks_per_req, spec)
+    return spec
+
+
 class _ConfigView:
     """The real VllmConfig, with a stand-in for a field the CPU config lacks."""
 
@@ -158,7 +173,7 @@ class _Engine(_WarmupWorker):
         r.attn_groups = [[]]
         r.kv_cache_config = SimpleNamespace(
             num_blocks=int(knobs.get("num_gpu_blocks") or DEFAULT_NUM_GPU_BLOCKS),
-            kv_cache_groups=[SimpleNamespace(kv_cache_spec=SimpleNamespace(block_size=64))
+            kv_cache_groups=[SimpleNamespace(kv_cache_spec=_block_spec())
                              for _ in range(int(knobs.get("kv_cache_groups") or 1))],
         )
         r.pcp_manager = None
@@ -255,8 +270,16 @@ class _Engine(_WarmupWorker):
     # -- what initialize_kv_cache does for the graphs (model_runner.py:703-746) --
     def init_managers(self, is_profiling: bool):
         V, cfg = self.V, self.cfg
-        self.cudagraph_manager = V["cgu"].ModelCudaGraphManager(
-            cfg, self.device, self.mode, decode_query_len=self.q,
+        import inspect
+
+        manager = V["cgu"].ModelCudaGraphManager
+        if "decode_query_lens" in inspect.signature(manager.__init__).parameters:
+            # 0.34.0: graphs per uniform decode query length (model_runner.py:801-811@0.34.0)
+            width = {"decode_query_lens": cfg.get_decode_cudagraph_query_lens(self.q)}
+        else:
+            width = {"decode_query_len": self.q}
+        self.cudagraph_manager = manager(
+            cfg, self.device, self.mode, **width,
             lora_capture_cases=None, varlen_decode=False, ubatch_runner=None,
         )
         self.runner.cudagraph_manager = self.cudagraph_manager

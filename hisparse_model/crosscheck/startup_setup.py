@@ -81,7 +81,7 @@ def _setup() -> dict:
     for name in ("synchronize", "empty_cache"):
         setattr(torch.accelerator, name, lambda *a, **k: None)
     torch.accelerator.get_memory_info = lambda *a, **k: (0, 0)
-    cgu.graph_capture = lambda *a, **k: contextlib.nullcontext()
+    cgu.graph_capture = lambda *a, **k: contextlib.nullcontext(SimpleNamespace(stream=None))
     cgu.is_global_first_rank = lambda: False
     cgu.get_offloader = lambda: SimpleNamespace(
         sync_prev_onload=lambda: None, join_after_forward=lambda: None)
@@ -93,7 +93,7 @@ def _setup() -> dict:
     if hasattr(cgu, "capture_outside_cumem_pool"):
         cgu.capture_outside_cumem_pool = lambda *a, **k: contextlib.nullcontext()
     cgu.get_pp_group = lambda: SimpleNamespace(is_first_rank=True, is_last_rank=True)
-    cgu.is_breakable_cudagraph_enabled = lambda: True  # auto-on for DeepseekV32 on CUDA
+    cgu.is_breakable_cudagraph_enabled = lambda *a, **k: True  # auto-on for DeepseekV32 on CUDA
 
     class _Breakable:  # BreakableCUDAGraphWrapper: runs the model (attention eager)
         _all_instances: list = []
