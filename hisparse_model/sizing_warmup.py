@@ -37,7 +37,7 @@ routes its padded size, or eagerly), with the MTP drafter after it.
 
 from __future__ import annotations
 
-from .batches import Batch, new_batch, routed_batch
+from .batches import Batch, new_batch, routed_batch, spread_decode_tokens
 from .dispatch import graph
 from .draft_steps import draft_steps
 from .plan import Plan
@@ -112,10 +112,22 @@ def sizing_steps(plan: Plan) -> list[tuple[int, ...]]:
     return steps + ([context] if context else [])
 
 
+def runner_order(lens: tuple[int, ...], q: int, decode_first: bool) -> tuple[int, ...]:
+    """A step's query lengths in the order the runner puts its requests: a request with
+    drafts first, then those of exactly q tokens, then the rest by length
+    (vllm/v1/worker/gpu/model_runner.py:2579-2591@0.34.0 `def sort_batch_req_ids`), so a
+    prefill remainder of at most q tokens leads the prefills and splits as a decode."""
+    head, rest = (lens[:1], lens[1:]) if decode_first else ((), lens)
+    return head + tuple(sorted(rest, key=lambda n: (n != q, n)))
+
+
 def warmup_forward(plan: Plan, route, phase: str, label: str, lens: tuple[int, ...]) -> list[Batch]:
-    """:func:`warmup_step` of a step of these query lengths."""
+    """:func:`warmup_step` of a step of these query lengths (a mixed step's decode request,
+    which carries K drafts under MTP, first)."""
     uniform = plan.knobs.attention_backend in UNIFORM_DECODE_BACKENDS
-    dec = decode_tokens(lens, plan.max_decode_query_len, uniform)
+    q = plan.max_decode_query_len
+    drafted = plan.knobs.num_speculative_tokens > 0 and len(lens) > 1 and lens[0] == q
+    dec = decode_tokens(runner_order(lens, q, drafted), q, uniform)
     return warmup_step(plan, route, phase, label, sum(lens), len(lens), dec)
 
 
@@ -156,7 +168,11 @@ def sampler_warmup(plan: Plan, route) -> list[Batch]:
     if mode == "FULL":
         return []
     runner = "both" if k.num_speculative_tokens else "target"
-    step = routed_batch(route, "sampler_warmup", "sampler warmup", padded, reqs, padded, mode,
+    # the dummy batch spreads the padded tokens over the requests, the last ones a token
+    # longer (vllm/v1/worker/gpu/model_runner.py:1950-1951@0.34.0 `input_batch = InputBatch.make_dummy(`)
+    uniform = k.attention_backend in UNIFORM_DECODE_BACKENDS
+    dec = spread_decode_tokens(padded, reqs, plan.max_decode_query_len, uniform)
+    step = routed_batch(route, "sampler_warmup", "sampler warmup", padded, reqs, dec, mode,
                         1, None, runner)
     out = [step]
     drafts = None if step.error else draft_steps(plan, reqs)

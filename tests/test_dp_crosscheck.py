@@ -77,7 +77,9 @@ def workload(version: str, seed: int = 20261201) -> tuple[list, list]:
 
 
 def _payload(plans, pairs) -> dict:
-    return {"configs": [{"max_num_seqs": p.knobs.max_num_seqs, "cudagraph_mode": p.cudagraph_mode,
+    return {"configs": [{"max_num_seqs": p.knobs.max_num_seqs,
+                         "max_num_batched_tokens": p.max_num_batched_tokens,
+                         "max_model_len": p.knobs.max_model_len, "cudagraph_mode": p.cudagraph_mode,
                          "capture_sizes": list(p.capture_sizes)} for p in plans],
             "pairs": [[i, *[None if b is None else
                             {"query_lens": list(b.query_lens),

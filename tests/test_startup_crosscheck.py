@@ -37,12 +37,13 @@ import sys
 
 import pytest
 
-from hisparse_model.versions import cross_checked
+from hisparse_model.versions import RULES, cross_checked
 from hisparse_model.knobs import ATTENTION_BACKENDS, CUDAGRAPH_MODES
 from knob_sampling import distinct
 from vllm_shapes import spread
 from hisparse_model.knobs import Knobs
 from hisparse_model.predict import predict
+from hisparse_model.recordings import PHASE_ALIASES
 from hisparse_model.crosscheck.client import DriverError
 
 pytestmark = pytest.mark.vllm_cpu
@@ -429,8 +430,12 @@ def _as_routing_log(batches: list[dict], target_layers: int, drafter_layers: int
     for b in batches:
         if not b["forwards"] or not b["routed"]:
             continue
-        phase = "jit_warmup" if b["phase"] == "jit_warmup" else "capture"
-        if phase == "capture" and b["cudagraph_mode"] == "PIECEWISE":
+        # the recorder's phase names: the profile's captures are "capture", 0.34.0's sizing and
+        # sampler warmups "compile_warmup" (recordings.PHASE_ALIASES)
+        phase = PHASE_ALIASES.get(b["phase"], b["phase"])
+        if b["phase"] == "sampler_warmup":  # one step, run in the graph mode it dispatched
+            modes = [b["cudagraph_mode"]] * b["forwards"]
+        elif phase == "capture" and b["cudagraph_mode"] == "PIECEWISE":
             modes = ["NONE", "PIECEWISE"] * (b["forwards"] // 2) or ["NONE"]
         else:
             modes = ["NONE"] * b["forwards"]
@@ -466,7 +471,7 @@ def test_driver_reproduces_the_live_recordings(recorded_run):
         got = _as_routing_log(res["batches"], target, drafter)
         want = [[r["phase"], r["num_tokens"], r["cudagraph_mode"], r["route"], r["error"],
                  r["calls"]] for r in rec["routing_log"]
-                if r["phase"] in ("capture", "jit_warmup")]
+                if r["phase"] in ("capture", "jit_warmup", "compile_warmup")]
         if got != want:
             i = next((i for i, (g, w) in enumerate(zip(got, want)) if g != w),
                      min(len(got), len(want)))
@@ -537,10 +542,13 @@ def test_serving_draft_steps_match_vllm(startup_run):
 
 
 def test_serving_steps_cover_every_uncaptured_draft_path(startup_run):
-    """Eager draft steps are seen under NONE, PIECEWISE and FULL modes, both backends, K 2..4,
-    and replayed ones too (the comparison has both outcomes to get wrong)."""
+    """Eager draft steps are seen under NONE, PIECEWISE and (up to 0.33.0) FULL modes, both
+    backends, K 2..4, and replayed ones too (the comparison has both outcomes to get wrong).
+    From 0.34.0 the drafter's FULL graphs take every request count up to S (its request grid,
+    plan._split_sizes), so under a FULL mode every draft step replays: none is eager there and
+    both FULL modes are among the replayed."""
     version, knobs, out, _ = startup_run
-    seen, replayed = set(), 0
+    seen, replayed, replayed_modes = set(), 0, set()
     for kn, res in zip(knobs, out["results"]):
         for step in res.get("serving", []):
             drafts = [b for b in step["batches"] if b["runner"] == "drafter"]
@@ -549,8 +557,14 @@ def test_serving_steps_cover_every_uncaptured_draft_path(startup_run):
                           kn["num_speculative_tokens"]))
             elif kn["num_speculative_tokens"] >= 2:
                 replayed += 1
+                replayed_modes.add(res["cudagraph_mode"])
     modes = {m for m, _, _ in seen}
-    assert {"NONE", "PIECEWISE", "FULL_AND_PIECEWISE", "FULL_DECODE_ONLY"} <= modes, seen
+    full = {"FULL_AND_PIECEWISE", "FULL_DECODE_ONLY"}
+    if RULES[version].split_capture_sizes:  # 0.34.0: the drafter's request grid
+        assert {"NONE", "PIECEWISE"} <= modes and not modes & full, seen
+        assert full <= replayed_modes, replayed_modes
+    else:
+        assert {"NONE", "PIECEWISE"} | full <= modes, seen
     assert {b for _, b, _ in seen} == set(BACKENDS)
     assert {k for _, _, k in seen} == {2, 3, 4}
     assert replayed > 0

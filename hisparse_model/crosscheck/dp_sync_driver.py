@@ -4,7 +4,8 @@ Run in a subprocess against one vLLM tree::
 
     PYTHONPATH=.vllm/0.31.0:. python -m hisparse_model.crosscheck.dp_sync_driver < pairs.json
 
-stdin: ``{"configs": [{"max_num_seqs", "cudagraph_mode", "capture_sizes"}, ...],
+stdin: ``{"configs": [{"max_num_seqs", "max_num_batched_tokens", "max_model_len",
+"cudagraph_mode", "capture_sizes"}, ...],
 "pairs": [[config index, batch of rank 0, batch of rank 1], ...]}``; a batch is
 ``{"query_lens": [...], "decode_graph_eligible": bool}`` or null (the rank
 scheduled nothing and runs ``execute_dummy_batch``).
@@ -24,7 +25,9 @@ all-reduce crosses the gloo group; a dummy rank then builds its batch with vLLM'
 The graph manager is vLLM's ``CudaGraphManager`` with its real ``_init_candidates``
 and ``dispatch`` over the configuration's capture sizes (those the model computes,
 checked against vLLM's ``_set_cudagraph_sizes`` by test_vllm_crosscheck.py), marked
-captured.  Stand-ins: the DP group coordinator (its CPU group is the gloo group),
+captured; 0.34.0's manager takes its split sizes (PIECEWISE token sizes, FULL decode request
+counts) from vLLM's own ``_set_cudagraph_sizes`` for the configuration's S and B
+(``config_path._capture_sizes``).  Stand-ins: the DP group coordinator (its CPU group is the gloo group),
 the manager's config objects, the input buffers (CPU tensors).
 
 No vLLM or torch import happens at module level (package rule).
@@ -42,20 +45,38 @@ from types import SimpleNamespace
 Q = 1  # tokens per decode request (the driver covers MTP-free configurations)
 
 
+def _split(cfg: dict) -> dict:
+    """0.34.0's split capture sizes for ``cfg`` from vLLM's own ``_set_cudagraph_sizes``
+    (config_path._capture_sizes: the PIECEWISE graphs' token sizes, the FULL decode graphs'
+    request counts); {} before 0.34.0."""
+    from hisparse_model.crosscheck.config_path import _capture_sizes
+    from hisparse_model.crosscheck.standins import H200_DEVICE
+
+    sched = {"max_num_seqs": cfg["max_num_seqs"],
+             "max_num_batched_tokens": cfg["max_num_batched_tokens"],
+             "enable_chunked_prefill": True}
+    knobs = {"max_model_len": cfg["max_model_len"], "num_speculative_tokens": 0}
+    return _capture_sizes(sched, knobs, H200_DEVICE)["split"]
+
+
 def _manager(V, cfg: dict):
     """vLLM's CudaGraphManager over ``cfg``'s capture sizes, built without a GPU."""
     cgu = V["cgu"]
     mode = V["CUDAGraphMode"][cfg["cudagraph_mode"]]
     sizes = cfg["capture_sizes"]
     m = object.__new__(cgu.CudaGraphManager)
-    m.vllm_config = SimpleNamespace(speculative_config=None,
+    m.vllm_config = SimpleNamespace(speculative_config=None, uniform_decode_query_len=Q,
                                     cache_config=SimpleNamespace(use_kda_recoverssm=False))
     m.compilation_config = SimpleNamespace(cudagraph_capture_sizes=list(sizes),
-                                           max_cudagraph_capture_size=max(sizes, default=0))
+                                           max_cudagraph_capture_size=max(sizes, default=0),
+                                           **(_split(cfg) if sizes else {}))
     m.max_num_reqs, m.decode_query_len, m.cudagraph_mode = cfg["max_num_seqs"], Q, mode
     m.varlen_decode, m.ubatch_runner, m.lora_capture_cases = False, None, [0]
     m._lora_dispatch_map, m._max_lora_case = {}, 0
     m._candidates, m._capture_descs, m.graphs = {}, {}, {}
+    # 0.34.0: decode graphs by request count per query length
+    # (vllm/v1/worker/gpu/cudagraph_utils.py:166-190@0.34.0 `self.decode_max_reqs = {`)
+    m.decode_request_sizes, m.decode_max_reqs, m._decode_descs = None, {Q: m.max_num_reqs}, {}
     m._init_candidates()
     m._graphs_captured = True  # start-up captured them
     return m

@@ -120,5 +120,13 @@ def _spec_standin(num_speculative_tokens: int, parallel_drafting: bool):
         # tests/recorded/v0.34.0-stock-s2-mtp1.json), from
         # vllm/v1/worker/gpu/spec_decode/speculator_config.py:127-130@0.34.0 `def max_num_new_slots_for_drafting`
         attrs["max_num_new_slots_for_drafting"] = 0
-    return type("SpeculativeConfigStandIn", (), attrs)()
+    standin = type("SpeculativeConfigStandIn", (), attrs)()
+    try:  # 0.34.0: the method's own speculator config, bound to this stand-in
+        from vllm.v1.worker.gpu.spec_decode.mtp.config import MTPSpeculatorConfig
+    except ImportError:
+        return standin
+    # DeepSeek-V3.2's MTP (one module): what the engine's config reads of it, e.g. the
+    # warmups' lookahead slots (vllm/config/vllm.py:607-614@0.34.0 `num_lookahead_tokens`)
+    standin.speculator_config = MTPSpeculatorConfig(standin)
+    return standin
 

@@ -265,7 +265,33 @@ class _Engine(_WarmupWorker):
 
         sp._prefill = _prefill
         sp._generate_draft = _generate_draft
+        if hasattr(type(sp), "_decode"):  # 0.34.0: one draft step is _decode
+            self._speculator_v34(sp, _generate_draft)
         return sp
+
+    def _speculator_v34(self, sp, draft_step) -> None:
+        """What 0.34.0's speculator reads beside 0.33.0's (its __init__'s values for this
+        config: vllm/v1/worker/gpu/spec_decode/speculator.py:156-270@0.34.0), its one draft
+        step ``_decode`` recorded as 0.33.0's ``_generate_draft`` was, and its Triton
+        decode-input kernel stubbed."""
+        torch, spec = self.V["torch"], self.cfg.speculative_config
+        sp.scheduler_config = self.cfg.scheduler_config
+        sp.enable_adaptive_verification = bool(spec.enable_adaptive_verification)
+        sp.use_acceptance_estimator = sp.enable_adaptive_verification
+        sp.draft_logits = None
+        sp.use_draft_logits = False
+        sp.inputs_embeds = None
+        sp.max_model_len_gpu = torch.tensor(sp.max_model_len, dtype=torch.int32)
+        sp.draft_token_confidence_probs = torch.zeros(sp.max_num_reqs, self.K)
+        sp.prefill_cudagraph_manager = sp.decode_cudagraph_manager = None
+
+        def _decode(num_reqs, num_tokens_padded, attn_metadata, slot_mappings,
+                    num_tokens_across_dp, cudagraph_runtime_mode, num_speculative_steps):
+            draft_step(num_reqs, num_tokens_padded, attn_metadata, slot_mappings,
+                       num_tokens_across_dp, cudagraph_runtime_mode)
+
+        sp._decode = _decode
+        sp._prepare_decode_inputs = lambda *a, **k: None
 
     # -- what initialize_kv_cache does for the graphs (model_runner.py:703-746) --
     def init_managers(self, is_profiling: bool):

@@ -78,7 +78,8 @@ def _group_rows(rows: list[dict]) -> list[dict]:
             prev["forwards"] += 1
             continue
         if (same and prev["runner"] == "target" and row["runner"] == "drafter"
-                and row["phase"] in ("jit_warmup", "serving")):
+                and row["phase"] in ("jit_warmup", "kv_cache_sizing_warmup", "sampler_warmup",
+                                     "serving")):
             prev["runner"] = "both"
             prev["_closed"] = True
             continue

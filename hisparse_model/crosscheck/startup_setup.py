@@ -73,8 +73,10 @@ def _setup() -> dict:
 
     # --- CUDA graph machinery --------------------------------------------
     class _Graph:  # torch.cuda.CUDAGraph
-        def replay(self):  # FULL replays are not part of start-up
-            raise AssertionError("replay during start-up")
+        def replay(self):  # a replay runs no Python: nothing routes
+            # only 0.34.0's sampler warmup replays graphs at start-up (after the captures)
+            if rec.phase != "sampler_warmup":
+                raise AssertionError("replay during start-up")
 
     torch.cuda.CUDAGraph = _Graph
     torch.cuda.graph = lambda *a, **k: contextlib.nullcontext()
@@ -146,6 +148,11 @@ def _setup() -> dict:
 
     # --- drafter: its Triton input-preparation kernels ----------------------
     ar.prepare_prefill_inputs = lambda *a, **k: None
+    if importlib.util.find_spec("vllm.v1.worker.gpu.spec_decode.target_dependent_ar") and \
+            ar_name.endswith("autoregressive"):  # 0.34.0: MTP's propose lives here
+        tdar = importlib.import_module("vllm.v1.worker.gpu.spec_decode.target_dependent_ar"
+                                       ".speculator")
+        tdar.prepare_prefill_inputs = lambda *a, **k: None
     ar.prepare_decode_inputs = lambda *a, **k: None
     ar.build_slot_mappings_by_layer = lambda *a, **k: {}
     spec_base.build_attn_metadata = rec.build_attn_metadata
