@@ -21,7 +21,7 @@ import time
 
 from ..knobs import Knobs
 from ..recordings import SCHEMA_VERSION, write_json_atomic
-from . import instrument, llm_args, parallel, rank_log
+from . import instrument, llm_args, parallel, rank_log, serve_engine
 from .llm_args import LL_BF16_ENV
 from .processes import CONTROL_ENV, LOCK_ENV
 
@@ -125,7 +125,12 @@ def run(spec: dict, gate: GpuGate | None = None) -> dict:
     gate = gate or GpuGate(None, None)
     knobs = Knobs(**spec["knobs"])
     prompt_lens = [int(n) for n in spec["prompt_lens"]]
-    if knobs.tensor_parallel_size > 1:  # the routing runs in the workers (tp_worker.py)
+    serve = spec.get("engine") == "async"  # AsyncLLM, as vllm serve runs it (serve_engine.py)
+    phase_file = None
+    if serve:
+        log, phase_file = serve_engine.prepare(tempfile.mkdtemp(prefix="hisparse-core-"),
+                                               knobs.routing)
+    elif knobs.tensor_parallel_size > 1:  # the routing runs in the workers (tp_worker.py)
         from . import tp_worker
 
         log = tp_worker.prepare_child(tempfile.mkdtemp(prefix="hisparse-ranks-"), knobs.routing)
@@ -145,6 +150,10 @@ def run(spec: dict, gate: GpuGate | None = None) -> dict:
             "they compile on first use instead)")
     model_dir = llm_args.write_model_dir(tempfile.mkdtemp(prefix="dsv32-tiny-"))
     kwargs = {**llm_args.llm_kwargs(knobs, model_dir), **parallel.llm_kwargs(knobs)}
+    if serve:
+        kwargs = serve_engine.engine_kwargs(kwargs)
+    if spec.get("gpu_memory_utilization") is not None:  # one engine alone on the GPU
+        kwargs["gpu_memory_utilization"] = float(spec["gpu_memory_utilization"])
     rec: dict = {
         "schema": SCHEMA_VERSION,
         "knobs": knobs.as_dict(),
@@ -163,13 +172,18 @@ def run(spec: dict, gate: GpuGate | None = None) -> dict:
     }
     if parallel.is_parallel(knobs):
         rec["provenance"]["parallel"] = parallel.provenance(knobs)
-    llm = None
+    if serve:
+        rec["provenance"]["engine_class"] = serve_engine.ENGINE_CLASS
+    llm = loop = None
     gate.acquire()  # serialise start-ups up to the KV-cache allocation (live.py)
     if gate.waited_s is not None:
         rec["provenance"]["startup_lock_wait_seconds"] = gate.waited_s
     t0 = time.monotonic()
     try:
-        llm = llm_args.build_llm(kwargs)
+        if serve:
+            llm, loop = serve_engine.build(kwargs)
+        else:
+            llm = llm_args.build_llm(kwargs)
         rec["startup"] = {"ok": True, "error": None}
     except BaseException as exc:  # noqa: BLE001 - the point is to record it
         rec["startup"] = {"ok": False, "error": _error_text(log, "", exc),
@@ -199,11 +213,15 @@ def run(spec: dict, gate: GpuGate | None = None) -> dict:
         phase = f"prompt:{i}"
         with log.in_phase(phase):
             try:
-                llm.generate(
-                    [{"prompt_token_ids": llm_args.prompt_token_ids(n)}],
-                    SamplingParams(max_tokens=llm_args.MAX_TOKENS, ignore_eos=True),
-                    use_tqdm=False,
-                )
+                if serve:
+                    serve_engine.set_phase(phase_file, phase)
+                    serve_engine.generate(llm, loop, n, f"prompt-{i}")
+                else:
+                    llm.generate(
+                        [{"prompt_token_ids": llm_args.prompt_token_ids(n)}],
+                        SamplingParams(max_tokens=llm_args.MAX_TOKENS, ignore_eos=True),
+                        use_tqdm=False,
+                    )
                 prompts.append({"n": n, "ran": True, "ok": True, "error": None})
             except BaseException as exc:  # noqa: BLE001
                 prompts.append(
@@ -212,7 +230,13 @@ def run(spec: dict, gate: GpuGate | None = None) -> dict:
                 )
                 alive = False
     rec["prompts"] = prompts
-    rec["routing_log"] = log.rows
+    if serve:
+        if llm is not None:
+            llm.shutdown()  # the engine core's stream is complete once it has stopped
+        rec["routing_log"] = serve_engine.one_rank(log.rows)
+        rec["engine"] = {k: v for k, v in log.engine_report.items() if k != "ranks"}
+    else:
+        rec["routing_log"] = log.rows
     rec["provenance"]["patches"] = log.patches
     return rec
 

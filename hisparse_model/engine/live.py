@@ -85,11 +85,15 @@ def check_available(gpus: int = 1) -> str:
 # --------------------------------------------------------------------------
 
 
+ENGINES = ("llm", "async")  # the LLM class, or AsyncLLM as vllm serve runs it (serve_engine.py)
+
+
 def validate_sweep(path: str) -> list[dict]:
     """Read a sweep file and validate every entry; raise ``ValueError`` naming the first bad one.
 
     A sweep is a JSON list of ``{"name", "knobs", "prompt_lens"}`` (optionally
-    ``"timeout"``), or with ``"workload"`` (:mod:`hisparse_model.workload`'s
+    ``"timeout"``, ``"engine"``: ``"llm"`` or ``"async"``, ``"gpu_memory_utilization"``),
+    or with ``"workload"`` (:mod:`hisparse_model.workload`'s
     JSON) instead of ``"prompt_lens"``.  Returns the entries with ``"knobs"``
     turned into :class:`~hisparse_model.knobs.Knobs` (so every knob is checked
     as the command line checks it), ready for :func:`run_sweep`.  Needs no GPU.
@@ -142,6 +146,12 @@ def validate_sweep(path: str) -> list[dict]:
             parallel.check_live(knobs, "workload" in entry)
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from exc
+        if entry.get("engine", "llm") not in ENGINES:
+            raise ValueError(f"{where}: engine must be one of {', '.join(ENGINES)}")
+        memory = entry.get("gpu_memory_utilization")
+        if memory is not None and (isinstance(memory, bool) or not isinstance(memory, float)
+                                   or not 0 < memory <= 1):
+            raise ValueError(f"{where}: gpu_memory_utilization must be a fraction in (0, 1]")
         timeout = entry.get("timeout")
         if timeout is not None and (isinstance(timeout, bool)
                                     or not isinstance(timeout, (int, float)) or timeout <= 0):
@@ -166,10 +176,15 @@ def _retry_reason(rec: dict, log_path: str) -> str | None:
 
 def _attempt(knobs: Knobs, prompt_lens: list[int], log_path: str, *, timeout: float,
              command: str, lock_path: str, lock_wait_limit: float,
-             child_argv: list[str], workload=None) -> dict:
+             child_argv: list[str], workload=None, engine: str = "llm",
+             gpu_memory_utilization: float | None = None) -> dict:
     spec = {"knobs": knobs.as_dict(), "prompt_lens": prompt_lens, "command": command}
     if workload is not None:
         spec["workload"] = workload
+    if engine != "llm":
+        spec["engine"] = engine
+    if gpu_memory_utilization is not None:
+        spec["gpu_memory_utilization"] = gpu_memory_utilization
     with tempfile.TemporaryDirectory(prefix="hisparse-live-") as tmp:
         spec_path = os.path.join(tmp, "spec.json")
         child_out = os.path.join(tmp, "recording.json")
@@ -195,7 +210,8 @@ def _attempt(knobs: Knobs, prompt_lens: list[int], log_path: str, *, timeout: fl
 def run_one(
     knobs: Knobs, prompt_lens: list[int], out: str, *, timeout: float, command: str,
     lock_path: str | None = None, lock_wait_limit: float | None = None,
-    child_argv: list[str] | None = None, workload=None,
+    child_argv: list[str] | None = None, workload=None, engine: str = "llm",
+    gpu_memory_utilization: float | None = None,
 ) -> dict:
     """Run one configuration in a child process; always leaves a recording or a failure stub.
 
@@ -207,7 +223,9 @@ def run_one(
     during profiling is run once more (``provenance["retried"]``).
     ``knobs.tensor_parallel_size`` > 1 runs one child whose workers record per
     rank; ``knobs.data_parallel_size`` > 1 runs one child per rank
-    (:func:`.dp_live.run_dp`).
+    (:func:`.dp_live.run_dp`).  ``engine``: ``"llm"`` (the offline ``LLM`` class) or
+    ``"async"`` (AsyncLLM, as ``vllm serve`` runs it: :mod:`.serve_engine`);
+    ``gpu_memory_utilization`` replaces the runner's share of the GPU (one engine alone).
     """
     if replay.paths():  # HISPARSE_LIVE_REPLAY: a committed recording, played back, no engine
         return replay.run(knobs, prompt_lens, out, command=command, workload=workload)
@@ -221,7 +239,8 @@ def run_one(
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     log_path = side_path(out, ".log")
     kw = dict(timeout=timeout, command=command, lock_path=lock_path,
-              lock_wait_limit=lock_wait_limit, child_argv=child_argv, workload=workload)
+              lock_wait_limit=lock_wait_limit, child_argv=child_argv, workload=workload,
+              engine=engine, gpu_memory_utilization=gpu_memory_utilization)
     rec = _attempt(knobs, prompt_lens, log_path, **kw)
     reason = _retry_reason(rec, log_path)
     if reason is not None:
@@ -264,7 +283,8 @@ def run_sweep(
                        os.path.join(out_dir, f"{entry['name']}.json"), timeout=t,
                        command=command, lock_path=lock_path,
                        lock_wait_limit=jobs * t + 120, child_argv=child_argv,
-                       workload=entry.get("workload"))
+                       workload=entry.get("workload"), engine=entry.get("engine", "llm"),
+                       gpu_memory_utilization=entry.get("gpu_memory_utilization"))
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         return list(pool.map(one, entries))

@@ -128,6 +128,11 @@ def _install_from_env() -> None:
     _installed["log"] = install_in_worker(
         folder, os.environ.get(ROUTING_ENV, "stock"),
         os.environ.get(LL_BF16_ENV, "full") == "narrow")
+    phase_file = os.environ.get("HISPARSE_PHASE_FILE")  # serve_engine.PHASE_FILE_ENV
+    if phase_file:  # an AsyncLLM engine core: its scheduler is in this process
+        from .serve_engine import stamp_from_file
+
+        stamp_from_file(phase_file)
 
 
 _install_from_env()
