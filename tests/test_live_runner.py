@@ -66,7 +66,8 @@ gate.release()
 time.sleep(behaviour.get("serve_s", 0.2))
 rec = {"knobs": spec["knobs"], "prompt_lens": spec["prompt_lens"],
        "provenance": {"env": {k: v for k, v in os.environ.items() if k.startswith("VLLM_")}},
-       "startup": {"ok": error is None, "error": error}, "prompts": []}
+       "startup": {"ok": error is None, "error": error}, "prompts": [],
+       "spec": {k: spec[k] for k in ("engine", "gpu_memory_utilization") if k in spec}}
 tmp = out_path + ".tmp"
 json.dump(rec, open(tmp, "w"))
 os.replace(tmp, out_path)
@@ -309,3 +310,45 @@ def test_live_gpu_sample_covers_every_version():
 
     versions = {knobs["vllm_version"] for knobs, _ in SAMPLE.values()}
     assert versions == set(VLLM_VERSIONS)
+
+
+def test_a_sweep_entrys_engine_and_memory_reach_the_child(fake, tmp_path):
+    """"engine": "async" (AsyncLLM, serve_engine.py) and "gpu_memory_utilization" go into the
+    child's spec; an entry without them sends neither (the LLM class at the runner's share)."""
+    fake.plan({})
+    sweep = tmp_path / "sweep.json"
+    sweep.write_text(json.dumps([
+        {"name": "s1", "knobs": {"max_num_seqs": 1}, "prompt_lens": [2],
+         "engine": "async", "gpu_memory_utilization": 0.9},
+        {"name": "s2", "knobs": {"max_num_seqs": 2}, "prompt_lens": [2]}]))
+    recs = live.run_sweep(live.validate_sweep(str(sweep)), str(fake.out), timeout=30,
+                          command="test", lock_path=fake.lock, child_argv=fake.argv)
+    assert [r["spec"] for r in recs] == [{"engine": "async", "gpu_memory_utilization": 0.9}, {}]
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"engine": "serve"}, "sweep entry 'e': engine must be one of llm, async"),
+    ({"engine": None}, "sweep entry 'e': engine must be one of llm, async"),
+    ({"gpu_memory_utilization": 1.5}, "sweep entry 'e': gpu_memory_utilization must be a "
+                                      "fraction in (0, 1]"),
+    ({"gpu_memory_utilization": 0.0}, "sweep entry 'e': gpu_memory_utilization must be a "
+                                      "fraction in (0, 1]"),
+    ({"gpu_memory_utilization": True}, "sweep entry 'e': gpu_memory_utilization must be a "
+                                       "fraction in (0, 1]"),
+])
+def test_a_bad_engine_or_memory_share_is_refused_naming_the_entry(tmp_path, extra, message):
+    """A sweep entry's engine is llm or async, its memory share a fraction in (0, 1]."""
+    sweep = tmp_path / "sweep.json"
+    sweep.write_text(json.dumps([{"name": "e", "knobs": {"max_num_seqs": 1},
+                                  "prompt_lens": [2], **extra}]))
+    with pytest.raises(ValueError) as err:
+        live.validate_sweep(str(sweep))
+    assert str(err.value) == message
+
+
+def test_the_engine_cores_rows_lose_the_rank_labels_of_the_tp_reader():
+    """AsyncLLM's engine core is one rank: its rows are the one-rank rows, unlabelled."""
+    from hisparse_model.engine.serve_engine import one_rank
+
+    rows = [{"tp_rank": 0, "dp_rank": 0, "phase": "capture", "num_tokens": 2}]
+    assert one_rank(rows) == [{"phase": "capture", "num_tokens": 2}]
