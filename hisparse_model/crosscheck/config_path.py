@@ -97,7 +97,7 @@ def _capture_sizes(sched: dict, knobs: dict, device: dict) -> dict:
         "cudagraph_capture_sizes": list(cc.cudagraph_capture_sizes),
         "max_cudagraph_capture_size": cc.max_cudagraph_capture_size,
         # 0.34.0 splits them: token sizes of the mixed graphs, request counts of the decode
-        # graphs (vllm/config/vllm.py:2672-2679@0.34.0); {} before it
+        # graphs (vllm/config/vllm.py:2672-2679@0.34.0 `decode_cudagraph_capture_request_sizes`); {} before it
         "split": {name: getattr(cc, name) for name in sorted(vars(cc))
                   if name.startswith(("prefill_cudagraph_", "decode_cudagraph_",
                                       "max_prefill_cudagraph_", "max_decode_cudagraph_"))},

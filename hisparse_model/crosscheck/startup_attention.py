@@ -151,7 +151,7 @@ class _Attention:
             block_table=None,
             prefill=None,
             # 0.34.0: the token's first top-k row, 0 unless a TP ShardQ step narrowed it
-            # (vllm/model_executor/layers/attention/sparse_mla_attention.py:170-171@0.34.0)
+            # (vllm/model_executor/layers/attention/sparse_mla_attention.py:170-171@0.34.0 `topk_start`)
             topk_start=0,
             shardq=None,
         )

@@ -72,7 +72,8 @@ def _block_tables(torch, max_reqs):
 def _block_spec():
     """A KV-cache group's spec as the warmups read it: 64-token blocks, not sharded over
     DCP, a block-table row of the base spec's ``max_num_blocks_per_req`` (0.34.0's warmups
-    count the blocks a request reserves: vllm/v1/worker/gpu/warmup.py:40-84@0.34.0)."""
+    count the blocks a request reserves: vllm/v1/worker/gpu/warmup.py:40-84@0.34.0
+    `def _reserved_block_count`)."""
     import types as _types
 
     spec = SimpleNamespace(block_size=64, dcp_sharded=False)
@@ -271,7 +272,8 @@ class _Engine(_WarmupWorker):
 
     def _speculator_v34(self, sp, draft_step) -> None:
         """What 0.34.0's speculator reads beside 0.33.0's (its __init__'s values for this
-        config: vllm/v1/worker/gpu/spec_decode/speculator.py:156-270@0.34.0), its one draft
+        config: vllm/v1/worker/gpu/spec_decode/speculator.py:156-270@0.34.0
+        `self.enable_adaptive_verification = (`), its one draft
         step ``_decode`` recorded as 0.33.0's ``_generate_draft`` was, and its Triton
         decode-input kernel stubbed."""
         torch, spec = self.V["torch"], self.cfg.speculative_config

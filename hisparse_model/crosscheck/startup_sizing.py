@@ -5,7 +5,8 @@
   platform answering as CUDA's does (the CPU platform would refuse it): on unless
   ``num_gpu_blocks_override`` is set.
 * ``profile``: the runner's real ``profile_cudagraph_memory``
-  (vllm/v1/worker/gpu/model_runner.py:1121-1128@0.34.0), which captures nothing under the
+  (vllm/v1/worker/gpu/model_runner.py:1121-1128@0.34.0
+  `if self.cache_config.enable_extensible_kv_cache:`), which captures nothing under the
   extensible KV cache.
 * ``sizing_warmup``: the real ``run_kv_cache_sizing_warmup``
   (vllm/v1/worker/gpu/warmup.py:483@0.34.0 `def run_kv_cache_sizing_warmup`) through the same
@@ -14,7 +15,8 @@
   (``num_committable_kv_blocks`` falls back to ``kv_cache_config.num_blocks``, "plenty" unless
   the knob set gives a pool), as on the H200 where they never bind.
 * ``sampler_warmup``: the dummy forward before the sampler's warmup
-  (vllm/v1/worker/gpu_worker.py:1179-1193@0.34.0): the real ``GPUModelRunner._dummy_run`` of
+  (vllm/v1/worker/gpu_worker.py:1179-1193@0.34.0
+  `self.model_runner._dummy_sampler_run(hidden_states=sample_hidden_states)`): the real ``GPUModelRunner._dummy_run`` of
   min(S, B) tokens, whose ``execute_model`` is ``dummy_execute_model`` below: the real
   ``gather_batch_req_state`` (its dummy branch) and the real ``dispatch_cg_and_sync_dp`` at
   one rank, then ``InputBatch.make_dummy`` of the dispatched shape and one forward unless the
@@ -70,7 +72,7 @@ def runner_fields(eng) -> None:
     r.device = eng.device
     r.is_first_pp_rank = True
     # MLA's chunked-context workspace reads the model's max_model_len and the cache's
-    # 64-token blocks (vllm/model_executor/layers/attention/mla_attention.py:2534-2558@0.34.0)
+    # 64-token blocks (vllm/model_executor/layers/attention/mla_attention.py:2534-2558@0.34.0 `max_model_len`)
     r.vllm_config = _ConfigView(eng.cfg, model_config=SimpleNamespace(
         max_model_len=eng.knobs["max_model_len"]))
     eng.cfg.cache_config.block_size = BLOCK_SIZE
@@ -78,7 +80,8 @@ def runner_fields(eng) -> None:
 
 def profile(V, eng) -> None:
     """determine_available_memory -> the runner's real profile_cudagraph_memory
-    (vllm/v1/worker/gpu_worker.py:742-747@0.34.0)."""
+    (vllm/v1/worker/gpu_worker.py:742-747@0.34.0
+    `cudagraph_memory_estimate = self.model_runner.profile_cudagraph_memory()`)."""
     cgu = V["cgu"]
     with _patched(cgu, "_init_minimal_kv_cache_for_profiling",
                   lambda runner: eng.init_managers(True)), \

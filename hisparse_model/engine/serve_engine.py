@@ -5,7 +5,7 @@ OpenAI server does -- ``AsyncLLM.from_engine_args(AsyncEngineArgs(...),
 usage_context=OPENAI_API_SERVER)`` (vllm/entrypoints/openai/api_server.py) -- instead of the
 offline ``LLM`` class, and serves the prompts one at a time through ``AsyncLLM.generate``
 on one event loop.  AsyncLLM always runs the engine core (scheduler, executor, worker) in a
-process of its own (vllm/v1/engine/async_llm.py:194 `EngineCoreClient.make_async_mp_client(`),
+process of its own (vllm/v1/engine/async_llm.py:194@0.34.0 `EngineCoreClient.make_async_mp_client(`),
 so the routing log is taken there the way tensor-parallel workers take theirs
 (:mod:`.tp_worker`): ``worker_extension_cls`` imports the recorder in that process, which
 streams its rows to a folder the child reads back.  Serving rows are labelled with the
