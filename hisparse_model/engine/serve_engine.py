@@ -10,14 +10,13 @@ so the routing log is taken there the way tensor-parallel workers take theirs
 (:mod:`.tp_worker`): ``worker_extension_cls`` imports the recorder in that process, which
 streams its rows to a folder the child reads back.  Serving rows are labelled with the
 child's current prompt through a file the engine core's scheduler reads on each step
-(:data:`PHASE_FILE_ENV`, :func:`stamp_from_file`).
+(:data:`.tp_worker.PHASE_FILE_ENV`, :func:`.tp_worker.stamp_from_file`).
 
 No vLLM import happens at module level (package rule).
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 
@@ -25,7 +24,6 @@ from .parallel import WORKER_EXTENSION
 from .llm_args import MAX_TOKENS, prompt_token_ids, shrink_hf_config
 
 ENGINE_CLASS = "AsyncLLM"
-PHASE_FILE_ENV = "HISPARSE_PHASE_FILE"  # the engine child's current phase, one line
 
 
 def prepare(folder: str, routing: str):
@@ -35,7 +33,7 @@ def prepare(folder: str, routing: str):
 
     log = tp_worker.prepare_child(folder, routing)
     path = os.path.join(folder, "phase")
-    os.environ[PHASE_FILE_ENV] = path
+    os.environ[tp_worker.PHASE_FILE_ENV] = path
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1"  # as vllm serve runs it
     set_phase(path, "startup")
     return log, path
@@ -46,29 +44,6 @@ def set_phase(path: str, phase: str) -> None:
     with open(tmp, "w") as f:
         f.write(phase + "\n")
     os.replace(tmp, path)
-
-
-def stamp_from_file(path: str) -> None:
-    """In the engine core: label every scheduler output with the phase the file names."""
-    from vllm.v1.core.sched.scheduler import Scheduler
-
-    from .rank_log import PHASE_ATTR
-
-    orig = Scheduler.schedule
-
-    @functools.wraps(orig)
-    def schedule(self, *a, **k):
-        out = orig(self, *a, **k)
-        try:
-            with open(path) as f:
-                phase = f.read().strip()
-        except OSError:
-            phase = ""
-        if phase:
-            setattr(out, PHASE_ATTR, phase)
-        return out
-
-    Scheduler.schedule = schedule
 
 
 def engine_kwargs(kw: dict) -> dict:

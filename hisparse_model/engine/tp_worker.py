@@ -34,6 +34,7 @@ from .llm_args import LL_BF16_ENV
 
 PHASE_ATTR = rank_log.PHASE_ATTR
 ROUTING_ENV = "HISPARSE_ROUTING"  # the knob ``routing``, for the workers' instrumentation
+PHASE_FILE_ENV = "HISPARSE_PHASE_FILE"  # AsyncLLM: the child's current phase (serve_engine.py)
 CHILD_PID_ENV = "HISPARSE_TP_CHILD_PID"  # the engine child itself never installs worker wrappers
 _installed: dict = {}
 
@@ -58,6 +59,25 @@ def prepare_child(folder: str, routing: str) -> rank_log.MergedRouteLog:
 
 def stamp_scheduler_outputs(log) -> None:
     """In the engine child: label every scheduler output with the child's current phase."""
+    _stamp(lambda: log.phase)
+
+
+def stamp_from_file(path: str) -> None:
+    """In an AsyncLLM engine core (serve_engine.py): label every scheduler output with the
+    phase the engine child last wrote to ``path``."""
+
+    def phase() -> str | None:
+        try:
+            with open(path) as f:
+                return f.read().strip() or None
+        except OSError:
+            return None
+
+    _stamp(phase)
+
+
+def _stamp(phase_now) -> None:
+    """Wrap vLLM's ``Scheduler.schedule``: each output carries ``phase_now()`` (if any)."""
     from vllm.v1.core.sched.scheduler import Scheduler
 
     orig = Scheduler.schedule
@@ -65,7 +85,9 @@ def stamp_scheduler_outputs(log) -> None:
     @functools.wraps(orig)
     def schedule(self, *a, **k):
         out = orig(self, *a, **k)
-        setattr(out, PHASE_ATTR, log.phase)
+        phase = phase_now()
+        if phase:
+            setattr(out, PHASE_ATTR, phase)
         return out
 
     Scheduler.schedule = schedule
@@ -128,10 +150,8 @@ def _install_from_env() -> None:
     _installed["log"] = install_in_worker(
         folder, os.environ.get(ROUTING_ENV, "stock"),
         os.environ.get(LL_BF16_ENV, "full") == "narrow")
-    phase_file = os.environ.get("HISPARSE_PHASE_FILE")  # serve_engine.PHASE_FILE_ENV
+    phase_file = os.environ.get(PHASE_FILE_ENV)
     if phase_file:  # an AsyncLLM engine core: its scheduler is in this process
-        from .serve_engine import stamp_from_file
-
         stamp_from_file(phase_file)
 
 
