@@ -319,3 +319,56 @@ def test_notebook_6_draws_the_step_you_choose():
     [chosen] = _pictures(dash.numbers.value)
     assert chosen.get("aria-label").startswith(f"Step {first.step}, rank {busiest.rank}")
     assert chosen.get("data-n") == str(busiest.routed_tokens)
+
+
+def _says(svg: ET.Element) -> list[str]:
+    return ["".join(t.itertext()) for t in svg.iter(f"{SVG_NS}text")
+            if "hs-buffers-says" in (t.get("class") or "")]
+
+
+def test_notebook_4_draws_a_start_up_failure_that_is_no_overflow_as_it_is():
+    """Notebook 4, every recording whose start-up failed: the picture draws the failing batch
+    with the recording's own error; only a swap-row error is drawn as an overflow (no token
+    past C, no "ValueError" for an IndexError)."""
+    from hisparse_model.views.engine_runs import recordings_dashboard
+
+    dash = recordings_dashboard()
+    failed = [r for r in dash.recordings if not r["startup"]["ok"]]
+    assert any("IndexError" in r["startup"]["error"] for r in failed)  # v0.31.0-...-b2-mtp1
+    assert any("swap rows exceed" in r["startup"]["error"] for r in failed)  # e.g. s1
+    for rec in failed:
+        dash.controls["recording"].value = next(
+            row["name"] for row, r in zip(dash.rows, dash.recordings) if r is rec)
+        svg = _pictures(dash.numbers.value)[0]
+        error = rec["startup"]["error"]
+        says = " ".join(_says(svg))
+        if "swap rows exceed" in error:  # the off-by-one: the token past C has no row
+            assert svg.get("data-route") == "crash" and _count(svg, "hs-no-row") == 1
+            assert error.split("capacity=")[1].rstrip(".") in says
+        else:  # another failure: its own text, nothing drawn past C
+            assert svg.get("data-route") == "none" and _count(svg, "hs-no-row") == 0
+            assert error in says and "ValueError" not in says
+            assert "fails start-up" in (svg.get("aria-label") or "")
+
+
+@pytest.mark.parametrize(("backend", "n", "route"), [
+    # S = 26: C = 26, W = 27.  FLASH_ATTN_MLA_SPARSE routes a 27-token batch: 0.31.0 crashes
+    ("FLASH_ATTN_MLA_SPARSE", "27", "crash"),
+    # FLASHMLA_SPARSE hands the routing only the decode part (none in a 27-token prefill)
+    ("FLASHMLA_SPARSE", "0", "none"),
+])
+def test_notebook_3_title_and_caption_agree_for_each_backend(backend, n, route):
+    """Notebook 3: the picture's n, title and caption tell one story; under FLASHMLA_SPARSE it
+    says why nothing is routed (the decode part only), not "a replayed CUDA graph"."""
+    from hisparse_model.views.fixes import versions_dashboard
+
+    dash = versions_dashboard(attention_backend=backend, max_num_seqs=26)
+    svg = _pictures(dash.numbers.value)[0]
+    title, says = svg.get("aria-label"), " ".join(_says(svg))
+    assert (svg.get("data-n"), svg.get("data-route")) == (n, route)
+    assert "replayed CUDA graph" not in says
+    if route == "none":
+        assert "none of them is routed" in title and "only a step's decode part" in says
+        assert "routed tokens" not in title
+    else:
+        assert "n = 27 routed tokens (n = W = C + 1)" in title

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .. import chart_data as cd
+from ..versions import ERROR_TEMPLATE
 from .svg import INK, PALETTE, Svg
 
 WIDTH, LEFT, CELL_MAX = 900, 200, 40  # px: picture, row labels' column, widest cell
@@ -74,12 +75,15 @@ def sentence(c: int, w: int, n: int, route: str | None, rule: str) -> tuple[str,
 
 
 def buffer_picture(c: int, w: int, n: int, route: str | None, *, title: str,
-                   rule: str = "0.31.0 checks n ≤ W", labels=None, note: str = "") -> str:
+                   rule: str = "0.31.0 checks n ≤ W", labels=None, note: str = "",
+                   says: tuple[str, str] | None = None) -> str:
     """One forward's ``n`` routed tokens into W workspace rows and C swap rows.
 
     ``route`` is the model's for that forward (:data:`~hisparse_model.chart_data.SWAP_IN`,
     ``ALL_RESIDENT``, ``CRASH`` or None); ``labels`` names token i (1-based) when given
-    (a request name such as ``r2``); ``note`` is one more line under the picture.
+    (a request name such as ``r2``); ``note`` is one more line under the picture; ``says``
+    replaces the two lines of :func:`sentence` where the forward is not a routing story
+    (a start-up failure of another kind, a backend that hands the routing nothing).
     """
     slots = shown_slots(c, w, n)
     cell = min(CELL_MAX, (WIDTH - LEFT - 20) / len(slots))
@@ -130,9 +134,11 @@ def buffer_picture(c: int, w: int, n: int, route: str | None, *, title: str,
                  cls="hs-all-resident")
     y = SWAP_ROW + ROW_H + 38
     colour = PALETTE[cd.CRASH] if route == cd.CRASH else INK
-    for k, line in enumerate(sentence(c, w, n, route, rule)):
+    if says is not None and route is None and "Error" in says[1]:
+        colour = PALETTE[cd.CRASH]  # a start-up failure that is not the swap-row error
+    for k, line in enumerate(says or sentence(c, w, n, route, rule)):
         svg.text(10, y + 20 * k, line, size=13, fill=colour if k else INK,
-                 weight="bold" if route == cd.CRASH and k else "normal", cls="hs-buffers-says")
+                 weight="bold" if colour != INK and k else "normal", cls="hs-buffers-says")
     if note:
         svg.text(10, y + 40, note, size=12, fill="#555", cls="hs-buffers-note")
     return svg.render()
@@ -148,10 +154,23 @@ def picture_for_prediction(pred, title: str | None = None, startup: bool = True)
     p = pred.plan
     c, w, b = p.swap_capacity, p.workspace_rows, p.max_num_batched_tokens
     crash = pred.startup_crash_batch if startup else None
+    if crash is not None and not is_swap_overflow(crash.error):
+        # start-up dies of something else (e.g. MTP with B < K + 2: IndexError in the warmup):
+        # the failing batch and its own error, no overflow drawn
+        return buffer_picture(
+            c, w, crash.routed, None, rule=_rule(p.rules),
+            title=title or f"The batch that fails start-up: {crash.label}",
+            says=(f"vLLM fails on this batch before any token reaches the HiSparse routing "
+                  f"({crash.routed} routed):", f"{crash.error} (not a swap-row overflow)."))
     if crash is not None:
         return buffer_picture(c, w, crash.routed, cd.CRASH, rule=_rule(p.rules),
                               title=title or f"The batch that crashes start-up: {crash.label}")
     return picture_for_plan(p, title)
+
+
+def is_swap_overflow(error: str | None) -> bool:
+    """Whether an engine error is HiSparse's swap-row overflow (versions.ERROR_TEMPLATE)."""
+    return bool(error) and error.startswith(ERROR_TEMPLATE.split("{")[0])
 
 
 def picture_for_plan(p, title: str | None = None) -> str:
@@ -159,13 +178,23 @@ def picture_for_plan(p, title: str | None = None) -> str:
     where no step holds W tokens (C = B), a batch of B tokens."""
     c, w, b = p.swap_capacity, p.workspace_rows, p.max_num_batched_tokens
     n = w if w <= b else b
-    route = p.rules.router(p.knobs.attention_backend, c)(n, 0)
-    key = cd.CRASH if route[2] else route[1]
+    routed, path, error = p.rules.router(p.knobs.attention_backend, c)(n, 0)
+    key = cd.CRASH if error else path
     note = ("" if n == w else f"No step holds W = {w} tokens here (B = {b}), so this B-token "
             "batch is the largest there is.")
+    size = "n = W = C + 1" if n == w else "n = B"
+    if routed == 0:  # the backend hands the routing only a step's decode part (FLASHMLA_SPARSE)
+        return buffer_picture(
+            c, w, 0, None, rule=_rule(p.rules), note=note,
+            title=title or f"A batch of {n} tokens ({size}), vLLM {p.rules.vllm_version}, "
+            f"{p.knobs.attention_backend}: none of them is routed",
+            says=(f"{p.knobs.attention_backend} hands the routing only a step's decode part; "
+                  f"these {n} prefill tokens never reach it.",
+                  f"A decode part holds at most S × q = C = {c} tokens, so the routing never "
+                  f"sees W = {w}."))
     return buffer_picture(c, w, n, key, rule=_rule(p.rules), note=note,
                           title=title or f"A batch of n = {n} routed tokens "
-                          f"({'n = W = C + 1' if n == w else 'n = B'}), vLLM {p.rules.vllm_version}")
+                          f"({size}), vLLM {p.rules.vllm_version}")
 
 
 def picture_for_step(sched, step: int | None = None) -> str:
@@ -241,5 +270,5 @@ def picture_html(svg: str) -> str:
     return f"<div class='hs-buffers-box' style='max-width:100%;overflow:hidden'>{svg}</div>"
 
 
-__all__ = ["buffer_picture", "dp_pick", "pick_step", "picture_for_dp_step",
+__all__ = ["buffer_picture", "dp_pick", "is_swap_overflow", "pick_step", "picture_for_dp_step",
            "picture_for_plan", "picture_for_prediction", "picture_for_step", "shown_slots"]
