@@ -37,7 +37,11 @@ def test_changes_follow_the_command_and_the_knobs():
     d.controls["command"].value = SERVE_DEFAULT
     assert d.labels["exposed"] == "safe" and "routes on C" in _visible(d.numbers.value)
     d.controls["vllm_version"].value = "0.31.0"
-    d.controls["command"].value = ""  # the knobs: the fix PR's S = 2, C = 2
+    d.controls["command"].value = ""  # the knobs, which show the last command's values
+    assert d.labels["source"] == "the knobs below" and d.controls["max_num_seqs"].value == 1024
+    for name, value in (("max_num_seqs", 2), ("max_model_len", 320),
+                        ("max_num_batched_tokens", 0)):  # the fix PR's S = 2, C = 2
+        d.controls[name].value = value
     assert d.labels["exposed"] == "exposed" and d.labels["tokens"] == "3"
     d.controls["max_num_batched_tokens"].value = 2  # B = C = 2: no room for 3
     assert d.labels["exposed"] == "safe" and d.labels["advice"] == "0"
@@ -78,3 +82,44 @@ def test_a_moved_knob_overrides_the_pasted_command():
         if tokens is not None:
             assert d.labels["tokens"] == tokens
         assert f"data-c='{c}'" in d.numbers.value or f'data-c="{c}"' in d.numbers.value
+
+
+def _shown(dash) -> dict:
+    return {n: dash.controls[n].value for n in ("max_num_seqs", "max_num_batched_tokens",
+                                                 "max_model_len", "attention_backend")}
+
+
+def test_the_controls_show_the_values_in_effect_and_say_where_each_came_from():
+    """Notebook 7 (issue 39, item 3): the pasted command's values are in the controls; a move
+    overrides one and the source line names it; a new command drops earlier moves; the reset
+    button goes back to the command; a refusal names the moved value and the way back."""
+    import html
+    import shlex
+
+    from hisparse_model.launch import from_command
+    from hisparse_model.views.exposure import SERVE_DEFAULT, exposure_dashboard
+
+    dash = exposure_dashboard(SERVE_DEFAULT)
+    version = dash.controls["vllm_version"].value
+    k = from_command(shlex.split(SERVE_DEFAULT), version).knobs  # the model's reading
+    assert _shown(dash) == {"max_num_seqs": k.max_num_seqs,  # 1024 on an H200: in range now
+                            "max_num_batched_tokens": k.max_num_batched_tokens,
+                            "max_model_len": k.max_model_len, "attention_backend":
+                            k.attention_backend}
+    assert dash.labels["source"] == "the pasted vllm serve command"
+    # B moved below S: refused, and the line says the 64 is the knobs' and how to undo it
+    dash.controls["max_num_batched_tokens"].value = 64
+    said = html.unescape(dash.message.value)
+    assert "max_num_batched_tokens = 64 from the knobs" in said and "reset the knobs" in said
+    # a new command: its values in the controls, the old move dropped
+    command = SERVE_DEFAULT + " --max-num-batched-tokens 4096"
+    dash.controls["command"].value = command
+    assert dash.controls["max_num_batched_tokens"].value == 4096 and dash.error is None
+    assert dash.labels["source"] == "the pasted vllm serve command"
+    # a move overrides the command's value and is named; reset goes back
+    dash.controls["max_num_seqs"].value = 7
+    assert dash.labels["source"] == ("the pasted vllm serve command, with max_num_seqs = 7 "
+                                     "from the knobs")
+    dash.reset.click()
+    assert dash.controls["max_num_seqs"].value == k.max_num_seqs
+    assert dash.labels["source"] == "the pasted vllm serve command"

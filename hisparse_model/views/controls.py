@@ -18,6 +18,7 @@ from __future__ import annotations
 import ipywidgets as W
 
 from ..knobs import KnobSpec, knob_specs
+from ..knobs import _check as _check_knob
 from .prompt_box import PromptBox
 
 SPECS = {s.name: s for s in knob_specs()}
@@ -84,12 +85,28 @@ def knob_value(spec: KnobSpec, shown):
     return shown
 
 
-def number_box(slider: W.IntSlider) -> W.BoundedIntText:
-    """A number box for ``slider``; the dashboard moves each with the other (type, or drag)."""
-    box = W.BoundedIntText(value=slider.value, min=slider.min, max=slider.max,
-                           layout={"width": "90px", "flex": "0 0 auto"})
+def number_box(slider: W.IntSlider) -> W.IntText:
+    """A number box for ``slider``; the dashboard moves each with the other (type, or drag).
+
+    Unbounded: a value past the slider's ends is not clamped in silence but widens the
+    slider or is refused in one line (:func:`typed_refusal`, ``Dashboard._on_box``)."""
+    box = W.IntText(value=slider.value, layout={"width": "90px", "flex": "0 0 auto"})
     box.add_class("hs-number-box")
     return box
+
+
+def typed_refusal(name: str, value: int, slider: W.IntSlider) -> str | None:
+    """Why a value typed into ``name``'s number box past its slider's ends is refused, or
+    None: a knob takes any value its declaration allows (the slider widens to it; vLLM's own
+    refusals are the dashboard's to show), another control keeps its range."""
+    if name in SPECS:
+        try:
+            _check_knob(SPECS[name], knob_value(SPECS[name], value))
+        except ValueError as exc:
+            return f"{exc}; {name} stays {slider.value}"
+        return None
+    return (f"{name}: {value} is outside this control's range {slider.min}-{slider.max}; "
+            f"it stays {slider.value}")
 
 
 def synced_trait(control: W.Widget) -> str:

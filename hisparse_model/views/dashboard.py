@@ -39,7 +39,7 @@ import ipywidgets as W
 from ..knobs import Knobs
 from . import outbox
 from .controls import (SPECS, PromptLensTypo, control_rows, knob_value, moves, no_echo,
-                       synced_trait, value_at)
+                       synced_trait, typed_refusal, value_at)
 from .numbers_pane import NumbersPane, state_part
 from ..reproduction import ASSUMPTIONS
 from .tables import CSS, assumptions_html, esc, summary_html
@@ -101,12 +101,25 @@ class Dashboard:
         self.update()
 
     def _on_box(self, name: str, change) -> None:
-        """A number box typed: the slider follows, its message after the numbers and chart."""
-        slider = self.controls[name]
-        if slider.value != change.new:
+        """A number box typed: the slider follows, its message after the numbers and chart.
+        A value past the slider's ends widens it where the knob allows the value, else it
+        is refused in one line and the box shows the slider's value again (never a silent
+        clamp)."""
+        slider, new = self.controls[name], change.new
+        if slider.value == new:
+            return
+        if not slider.min <= new <= slider.max:
+            refused = typed_refusal(name, new, slider)
+            if refused is not None:
+                self.message.value = ("<div class='hs-error hs-refused' style='color:#b2182b'>"
+                                      f"{esc(refused)}</div>")
+                self.number_boxes[name].value = slider.value
+                return
             with slider.hold_sync():
-                slider.value = change.new  # -> _on_change -> update()
-            self._sync_boxes()  # the slider may have clamped the value
+                slider.max, slider.min = max(slider.max, new), min(slider.min, new)
+        with slider.hold_sync():
+            slider.value = new  # -> _on_change -> update()
+        self._sync_boxes()
 
     def _sync_boxes(self) -> None:
         for name, box in self.number_boxes.items():

@@ -18,7 +18,9 @@ from .. import chart_data as cd
 from ..launch import change_as_flags, from_command
 from ..plan import plan
 from .buffers import buffer_picture, picture_for_plan, picture_html
-from .controls import SPECS, knob_control, knob_value, text_control
+import ipywidgets as W
+
+from .controls import NOT_SET, SPECS, knob_control, knob_value, text_control
 from .dashboard import Dashboard, Screen
 from .tables import esc
 
@@ -41,9 +43,36 @@ class ExposureDashboard(Dashboard):
         controls = {"command": text_control("command", command, COMMAND_HELP)}
         controls.update({n: knob_control(SPECS[n], initial.get(n), toggle=True) for n in TOGGLES})
         controls.update({n: knob_control(SPECS[n], initial.get(n)) for n in SLIDERS})
-        # what the knobs showed when the dashboard opened: one moved since overrides the command
-        self.opened_at = {n: controls[n].value for n in OVERRIDES}
+        self._applying = False
+        # the controls show the command's values in effect; what they showed then is the
+        # baseline: a knob moved since overrides the command's value
+        self.opened_at = show_command(controls)
         super().__init__(controls)
+        self.reset = W.Button(description="reset the knobs to the command",
+                              tooltip="undo every knob moved since the command was applied",
+                              layout={"width": "260px"})
+        self.reset.add_class("hs-reset")
+        self.reset.on_click(lambda _: self._apply_command())
+        head, rows, *rest = self.widget.children
+        self.widget.children = (head, rows, self.reset, *rest)
+
+    def _on_change(self, change) -> None:
+        """A new command shows its values in the controls (earlier moves are dropped, and the
+        source line says so no more); any other move updates as usual."""
+        if self._applying:
+            return
+        if change.owner is self.controls["command"]:
+            self._apply_command()
+        else:
+            self.update()
+
+    def _apply_command(self) -> None:
+        self._applying = True
+        try:
+            self.opened_at = show_command(self.controls)
+        finally:
+            self._applying = False
+        self.update()
 
     def deployment(self):
         """(knobs, where they came from): the pasted command, with every knob moved since the
@@ -66,7 +95,13 @@ class ExposureDashboard(Dashboard):
 
     def compute(self) -> Screen:
         knobs, source = self.deployment()
-        exp = exposure(knobs)
+        try:
+            exp = exposure(knobs)
+        except ValueError as exc:  # say which values came from moved knobs, and the way back
+            if "from the knobs" not in source:
+                raise
+            raise ValueError(f"{exc} (read from {source}; \"reset the knobs to the command\" "
+                             "undoes the moves)") from None
         advice = deployment_advice(knobs)
         verified = [verify(knobs, st) for st in exp.steps]
         word = {True: "exposed", False: "safe", None: "undecided"}[exp.exposed]
@@ -85,6 +120,26 @@ class ExposureDashboard(Dashboard):
 
     def draw(self) -> str:
         return ""
+
+
+def show_command(controls: dict) -> dict:
+    """Set the knob controls to the pasted command's values (a slider widens to hold one);
+    return what the overridable controls show now.  An empty or unreadable command leaves
+    them as they are (the dashboard shows why a command cannot be read)."""
+    command = str(controls["command"].value).strip()
+    try:
+        knobs = from_command(shlex.split(command), controls["vllm_version"].value).knobs \
+            if command else None
+    except ValueError:
+        knobs = None
+    for n in OVERRIDES if knobs is not None else ():
+        value = getattr(knobs, n)
+        shown = (0 if n in SLIDERS else NOT_SET) if value is None else value
+        c = controls[n]
+        if n in SLIDERS:
+            c.max, c.min = max(c.max, shown), min(c.min, shown)
+        c.value = shown
+    return {n: controls[n].value for n in OVERRIDES}
 
 
 def _picture(p, exp) -> str:
