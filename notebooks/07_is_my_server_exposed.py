@@ -22,8 +22,12 @@
 #
 # Three sample prompts that survive say little about a server: an operator's question is
 # **can any traffic kill this deployment, and which?** Paste your `vllm serve` command into
-# the `command` box (it is read as `hisparse check` reads it), then move a
-# knob to override the command's value for it, or empty the box and use the knobs alone.
+# the `command` box (it is read as `hisparse check` reads it) and press Enter (or click
+# outside the box): the knobs below then show the command's values, the values in effect.
+# Move a knob to override the command's value for it (the line under the verdict names each
+# moved value); *reset the knobs to the command* undoes the moves, and pasting a new
+# command starts from its own values. While an edit of the box is not applied yet, the hint
+# under it says so and the verdict is greyed. Or empty the box and use the knobs alone.
 # The dashboard answers for *all* traffic:
 #
 # * **EXPOSED**: every kind of engine step that reaches `swap_in` with more than C rows, in

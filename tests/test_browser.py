@@ -534,6 +534,32 @@ def test_prompt_box_sends_its_value_in_one_message(lab, browser):
         context.close()
 
 
+def test_the_pasted_command_box_is_wide_and_says_when_it_is_applied(lab, browser):
+    """Notebook 7 (issue 39, item 4): the command is a text area as wide as the dashboard's
+    controls; an edit greys the verdict and says it is not applied; Enter applies it, the
+    verdict redraws for the new command and is no longer grey."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    dash_sel = ".hs-dashboard-exposure"
+    try:
+        _open_and_run(page, lab, "07_is_my_server_exposed", dash_sel, [])
+        box = _control(page, dash_sel, "command").locator("textarea")
+        assert box.bounding_box()["width"] >= 500  # it was an 186-px line
+        hint = page.locator(f"{dash_sel} .hs-prompt-hint")
+        assert "applied" in hint.inner_text() and "not applied" not in hint.inner_text()
+        box.fill(box.input_value() + " --max-num-seqs 7")
+        assert "not applied yet" in hint.inner_text()
+        assert "hs-stale" in (page.locator(dash_sel).get_attribute("class") or "")
+        box.press("Enter")
+        page.wait_for_function(
+            "(s) => !document.querySelector(s).classList.contains('hs-stale')",
+            arg=dash_sel, timeout=UPDATE_S * 1000)
+        assert "S = 7" in page.locator(f"{dash_sel} .hs-numbers-box").inner_text()
+        assert "not applied" not in hint.inner_text()
+    finally:
+        context.close()
+
+
 # Notebook 1, max_num_seqs moved with the keyboard once the page holds the screens ahead:
 # (key, S after) -> the numbers are shown from the page's screens ahead, and are the model's.
 AHEAD_MOVES = [("ArrowLeft", 1), ("ArrowRight", 2), ("ArrowRight", 3)]  # 2 -> 1 -> 2 -> 3
@@ -760,7 +786,8 @@ def test_a_learner_at_lab_width_sees_it_all(lab, browser, name):
         _run_all_any(page, lab, name)
         page.evaluate("() => window.jupyterapp.shell.activateById('filebrowser')")
         assert page.locator(".jp-FileBrowser").first.is_visible()
-        # a move: the first slider one step right, else the first dropdown's last choice
+        # a move: the first slider one step (right unless at its end), else the first
+        # dropdown's last choice
         dash = page.locator(".hisparse-dashboard:has(.noUi-handle), "
                             ".hisparse-dashboard:has(select)").first
         if dash.count():
@@ -770,8 +797,12 @@ def test_a_learner_at_lab_width_sees_it_all(lab, browser, name):
             summary_sel = f".{which} .hs-summary"  # the numbers' HTML is replaced on a move
             before = page.locator(summary_sel).first.text_content()
             if dash.locator(".noUi-handle").count():
-                dash.locator(".noUi-handle").first.focus()
-                dash.locator(".noUi-handle").first.press("ArrowRight")
+                handle = dash.locator(".noUi-handle").first
+                handle.focus()  # one step right, or left from the slider's end (notebook 7's
+                # max_num_seqs shows the pasted command's 1024, its slider's top)
+                at_end = handle.get_attribute("aria-valuenow") == handle.get_attribute(
+                    "aria-valuemax")
+                handle.press("ArrowLeft" if at_end else "ArrowRight")
             else:
                 select = dash.locator("select").first
                 select.select_option(select.locator("option").last.get_attribute("value"))

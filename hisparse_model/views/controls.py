@@ -144,10 +144,13 @@ def no_echo(control: W.Widget) -> None:
     setattr(control, f"_{synced_trait(control)}_metadata", {"echo_update": False})
 
 
-def text_control(name: str, value: str, help_text: str) -> PromptBox:
-    """A free-text control (``prompt_lens``); updates on Enter or leaving the box."""
+def text_control(name: str, value: str, help_text: str, multiline: bool = False) -> PromptBox:
+    """A free-text control (``prompt_lens``); updates on Enter or leaving the box.
+    ``multiline``: a text area as wide as the output (a pasted command), with its hint."""
     return PromptBox(value=value, description=name, tooltip=help_text,
-                     description_width=STYLE["description_width"], layout={"width": WIDTH})
+                     description_width=STYLE["description_width"], multiline=multiline,
+                     layout={"width": "100%", "flex": "1 1 100%"} if multiline
+                     else {"width": WIDTH})
 
 
 def choice_control(name: str, options, value, help_text: str) -> W.Dropdown:
@@ -167,7 +170,10 @@ def control_rows(controls: dict[str, W.Widget]) -> tuple[W.VBox, dict[str, W.Wid
         help_text = SPECS[name].help if name in SPECS else c.tooltip or ""
         if name in SPECS and SPECS[name].optional and isinstance(c, W.IntSlider):
             help_text += " (0 = not set)"
-        row = W.HBox([c, *extra, _help(help_text)], layout={"align_items": "center"})
+        if getattr(c, "multiline", False):  # a wide text area: its help under it
+            row = W.VBox([c, _help(help_text)], layout={"width": "100%"})
+        else:
+            row = W.HBox([c, *extra, _help(help_text)], layout={"align_items": "center"})
         row.add_class(f"hs-control-{name}")
         rows.append(row)
     return W.VBox(rows), boxes

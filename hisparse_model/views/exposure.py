@@ -40,7 +40,7 @@ class ExposureDashboard(Dashboard):
     assumptions = EXPOSURE_ASSUMPTIONS + (EXPOSURE_DP_ASSUMPTION,)  # the second: -dp N only
 
     def __init__(self, command: str = "", **initial):
-        controls = {"command": text_control("command", command, COMMAND_HELP)}
+        controls = {"command": text_control("command", command, COMMAND_HELP, multiline=True)}
         controls.update({n: knob_control(SPECS[n], initial.get(n), toggle=True) for n in TOGGLES})
         controls.update({n: knob_control(SPECS[n], initial.get(n)) for n in SLIDERS})
         self._applying = False

@@ -24,3 +24,6 @@ class PromptBox(anywidget.AnyWidget):
     value = traitlets.Unicode("").tag(sync=True)
     description = traitlets.Unicode("").tag(sync=True)
     description_width = traitlets.Unicode("").tag(sync=True)
+    # a wide text area with a hint that says how it is applied and greys a stale verdict
+    # (notebook 7's pasted command)
+    multiline = traitlets.Bool(False).tag(sync=True)

@@ -36,6 +36,7 @@ CSS = """<style>
 .hisparse-dashboard details.hs-fold>summary{cursor:pointer;color:#444}
 .hisparse-dashboard .hs-headline{font-size:17px;margin:8px 0;max-width:900px}
 .hisparse-dashboard .hs-buffers-box{margin:6px 0}
+.hisparse-dashboard.hs-stale .hs-numbers-box{opacity:.4;filter:grayscale(1)}
 </style>"""
 
 
