@@ -607,6 +607,10 @@ def test_app_serves_the_dashboards_and_stops_on_ctrl_c(browser, latency, tmp_pat
         page.locator(f"{dash_sel} {DIGEST}").first.wait_for(state="attached",
                                                                 timeout=RUN_ALL_S * 1000)
         assert _digest(page, dash_sel) == _expected_nb1(2)
+        cut = page.evaluate("() => [...document.querySelectorAll('.hs-app .lm-TabBar-tabLabel')]"
+                            ".filter(e => e.scrollWidth > e.clientWidth + 1)"
+                            ".map(e => e.textContent)")
+        assert cut == [], f"tab titles cut: {cut}"  # tab 7's was "is my server expos"
         page.screenshot(path=os.path.join(ARTIFACTS, "app_before.png"))
         _move(page, dash_sel, "app", "max_num_seqs", "slider", "ArrowLeft", latency,
               redraws=True)

@@ -22,7 +22,10 @@ TABS = (
     ("6 · two GPUs", two_gpus_dashboard),
     ("7 · is my server exposed?", exposure_dashboard),
 )
-INTRO = (
+# ipywidgets' tabs are 144 px wide: a title as long as tab 7's is cut ("is my server expos")
+TAB_CSS = ("<style>.hs-app .lm-TabBar-tab{flex:0 0 auto !important;min-width:0;max-width:none}"
+           ".hs-app .lm-TabBar-tabLabel{overflow:visible;text-overflow:clip}</style>")
+INTRO = TAB_CSS + (
     "<h2>vLLM HiSparse: the off-by-one in buffer sizing</h2><p style='max-width:900px'>vLLM "
     "0.31.0 sends a batch of n routed tokens to <code>swap_in</code> when it fits the "
     "index-group workspace of W = C + 1 rows, but <code>swap_in</code> has only C = min(B, "
