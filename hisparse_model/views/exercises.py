@@ -316,9 +316,10 @@ EXERCISES: dict[str, list[Exercise]] = {
     "off_by_one": [
         Exercise("Set num_speculative_tokens = 2 with max_num_seqs = 2. Predict q, C, W and "
                  "the crashing size before looking.", mtp_sizes),
-        Exercise("Set max_num_batched_tokens = 4 with max_num_seqs = 4 (C = B). Which batch "
-                 "crashes now?", c_equals_b),
-        Exercise("Leave B unset and drag max_model_len across its whole range: does C move?",
+        Exercise("Set max_num_batched_tokens = 4 with max_num_seqs = 4 and "
+                 "num_speculative_tokens = 0 (C = B). Which batch crashes now?", c_equals_b),
+        Exercise("Set max_num_seqs = 2, num_speculative_tokens = 0 and max_num_batched_tokens "
+                 "= 0 (not set), then drag max_model_len across its whole range: does C move?",
                  model_len_moves_c),
         Exercise("With max_num_seqs = 2 and num_speculative_tokens = 2, type B = 2 … 7 into "
                  "max_num_batched_tokens: where does C follow B?", b_moves_c),
@@ -371,9 +372,12 @@ EXERCISES: dict[str, list[Exercise]] = {
                  lambda: served(version="0.32.0")),
         Exercise("Add --max-model-len 1000: no prompt of 1025 tokens fits any more. Which "
                  "traffic still kills the server?", lambda: served("--max-model-len 1000")),
-        Exercise("Empty the command box (the fix PR's knobs, max_num_seqs = 2): which step "
-                 "size kills it? Then set max_num_batched_tokens = 2.", fix_pr_knobs),
-        Exercise("... and with max_num_batched_tokens = 2?", fix_pr_b2),
+        Exercise("Empty the command box, then set the fix PR's knobs: vllm_version 0.31.0, "
+                 "max_num_seqs = 2, max_model_len = 320, max_num_batched_tokens = 0 (not set; "
+                 "the knobs show the last command's values until you move them). Which step "
+                 "size kills it?", fix_pr_knobs),
+        Exercise("With those knobs, set max_num_batched_tokens = 2: is it still exposed?",
+                 fix_pr_b2),
     ],
 }
 
