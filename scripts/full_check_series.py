@@ -24,6 +24,8 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from run_tests import teller  # noqa: E402 - one way to print and log a line
 HELD_JSON = os.path.join(ROOT, "test-artifacts", "coverage-held.json")
 HOG = "while True: sum(i * i for i in range(10_000))"  # one core, busy, never sleeping
 
@@ -62,12 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     times, hog = int(argv[0]), "--hog" in argv
     log_path = argv[argv.index("--log") + 1] if "--log" in argv else None
     log = open(log_path, "a") if log_path else None
-
-    def say(text: str) -> None:
-        print(text, flush=True)
-        if log:
-            log.write(text + "\n")
-            log.flush()
+    say = teller(log)
 
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                           capture_output=True, text=True).stdout.strip()

@@ -125,17 +125,24 @@ def _shown(cmd: list[str]) -> str:
     return " ".join(cmd[1:] if cmd[0] == sys.executable else cmd)
 
 
-def repeat_quick(times: int, log_path: str | None) -> int:
-    """The quick tier ``times`` times in a row, stopping at the first failure; each run's
-    pytest summary (and a failure's report) printed and, with ``log_path``, logged."""
-    cmd = steps(["--quick"])[0]
-    log = open(log_path, "a") if log_path else None
+def teller(log):
+    """``say(text)``: print a line and, with an open ``log``, append it there too."""
 
     def say(text: str) -> None:
         print(text, flush=True)
         if log:
             log.write(text + "\n")
             log.flush()
+
+    return say
+
+
+def repeat_quick(times: int, log_path: str | None) -> int:
+    """The quick tier ``times`` times in a row, stopping at the first failure; each run's
+    pytest summary (and a failure's report) printed and, with ``log_path``, logged."""
+    cmd = steps(["--quick"])[0]
+    log = open(log_path, "a") if log_path else None
+    say = teller(log)
 
     say(f"# {times} runs of: {_shown(cmd)}  ({time.strftime('%Y-%m-%d %H:%M:%S')}, "
         f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]})")

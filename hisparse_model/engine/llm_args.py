@@ -86,9 +86,9 @@ def llm_kwargs(knobs: Knobs, model_dir: str) -> dict:
     return kw
 
 
-def build_llm(kw: dict):
-    """Turn :func:`llm_kwargs` into a live ``vllm.LLM`` (imports vllm here only)."""
-    from vllm import LLM
+def engine_kwargs(kw: dict) -> dict:
+    """:func:`llm_kwargs`' plain data as vLLM's engine arguments take them: the shrinking
+    callable, the KV-transfer and attention configs as vLLM's own objects (imports vllm)."""
     from vllm.config import AttentionConfig, HiSparseConfig, KVTransferConfig
 
     kw = json.loads(json.dumps(kw))
@@ -98,4 +98,12 @@ def build_llm(kw: dict):
     kw["attention_config"] = AttentionConfig(
         hisparse_config=HiSparseConfig(**att.pop("hisparse_config")), **att
     )
+    return kw
+
+
+def build_llm(kw: dict):
+    """Turn :func:`llm_kwargs` into a live ``vllm.LLM`` (imports vllm here only)."""
+    from vllm import LLM
+
+    kw = engine_kwargs(kw)
     return LLM(**kw)

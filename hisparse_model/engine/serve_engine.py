@@ -17,11 +17,11 @@ No vLLM import happens at module level (package rule).
 
 from __future__ import annotations
 
-import json
 import os
 
 from .parallel import WORKER_EXTENSION
-from .llm_args import MAX_TOKENS, prompt_token_ids, shrink_hf_config
+from .llm_args import MAX_TOKENS, prompt_token_ids
+from .llm_args import engine_kwargs as engine_kwargs_of
 
 ENGINE_CLASS = "AsyncLLM"
 
@@ -55,20 +55,13 @@ def build(kw: dict):
     """``(engine, loop)``: the AsyncLLM of these engine arguments, and its event loop."""
     import asyncio
 
-    from vllm.config import AttentionConfig, HiSparseConfig, KVTransferConfig
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.usage.usage_lib import UsageContext
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    kw = json.loads(json.dumps(kw))
-    kw["hf_overrides"] = shrink_hf_config
-    kw["kv_transfer_config"] = KVTransferConfig(**kw["kv_transfer_config"])
-    att = kw.pop("attention_config")
-    kw["attention_config"] = AttentionConfig(
-        hisparse_config=HiSparseConfig(**att.pop("hisparse_config")), **att)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**kw),
+    engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**engine_kwargs_of(kw)),
                                        usage_context=UsageContext.OPENAI_API_SERVER)
     return engine, loop
 
