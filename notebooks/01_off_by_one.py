@@ -54,6 +54,14 @@
 # | **stock** | `routing = stock`: the version's own routing rule (0.31.0: swap_in when n ≤ W) |
 # | **the fix PR** | the upstream change that routes on n ≤ C (`routing = fix`; vLLM 0.32.0 has it); its reproduction: S = 2, max_model_len = 320 |
 # | **ignore_eos** | a sampling setting that makes each request produce exactly `max_tokens` output tokens (the traffic notebook uses it) |
+# | **why W has one row more than C** | vLLM's index-group builder allocates `max_decode_rows + 1` rows (`workspace_rows + 1` in `vllm/v1/attention/backends/mla/index_group.py`); its source gives no reason for the extra row, and that row is what lets n = C + 1 pass 0.31.0's check |
+# | **why a batch larger than W goes all-resident** | such a batch is prefill-sized; vLLM stages a prefill's missing pages onto the GPU *before* the routing, so by then its pages are resident (the source asserts it: "Prefill-sized batches do not fit the decode residency workspace. Non-resident prefills are staged before reaching this path.") |
+# | **TP / DP** | tensor parallelism (one model split over N GPUs, every rank runs every step) / data parallelism (N copies of the engine, each serving its own requests, stepping together) |
+# | **EngineDeadError** | what vLLM raises to the caller for every request once its engine core has died (the HiSparse `ValueError` is in the engine's log) |
+# | **-O2** | vLLM's default compilation level; for this model it means breakable CUDA graphs and no torch.compile |
+# | **Model Runner V2** | vLLM's newer GPU model runner (`vllm/v1/worker/gpu/`), which HiSparse requires and turns on |
+# | **num_gpu_blocks_override** | an engine argument that fixes the KV cache at that many 64-token blocks instead of what memory profiling finds |
+# | **dummy batch** | the batch a data-parallel rank with nothing scheduled runs so that both ranks step together (notebook 6 writes it "dummy 1+1": two requests of 1 token) |
 #
 # ## A primer
 #

@@ -35,6 +35,12 @@ def two_rank_workload(s: int, late: int = 30) -> Workload:
                                {"prompt_len": 2, "dp_rank": 1, "arrival_step": late}])
 
 
+CELL_LEGEND = ("In a cell: r1:2 is request r1 with 2 tokens this step; dummy 1+1 is the "
+               "dummy batch a rank with nothing scheduled runs, two requests of 1 token each; "
+               "pad N is the token count the step runs at, padded to the CUDA graph both "
+               "ranks agreed on; then what the routing did with it.")
+
+
 def _cell(r) -> str:
     what = ("dummy " + "+".join(map(str, r.dummy)) if r.dummy is not None
             else " + ".join(f"{request_name(i)}:{n}" for i, n in r.scheduled.items()))
@@ -50,7 +56,7 @@ def timelines_html(sched: Schedule) -> str:
                    for s in sched.steps)
     heads = "".join(f"<th>rank {r}</th>" for r in range(sched.knobs.data_parallel_size))
     return (f"<table class='hs-table'><tr><th>step</th><th>agreed mode</th>{heads}</tr>"
-            f"{rows}</table><div class='hs-note'>{esc(NUMBERING)}</div>")
+            f"{rows}</table><div class='hs-note'>{esc(NUMBERING)} {esc(CELL_LEGEND)}</div>")
 
 
 class TwoGpusDashboard(Dashboard):
