@@ -33,12 +33,32 @@ def _clean_env(venv: str) -> dict:
     return env
 
 
+def _private_copy(folder) -> str:
+    """The checkout's files (tracked, and untracked ones git does not ignore) copied to
+    ``folder``: ``python -m build`` stages the sdist's tree and ``build/`` in the folder it
+    builds, so two builds of the checkout itself (this module's tests on two xdist workers)
+    took each other's staging tree away (run 5 of tests/recorded/logs/
+    full-check-5x-2026-12-04.log: "No such file or directory: 'hisparse_model-0.1.0/tests/...'")."""
+    import shutil
+
+    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, names):
+        src = os.path.join(ROOT, name)
+        if os.path.isfile(src):  # a file deleted but not yet committed is skipped
+            dst = os.path.join(str(folder), name)
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            shutil.copy2(src, dst)
+    return str(folder)
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> dict:
     """The sdist and wheel ``python -m build`` makes of the checkout, and a fresh venv with
     the wheel installed."""
     out = tmp_path_factory.mktemp("dist")
-    done = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), ROOT],
+    source = _private_copy(tmp_path_factory.mktemp("source"))
+    done = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), source],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     [sdist] = out.glob("*.tar.gz")
