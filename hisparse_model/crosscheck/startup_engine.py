@@ -20,6 +20,7 @@ from types import SimpleNamespace
 from hisparse_model.crosscheck.startup_recorder import _Meta
 from hisparse_model.crosscheck.startup_setup import _V, _setup
 from hisparse_model.crosscheck.startup_warmup import _WarmupWorker
+from hisparse_model.reproduction import BLOCK_SIZE
 
 DEFAULT_NUM_GPU_BLOCKS = 10**6  # "plenty": the H200 at 30 % holds far more than any S needs
 
@@ -76,7 +77,7 @@ def _block_spec():
     `def _reserved_block_count`)."""
     import types as _types
 
-    spec = SimpleNamespace(block_size=64, dcp_sharded=False)
+    spec = SimpleNamespace(block_size=BLOCK_SIZE, dcp_sharded=False)
     try:
         from vllm.v1.kv_cache_interface import KVCacheSpec
     except ImportError:  # pragma: no cover - every covered vLLM has it

@@ -34,8 +34,7 @@ from types import SimpleNamespace
 from hisparse_model.crosscheck.standins import _as_h200, _patched
 from hisparse_model.crosscheck.startup_engine import _ConfigView
 from hisparse_model.crosscheck.startup_recorder import _Meta
-
-BLOCK_SIZE = 64  # DeepSeek-V3.2's KV block on the H200 (tokens)
+from hisparse_model.reproduction import BLOCK_SIZE
 
 
 def extensible(cfg, knobs: dict, device: dict) -> bool:

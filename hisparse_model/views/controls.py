@@ -95,6 +95,11 @@ def number_box(slider: W.IntSlider) -> W.IntText:
     return box
 
 
+def widen_to(slider: W.IntSlider, value: int) -> None:
+    """Stretch ``slider``'s range so that it holds ``value`` (a typed or pasted value)."""
+    slider.max, slider.min = max(slider.max, value), min(slider.min, value)
+
+
 def typed_refusal(name: str, value: int, slider: W.IntSlider) -> str | None:
     """Why a value typed into ``name``'s number box past its slider's ends is refused, or
     None: a knob takes any value its declaration allows (the slider widens to it; vLLM's own

@@ -39,7 +39,7 @@ import ipywidgets as W
 from ..knobs import Knobs
 from . import outbox
 from .controls import (SPECS, PromptLensTypo, control_rows, knob_value, moves, no_echo,
-                       synced_trait, typed_refusal, value_at)
+                       synced_trait, typed_refusal, value_at, widen_to)
 from .numbers_pane import NumbersPane, state_part
 from ..reproduction import ASSUMPTIONS
 from .tables import CSS, assumptions_html, esc, summary_html
@@ -116,7 +116,7 @@ class Dashboard:
                 self.number_boxes[name].value = slider.value
                 return
             with slider.hold_sync():
-                slider.max, slider.min = max(slider.max, new), min(slider.min, new)
+                widen_to(slider, new)
         with slider.hold_sync():
             slider.value = new  # -> _on_change -> update()
         self._sync_boxes()

@@ -20,7 +20,7 @@ from ..plan import plan
 from .buffers import buffer_picture, picture_for_plan, picture_html
 import ipywidgets as W
 
-from .controls import NOT_SET, SPECS, knob_control, knob_value, text_control
+from .controls import NOT_SET, SPECS, knob_control, knob_value, text_control, widen_to
 from .dashboard import Dashboard, Screen
 from .tables import esc
 
@@ -137,7 +137,7 @@ def show_command(controls: dict) -> dict:
         shown = (0 if n in SLIDERS else NOT_SET) if value is None else value
         c = controls[n]
         if n in SLIDERS:
-            c.max, c.min = max(c.max, shown), min(c.min, shown)
+            widen_to(c, shown)
         c.value = shown
     return {n: controls[n].value for n in OVERRIDES}
 
