@@ -30,10 +30,13 @@
 # size. When the padded size is C + 1, vLLM 0.31.0 sends all of it to `swap_in` and the idle
 # rank raises `stop=C+1, capacity=C`.
 #
-# Below, rank 0 serves a 2-token prompt and then an S-token prompt that joins at step 2:
-# step 2 is one decode plus an S-token prefill, S + 1 = C + 1 tokens, of which rank 0 routes
-# only the decode. Rank 1's only request arrives later, so at step 2 it runs the dummy batch.
-# Both ranks' timelines are side by side; the advice lists single-knob changes that avoid the
+# Below, rank 0 serves a 2-token prompt and then a prompt that joins at step 2. Its length is
+# `joining_prompt`; left at 0 it has S tokens (as many as `max_num_seqs`), so step 2 is one
+# decode plus an S-token prefill, S + 1 = C + 1 tokens, of which rank 0 routes only the decode.
+# Moving `max_num_seqs` then changes the traffic too; set `joining_prompt` to hold the traffic
+# fixed while the engine changes. Rank 1's only request arrives later, so at step 2 it runs
+# the dummy batch. The strip shows this scenario at every `max_num_seqs` 1 … 64 at once; both
+# ranks' timelines are side by side; the advice lists single-knob changes that avoid the
 # crash, each checked by running the model again.
 
 # %%

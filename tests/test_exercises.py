@@ -1,12 +1,20 @@
-"""Every "Try this" answer is recomputed here from the model, another way: none can go stale.
+"""Every "Try this" answer is the model's for the controls its question states, recomputed.
 
-Each row names an exercise (notebook, position) and the values its answer must state,
-computed from the model's API (``predict``, ``simulate``, ``plan``) and the arithmetic
-in the comments, never from :mod:`hisparse_model.views.exercises` itself.
+Each question names every control it starts from (``Exercise.start``).  The test sets those
+controls on the notebook's own dashboard, reads the knobs and inputs the dashboard then holds
+(its ``state``), checks that the answer was computed for exactly that state, and recomputes
+the values the answer states from that state with the model's API (``predict``, ``simulate``,
+``plan``) and the arithmetic in the comments, never through
+:mod:`hisparse_model.views.exercises` itself.
 """
 
 from __future__ import annotations
 
+import html
+import re
+from dataclasses import fields
+
+import ipywidgets as W
 import pytest
 
 from hisparse_model import Knobs, predict, simulate
@@ -14,26 +22,51 @@ from hisparse_model.chart_data import prompt_lanes
 from hisparse_model.launch import from_command
 from hisparse_model.plan import plan
 from hisparse_model.recordings import load_all, summary_row
-from hisparse_model.views.controls import UI_RANGE
+from hisparse_model.views import (off_by_one_dashboard, recordings_dashboard,
+                                  startup_dashboard, versions_dashboard)
+from hisparse_model.views.controls import UI_RANGE, widen_to
 from hisparse_model.views.exercises import EXERCISES, try_this_html
-from hisparse_model.views.two_gpus import two_rank_workload
+from hisparse_model.views.exposure import exposure_dashboard
+from hisparse_model.views.traffic import TrafficDashboard
+from hisparse_model.views.two_gpus import two_gpus_dashboard, two_rank_workload
 from hisparse_model.workload import Workload, synthetic
+
+DASHBOARDS = {"off_by_one": off_by_one_dashboard, "startup": startup_dashboard,
+              "versions": versions_dashboard, "recordings": recordings_dashboard,
+              "traffic": TrafficDashboard, "two_gpus": two_gpus_dashboard,
+              "exposure": exposure_dashboard}
+VIEW_ONLY = {"draw_step"}  # picks what a picture draws, not what is computed
+KNOB_NAMES = {f.name for f in fields(Knobs)}
+
+
+def set_controls(dash, start: dict):
+    """Set each control the question names, as a learner would (a typed value past a
+    slider's end widens it); the command first, as its box resets the knobs below it."""
+    for name, value in start.items():
+        control = dash.controls[name]
+        if isinstance(control, W.IntSlider) and not control.min <= value <= control.max:
+            widen_to(control, value)
+        control.value = value
+    return dash
+
+
+def knobs_of(state: dict) -> Knobs:
+    return Knobs(**{n: v for n, v in state.items() if n in KNOB_NAMES})
 
 
 def k(**kw) -> Knobs:
     return Knobs(**{"vllm_version": "0.31.0", **kw})
 
 
-def _c(**kw):
+def _c(knobs: Knobs):
     try:
-        return predict(k(**kw)).sizes.swap_capacity
+        return predict(knobs).sizes.swap_capacity
     except ValueError:
         return None
 
 
-def _dp_crash(s: int, version: str = "0.31.0"):
-    crash = simulate(k(max_num_seqs=s, data_parallel_size=2, vllm_version=version),
-                     two_rank_workload(s)).crash
+def _dp_crash(knobs: Knobs):
+    crash = simulate(knobs, two_rank_workload(knobs.max_num_seqs)).crash
     return None if crash is None else (crash["step"], crash["rank"], bool(crash["scheduled"]))
 
 
@@ -43,64 +76,77 @@ def _first_bad(pred):
 
 EXPECTED = {
     # S = 2, K = 2: q = 1 + 2 = 3, C = min(640, 2 · 3) = 6, W = 7, the crash is n = W
-    ("off_by_one", 0): lambda: {"q": 3, "C": 6, "W": 7, "crash": [7]},
+    ("off_by_one", 0): lambda st: {"q": 3, "C": 6, "W": 7, "crash": [7]},
     # S = B = 4: C = min(4, 4) = 4 = B; W = 5 > B: no crash
-    ("off_by_one", 1): lambda: {"C": 4, "B": 4, "crash": []},
+    ("off_by_one", 1): lambda st: {"C": 4, "B": 4, "crash": []},
     # B = min(2 · L, 16384) >= 32 > 2 = S · q for every L on the slider: C = 2 throughout
-    ("off_by_one", 2): lambda: {"C": sorted({_c(max_num_seqs=2, max_model_len=m)
-                                             for m in range(UI_RANGE["max_model_len"][0],
-                                                            UI_RANGE["max_model_len"][1] + 1,
-                                                            97)}),
-                                "range": UI_RANGE["max_model_len"]},
+    ("off_by_one", 2): lambda st: {"C": sorted({_c(knobs_of(st).replace(max_model_len=m))
+                                                for m in range(UI_RANGE["max_model_len"][0],
+                                                               UI_RANGE["max_model_len"][1] + 1,
+                                                               97)}),
+                                   "range": UI_RANGE["max_model_len"]},
     # C = min(B, 6) for B = 2 … 7 (or refused)
-    ("off_by_one", 3): lambda: {"C": {b: _c(max_num_seqs=2, num_speculative_tokens=2,
-                                            max_num_batched_tokens=b) for b in range(2, 8)}},
+    ("off_by_one", 3): lambda st: {"C": {b: _c(knobs_of(st).replace(max_num_batched_tokens=b))
+                                         for b in range(2, 8)}},
     # captures [1, 2, 4] skip W = 3: start-up survives, the 3-token prompt (prompt 2) crashes
-    ("startup", 0): lambda: {"prompt": _first_bad(predict(k(max_num_seqs=2), [2, 3, 200])),
-                             "length": 3, "startup_ok": True},
+    ("startup", 0): lambda st: {"prompt": _first_bad(predict(knobs_of(st), st["prompt_lens"])),
+                                "length": 3, "startup_ok": True},
     # eager, S = 1: W = 2, no start-up batch; prompt 1 (2 tokens) is W
-    ("startup", 1): lambda: {"startup_ok": True, "prompt": _first_bad(
-        predict(k(max_num_seqs=1, enforce_eager=True), [2, 3, 200]))},
+    ("startup", 1): lambda st: {"startup_ok": True, "prompt": _first_bad(
+        predict(knobs_of(st), st["prompt_lens"]))},
     # B = 64: each S one by one through predict (the strip uses the vectorised sweep)
-    ("startup", 2): lambda: _strip_by_predict(),
+    ("startup", 2): lambda st: _strip_by_predict(knobs_of(st)),
     # B = 64: 67 = 64 + 3; lengths 64·j + 3 < 320 crash (3 = W)
-    ("versions", 0): lambda: {"chunks": [64, 3], "crashes": True,
-                              "crash_lengths": [3 + 64 * j for j in range(5)]},
-    ("versions", 1): lambda: {"same": [
-        (p.ok, p.error) for p in predict(k(max_num_seqs=2, routing="fix"), [2, 3, 200]).prompts]
-        == [(p.ok, p.error) for p in predict(k(max_num_seqs=2, vllm_version="0.32.0"),
-                                             [2, 3, 200]).prompts]},
+    ("versions", 0): lambda st: {"chunks": [64, 3], "crashes": True,
+                                 "crash_lengths": [3 + 64 * j for j in range(5)]},
+    ("versions", 1): lambda st: {"same": [
+        (p.ok, p.error) for p in predict(knobs_of(st), st["prompt_lens"]).prompts]
+        == [(p.ok, p.error) for p in predict(knobs_of(st).replace(
+            routing="stock", vllm_version="0.32.0"), st["prompt_lens"]).prompts]},
     # FLASHMLA_SPARSE routes decode tokens only: 2- and 3-token prefills are over q = 1
-    ("versions", 2): lambda: {"routed_prefills": []},
+    ("versions", 2): lambda st: {"routed_prefills": []},
     # K = 1: q = 2, C = 4, W = 5: the 5-token prompt, prompt 3
-    ("versions", 3): lambda: {"W": 5, "prompts": [3]},
-    ("recordings", 0): lambda: {"agree": sum(summary_row(r)["agrees"] for r in load_all()),
-                                "total": len(load_all())},
-    # 67 = 64 + 3: the second chunk routes n = 3 = W
-    ("recordings", 1): lambda: {"routed": 3, "label": "prefill chunk 2/2"},
+    ("versions", 3): lambda st: {"W": 5, "prompts": [3]},
+    ("recordings", 0): lambda st: {"agree": sum(summary_row(r)["agrees"] for r in load_all()),
+                                   "total": len(load_all())},
+    # the recording's B = 64, S = 2: 67 = 64 + 3; the second chunk routes n = 3 = W
+    ("recordings", 1): lambda st: {"routed": 3, "label": "prefill chunk 2/2", "length": 67},
     # prompts 3 + 2 together: step 0 holds 5 = W = C + 1 tokens (S = 4)
-    ("traffic", 0): lambda: {"step": 0, "routed": 5},
-    ("traffic", 1): lambda: _traffic_by_simulate(),
+    ("traffic", 0): lambda st: {"step": 0, "routed": 5},
+    ("traffic", 1): lambda st: _traffic_by_simulate(knobs_of(st), _work(st)),
     # one step apart: 3 tokens, then a decode and 2: never 5 = W
-    ("traffic", 2): lambda: {"crash": simulate(k(max_num_seqs=4), synthetic(2, [3, 2], 1, 8))
-                             .crash is not None,
-                             "most": max(s.routed_tokens for s in simulate(
-                                 k(max_num_seqs=4), synthetic(2, [3, 2], 1, 8)).steps)},
-    ("two_gpus", 0): lambda: {"crash": _dp_crash(7)},
-    ("two_gpus", 1): lambda: {"crashing": [s for s in range(2, 17) if _dp_crash(s)]},
-    ("two_gpus", 2): lambda: {"crash": _dp_crash(7, "0.32.0")},
+    ("traffic", 2): lambda st: {"crash": simulate(knobs_of(st), _work(st)).crash is not None,
+                                "most": max(s.routed_tokens for s in simulate(
+                                    knobs_of(st), _work(st)).steps)},
+    ("two_gpus", 0): lambda st: {"crash": _dp_crash(knobs_of(st))},
+    # a rank crashes where S + 1 is a capture size (3, 7, 15, then every 8) and start-up
+    # survives (S = 1: the capture of 2 = W kills start-up)
+    ("two_gpus", 1): lambda st: {"crashing": [
+        s for s in range(1, 65) if (_dp_crash(knobs_of(st).replace(max_num_seqs=s)) or
+                                    (None,))[0] is not None]},
+    ("two_gpus", 2): lambda st: {"crash": _dp_crash(knobs_of(st))},
     # serve's defaults: S = 1024, B = 8192, C = 1024; FLASHMLA_SPARSE routes no prefill
-    ("exposure", 0): lambda: _kinds_by_simulate(_served("--attention-backend FLASHMLA_SPARSE")),
+    ("exposure", 0): lambda st: _kinds_by_simulate(knobs_of(st)),
     # B = 1024 = C: no step holds C + 1 = 1025 tokens
-    ("exposure", 1): lambda: _kinds_by_simulate(_served("--max-num-batched-tokens 1024")),
-    ("exposure", 2): lambda: _kinds_by_simulate(_served(version="0.32.0")),
+    ("exposure", 1): lambda st: _kinds_by_simulate(knobs_of(st)),
+    ("exposure", 2): lambda st: _kinds_by_simulate(knobs_of(st)),
     # max_model_len 1000: a prompt holds at most 999 < 1025 tokens; 513 + 512 together still do
-    ("exposure", 3): lambda: _kinds_by_simulate(_served("--max-model-len 1000")),
+    ("exposure", 3): lambda st: _kinds_by_simulate(knobs_of(st)),
     # S = 2: C = 2, W = 3; a lone 3-token prompt (no burst: 2 + 1 has a 1-token decode-sized one)
-    ("exposure", 4): lambda: _kinds_by_simulate(k(max_num_seqs=2)),
+    ("exposure", 4): lambda st: _kinds_by_simulate(knobs_of(st)),
     # B = 2 = C: no step holds 3 tokens
-    ("exposure", 5): lambda: _kinds_by_simulate(k(max_num_seqs=2, max_num_batched_tokens=2)),
+    ("exposure", 5): lambda st: _kinds_by_simulate(knobs_of(st)),
 }
+
+# what the exposure rows' states must be: the command's knobs, or the knobs typed
+SERVED = {0: ("--attention-backend FLASHMLA_SPARSE", "0.31.0"),
+          1: ("--max-num-batched-tokens 1024", "0.31.0"), 2: ("", "0.32.0"),
+          3: ("--max-model-len 1000", "0.31.0")}
+
+
+def _work(st: dict) -> Workload:
+    return Workload.from_json(st["workload"])
+
 
 SERVE = ["vllm", "serve", "deepseek-ai/DeepSeek-V3.2",
          "--attention-config", '{"hisparse_config": {}}']
@@ -132,12 +178,11 @@ def _kinds_by_simulate(knobs: Knobs) -> dict:
     return {"exposed": bool(kinds), "tokens": sorted(stops), "kinds": kinds}
 
 
-def _strip_by_predict() -> dict:
+def _strip_by_predict(base: Knobs) -> dict:
     """The strip by the per-length walk (prompt_lanes), not the vectorised sweep it uses."""
     out = {"startup_crash": [], "runtime_crash": [], "safe": [], "invalid": []}
     for s in range(1, 257):
-        knobs = k(max_num_seqs=s, max_num_batched_tokens=64)
-        lanes = prompt_lanes(knobs)
+        lanes = prompt_lanes(base.replace(max_num_seqs=s))
         alive, crashes = lanes["startup_ok"]["0.31.0"], lanes["crash_sizes"]["0.31.0"]
         kind = ("invalid" if alive is None else "startup_crash" if not alive else
                 "runtime_crash" if crashes else "safe")
@@ -145,14 +190,23 @@ def _strip_by_predict() -> dict:
     return out
 
 
-def _traffic_by_simulate() -> dict:
+def _traffic_by_simulate(base: Knobs, work: Workload) -> dict:
     out = {"startup_crash": [], "runtime_crash": [], "safe": []}
     for s in range(1, 65):
-        sched = simulate(k(max_num_seqs=s), synthetic(2, [3, 2], 0, 8))
+        sched = simulate(base.replace(max_num_seqs=s), work)
         kind = ("safe" if sched.crash is None else
                 "startup_crash" if sched.crash["step"] is None else "runtime_crash")
         out[kind].append(s)
     return out
+
+
+def _state(nb: str, i: int) -> dict:
+    """The notebook's dashboard, each control the question names set: what it then holds."""
+    return set_controls(DASHBOARDS[nb](), EXERCISES[nb][i].start).state
+
+
+KEYS = sorted(EXPECTED)
+ids = lambda key: f"{key[0]}-{key[1]}"  # noqa: E731
 
 
 def test_every_exercise_has_a_check():
@@ -160,11 +214,67 @@ def test_every_exercise_has_a_check():
     assert set(EXPECTED) == {(nb, i) for nb, exs in EXERCISES.items() for i in range(len(exs))}
 
 
-@pytest.mark.parametrize("key", sorted(EXPECTED), ids=lambda key: f"{key[0]}-{key[1]}")
-def test_each_answer_states_what_the_model_says(key):
-    """The answer's values equal the model's, recomputed another way."""
+@pytest.mark.parametrize("key", KEYS, ids=ids)
+def test_each_answer_is_for_the_controls_its_question_states(key):
+    """The answer was computed for the knobs and inputs the dashboard holds once the
+    question's controls are set: nothing it assumes is left unsaid."""
     nb, i = key
-    assert EXERCISES[nb][i].answer().values == EXPECTED[key]()
+    ex = EXERCISES[nb][i]
+    state = _state(nb, i)
+    given = ex.answer(ex.start).given
+    assert given == {n: state[n] for n in given}
+    assert KNOB_NAMES <= set(given) or nb == "recordings"  # every knob, none implicit
+
+
+@pytest.mark.parametrize("key", KEYS, ids=ids)
+def test_each_answer_states_what_the_model_says(key):
+    """The answer's values equal the model's for the dashboard's state, recomputed another
+    way."""
+    nb, i = key
+    ex = EXERCISES[nb][i]
+    assert ex.answer(ex.start).values == EXPECTED[key](_state(nb, i))
+
+
+@pytest.mark.parametrize("i, extra_and_version", sorted(SERVED.items()))
+def test_a_pasted_command_is_read_as_check_reads_it(i, extra_and_version):
+    """Notebook 7's questions that paste a command answer for the knobs ``check`` reads from
+    it (the fix PR's knobs: those typed, with the command box empty)."""
+    extra, version = extra_and_version
+    assert knobs_of(_state("exposure", i)) == _served(extra, version)
+
+
+@pytest.mark.parametrize("i, b", [(4, None), (5, 2)])
+def test_the_fix_pr_knobs_are_the_typed_ones(i, b):
+    """With the command box empty, the knobs are the controls' (0.31.0, S 2, L 320)."""
+    assert knobs_of(_state("exposure", i)) == k(max_num_seqs=2, max_model_len=320,
+                                                max_num_batched_tokens=b)
+
+
+@pytest.mark.parametrize("nb", sorted(EXERCISES))
+def test_each_question_names_every_control(nb):
+    """A question's start names every control of its notebook's dashboard (notebook 7's
+    knobs show the pasted command's values: a question with a command names the command)."""
+    controls = set(DASHBOARDS[nb]().controls) - VIEW_ONLY
+    for ex in EXERCISES[nb]:
+        if nb == "exposure" and ex.start["command"]:
+            assert set(ex.start) == {"command", "vllm_version"}
+        elif nb == "recordings" and not ex.start:
+            continue  # how many recordings agree: no control changes it
+        else:
+            assert set(ex.start) == controls
+
+
+@pytest.mark.parametrize("nb", sorted(EXERCISES))
+def test_the_page_shows_each_start(nb):
+    """Rendered, every question shows each control it starts from with its value."""
+    items = html.unescape(try_this_html(nb)).split("<li>")[1:]
+    assert len(items) == len(EXERCISES[nb])
+    for item, ex in zip(items, EXERCISES[nb]):
+        start = re.search(r"<div class='hs-start'>Start from: (.*?)</div>", item).group(1)
+        for name, value in ex.start.items():
+            shown = (f"command = {value!r}" if value else "command box empty") \
+                if name == "command" else f"{name} = {value}"
+            assert shown in start, (nb, name)
 
 
 @pytest.mark.parametrize("nb", sorted(EXERCISES))

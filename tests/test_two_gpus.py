@@ -8,7 +8,9 @@ import kernels
 import nbformat
 import pytest
 
-from hisparse_model.views.two_gpus import two_gpus_dashboard
+from hisparse_model import chart_data as cd
+from hisparse_model.views.two_gpus import dp_strip, two_gpus_dashboard
+from hisparse_model import Knobs
 
 NOTEBOOK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "notebooks", "06_two_gpus.ipynb")
@@ -38,6 +40,44 @@ def test_dashboard_moves(version, s, crash):
         # rank 0's two requests (2 tokens from step 0, S tokens from step 2) were both still
         # running in step 2; rank 1's (arrival 30) was never submitted
         assert "lost at the crash: 2 requests: r1 r2 (still running)" in dash.numbers.value
+
+
+@pytest.mark.parametrize("joining, startup, crashing", [
+    # joining 0 follows S: step 2 holds 1 + S = C + 1 tokens, and the idle rank's dummy pads to
+    # the capture size of rank 0's count: a crash where S + 1 is a capture size (4, 8, 16:
+    # S = 3, 7, 15), except S = 1, whose start-up capture of 2 = W tokens already dies
+    (0, [1], [3, 7, 15]),
+    # a fixed 7-token prompt: 1 + 7 = 8 = C + 1 only at S = 7
+    (7, [1], [7]),
+    # a fixed 3-token prompt: 1 + 3 = 4 = C + 1 only at S = 3
+    (3, [1], [3]),
+])
+def test_the_strip_over_max_num_seqs(joining, startup, crashing):
+    """Every max_num_seqs 1 ... 16 at once (notebook 6's strip): the scenario crashes exactly
+    where step 2's C + 1 tokens pad to a capture size; a fixed joining prompt crashes only the
+    S it is C + 1 for."""
+    strip = dp_strip(Knobs(vllm_version="0.31.0", max_num_seqs=4, data_parallel_size=2),
+                     joining, max_seqs=16)
+    got = dict(zip(strip["max_num_seqs"], strip["outcome"]))
+    assert [s for s, o in got.items() if o == cd.STARTUP_CRASH] == startup
+    assert [s for s, o in got.items() if o == cd.RUNTIME_CRASH] == crashing
+    assert all(o == cd.SAFE for s, o in got.items() if s not in startup + crashing)
+
+
+def test_a_fixed_joining_prompt_keeps_the_traffic_when_max_num_seqs_moves():
+    """With joining_prompt set, moving max_num_seqs changes the engine, not the workload;
+    with 0 the joining prompt follows max_num_seqs, and the page says so."""
+    dash = two_gpus_dashboard(max_num_seqs=3, joining_prompt=7)
+    before = dash.state["workload"]
+    dash.controls["max_num_seqs"].value = 7
+    assert dash.state["workload"] == before and before[1]["prompt_len"] == 7
+    assert dash.labels["crash"] == "step 2 rank 1 dummy batch"
+    assert "the joining prompt has 7 tokens" in dash.numbers.value
+    dash.controls["joining_prompt"].value = 0
+    dash.controls["max_num_seqs"].value = 4
+    assert dash.state["workload"][1]["prompt_len"] == 4
+    assert "the joining prompt follows max_num_seqs" in dash.numbers.value
+    assert "runtime_crash=3,7,15,23,31,39,47,55,63" in dash.labels["strip"]
 
 
 def test_notebook_runs_headless():

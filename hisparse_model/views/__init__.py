@@ -12,10 +12,12 @@
 ``engine_runs``        notebook 4: recorded engine runs against the model
 ``traffic``            notebook 5: a workload step by step, its crash, the max_num_seqs map
 ``traffic_charts``     notebook 5's timeline and max_num_seqs map (SVG)
-``two_gpus``           notebook 6: two DP ranks side by side, the idle rank's dummy batch
+``two_gpus``           notebook 6: two DP ranks side by side, the idle rank's dummy batch,
+                       the scenario at every max_num_seqs (a strip)
 ``exposure``           notebook 7: is a server exposed to any traffic, examples, advice
 ``buffers``            the one picture of the bug: a step's tokens, W workspace rows, C swap rows
-``exercises``          each notebook's "Try this", answers computed by the model
+``exercises``          each notebook's "Try this": questions, the controls each starts from
+``answers``            the Try-this answers, computed by the model from a question's start
 ``charts`` / ``svg``   the SVG charts and the one palette
 ``tables``             HTML tables, formulas with their vLLM lines, assumptions
 ``primer``             notebook 1's "Where in vLLM"

@@ -43,10 +43,13 @@ NUMBERING = "requests r1, r2, … from 1 (r1 is vLLM's request 0); steps from 0,
 TABLE_ROWS = 300  # folded step groups shown; the command line lists every one
 
 
-def workload_slider(name: str, value: int):
-    """A slider for a workload number (not a knob), built like the knob sliders."""
-    lo, hi = WORKLOAD_RANGE[name]
-    slider = knob_control(KnobSpec(name, int, value, WORKLOAD_HELP[name], minimum=lo))
+def workload_slider(name: str, value: int, help_text: str | None = None,
+                    bounds: tuple[int, int] | None = None):
+    """A slider for a workload number (not a knob), built like the knob sliders; its help and
+    range are this dashboard's unless given."""
+    lo, hi = bounds or WORKLOAD_RANGE[name]
+    slider = knob_control(KnobSpec(name, int, value, help_text or WORKLOAD_HELP[name],
+                                   minimum=lo))
     slider.max = hi
     return slider
 

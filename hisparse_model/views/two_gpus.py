@@ -1,9 +1,9 @@
 """Notebook 6: two DP ranks, one crashing on a batch it never scheduled.
 
-The scenario (:func:`two_rank_workload`): rank 0 serves a 2-token prompt, then an
-S-token prompt that joins at step 2, so step 2 is one decode plus an S-token prefill,
-S + 1 = C + 1 tokens, of which only the decode is routed; rank 1's one request arrives
-at step ``late``.  Rank 1 is idle at step 2, so it runs vLLM's dummy batch padded to
+The scenario (:func:`two_rank_workload`): rank 0 serves a 2-token prompt, then a prompt of
+``joining_prompt`` tokens (0, the default: S, as many as max_num_seqs) that joins at step 2,
+so step 2 is one decode plus an S-token prefill, S + 1 = C + 1 tokens, of which only the
+decode is routed; rank 1's one request arrives at step ``late``.  Rank 1 is idle at step 2, so it runs vLLM's dummy batch padded to
 the graph of rank 0's count: when S + 1 is a capture size, one request of C + 1
 tokens, a prefill the routing sends to swap_in on 0.31.0.  Everything shown comes
 from :func:`hisparse_model.simulate.simulate` with ``data_parallel_size=2``.
@@ -12,20 +12,27 @@ from :func:`hisparse_model.simulate.simulate` with ``data_parallel_size=2``.
 from __future__ import annotations
 
 from .. import chart_data as cd
+from ..advice import ranges
+from ..knobs import Knobs
 from ..lost import lost_line
 from ..parallel import error_surface
 from ..report import crash_where
 from ..simulate import DP_ASSUMPTIONS, Schedule, simulate
 from ..workload import Workload
+from .charts import strip_chart
 from .controls import SPECS, knob_control
 from .buffers import dp_pick, picture_for_dp_step, picture_for_step, picture_html
 from .dashboard import Dashboard, Screen
 from .svg import PALETTE, Svg
 from .tables import esc
-from .traffic import NUMBERING, advice_html, step_control
+from .traffic import NUMBERING, advice_html, step_control, workload_slider
 from .traffic_charts import request_name
 
 KNOBS = ("vllm_version", "max_num_seqs")
+DP = 2  # the data-parallel ranks of the scenario
+DP_SEQS = 64  # the strip's max_num_seqs 1 ... DP_SEQS
+JOINING_HELP = ("tokens of the prompt that joins rank 0 at step 2 (0: as many as "
+                "max_num_seqs, so step 2 holds C + 1 tokens)")
 
 
 def two_rank_workload(s: int, late: int = 30) -> Workload:
@@ -33,6 +40,44 @@ def two_rank_workload(s: int, late: int = 30) -> Workload:
     return Workload.from_json([{"prompt_len": 2, "dp_rank": 0},
                                {"prompt_len": s, "dp_rank": 0, "arrival_step": 2},
                                {"prompt_len": 2, "dp_rank": 1, "arrival_step": late}])
+
+
+def scenario(knobs: Knobs, joining: int = 0) -> Workload:
+    """The scenario for ``knobs``: the joining prompt has ``joining`` tokens, or with 0 as many
+    as max_num_seqs (the prompt that makes step 2 hold C + 1 tokens)."""
+    return two_rank_workload(joining or knobs.max_num_seqs)
+
+
+def dp_strip(knobs: Knobs, joining: int = 0, max_seqs: int = DP_SEQS) -> dict:
+    """The scenario under every max_num_seqs 1 ... ``max_seqs``, the rest of ``knobs`` as set
+    (a joining prompt of 0 follows each max_num_seqs): its outcome and the step it dies at."""
+    seqs = list(range(1, max_seqs + 1))
+    out = {"max_num_seqs": seqs, "outcome": [], "crash_step": []}
+    for s in seqs:
+        k = knobs.replace(max_num_seqs=s)
+        try:
+            crash = simulate(k, scenario(k, joining)).crash
+        except ValueError:  # vLLM refuses the knobs
+            out["outcome"].append(cd.INVALID)
+            out["crash_step"].append(None)
+            continue
+        out["outcome"].append(cd.SAFE if crash is None else cd.STARTUP_CRASH
+                              if crash["step"] is None else cd.RUNTIME_CRASH)
+        out["crash_step"].append(None if crash is None else crash["step"])
+    return out
+
+
+def strip_html(strip: dict, current: int, joining: int) -> str:
+    """The strip drawn with its caption: which max_num_seqs crash the scenario, which not."""
+    said = ((cd.STARTUP_CRASH, "start-up crashes"), (cd.RUNTIME_CRASH, "a rank crashes"),
+            (cd.SAFE, "safe"), (cd.INVALID, "refused"))
+    cells = list(zip(strip["max_num_seqs"], strip["outcome"]))
+    caption = "; ".join(f"{words} at {ranges(hit)}" for k, words in said
+                        if (hit := [s for s, o in cells if o == k]))
+    which = ("the joining prompt follows max_num_seqs" if not joining
+             else f"the joining prompt has {joining} tokens")
+    return strip_chart(strip, current, title=f"This scenario at every max_num_seqs ({which})",
+                       caption=caption)
 
 
 CELL_LEGEND = ("In a cell: r1:2 is request r1 with 2 tokens this step; dummy 1+1 is the "
@@ -67,12 +112,15 @@ class TwoGpusDashboard(Dashboard):
 
     def __init__(self, **initial):
         controls = {n: knob_control(SPECS[n], initial.get(n)) for n in KNOBS}
+        controls["joining_prompt"] = workload_slider(
+            "joining_prompt", initial.get("joining_prompt", 0), JOINING_HELP, (0, 4096))
         controls["draw_step"] = step_control(initial.get("draw_step", -1))
         super().__init__(controls)
 
     def compute(self) -> Screen:
-        knobs = self.knobs(data_parallel_size=2)
-        work = two_rank_workload(knobs.max_num_seqs)
+        knobs = self.knobs(data_parallel_size=DP)
+        joining = self.value("joining_prompt")
+        work = scenario(knobs, joining)
         sched = simulate(knobs, work)
         crash = sched.crash
         # what avoids it, as notebook 5 searches it (capped per knob, cached)
@@ -98,11 +146,17 @@ class TwoGpusDashboard(Dashboard):
         pick = dp_pick(sched, None if step < 0 else step)
         picture = picture_html(picture_for_dp_step(sched, *pick) if pick
                                else picture_for_step(sched))
+        strip = dp_strip(knobs, joining)
+        cells = list(zip(strip["max_num_seqs"], strip["outcome"]))
+        labels["strip"] = " ".join(f"{k}={ranges([s for s, o in cells if o == k])}"
+                                   for k in sorted(set(strip["outcome"])))
         body = (f"{verdict}{picture}<div class='hs-note'>C = {p.swap_capacity}, W = "
                 f"{p.workspace_rows}, capture sizes {list(p.capture_sizes)}</div>"
+                f"{strip_html(strip, knobs.max_num_seqs, joining)}"
                 f"{timelines_html(sched)}"
                 + (advice_html(found, list(self.controls)) if found else ""))
-        return Screen(knobs.as_dict(), sched, labels, body,
+        state = {**knobs.as_dict(), "workload": work.as_json()["requests"]}
+        return Screen(state, sched, labels, body,
                       lambda: {"steps": [[(r.routed_tokens, r.route, bool(r.error),
                                            r.dummy is not None) for r in s.ranks]
                                          for s in sched.steps],
