@@ -101,9 +101,10 @@ show(knobs.replace(enable_prefix_caching=False), synthetic(2, [64, 69], spacing=
 #
 # Build a workload: the number of requests, their prompt lengths (a comma list, cycled over the
 # requests), the steps between two arrivals (0: all at once) and the output tokens per request;
-# then the engine's knobs. The dashboard shows
+# then the engine's knobs. The answer comes first, above the controls: does this traffic
+# crash, where, and with which error. Under the controls the dashboard shows
 #
-# * first, the crash (or none) with vLLM's exact error text and, in words, which requests made
+# * the crash (or none) with vLLM's exact error text and, in words, which requests made
 #   the crashing step; the requests that finished (what the caller received) and, at a crash,
 #   those whose output is lost (computed but never returned, or still running);
 # * the **buffers picture** of one engine step: its routed tokens over the W workspace rows and
@@ -115,7 +116,9 @@ show(knobs.replace(enable_prefix_caching=False), synthetic(2, [64, 69], spacing=
 #   requests are numbered r1, r2, … in arrival order, r1 being vLLM's request 0), and
 #   below it the tokens the step handed to the routing against the C and W lines (green: fits
 #   `swap_in`, blue: all-resident, grey: a FULL-graph replay that routes nothing, red: the
-#   crash, also marked with a dashed line);
+#   crash, also marked with a dashed line). Every bar is drawn whole; when C is large the one
+#   row from C to W is drawn 10 px tall so the two lines stay apart, and the axis says it is
+#   not to scale;
 # * the **max_num_seqs map**: what the same traffic does under every max_num_seqs 1…64 with
 #   your other knobs (red: start-up crash, orange: crashes on this traffic, green: serves it
 #   all, grey: vLLM refuses the knobs). Values nearest yours are simulated first; on very large

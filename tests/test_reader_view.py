@@ -367,7 +367,8 @@ def test_the_app_refuses_a_port_in_use_before_saying_it_serves():
 
 
 def test_notebook_5_sends_its_timeline_before_the_searches(monkeypatch):
-    """A move in notebook 5: numbers, flush, timeline, flush, then the map and advice, last the box."""
+    """A move in notebook 5: its answer (the head above the controls) and the numbers, flush,
+    timeline, flush, then the map and advice, last the box."""
     from hisparse_model.views import dashboard, traffic
 
     sent = []
@@ -379,5 +380,60 @@ def test_notebook_5_sends_its_timeline_before_the_searches(monkeypatch):
     sent.clear()
     slider.set_state({"value": 5})  # C = 5: 3 + 2 = 5 tokens fit swap_in
     assert dash.labels["crash"] == "none"
-    assert sent == [dash.numbers, "send_now", dash.chart, "send_now", dash.search,
+    assert sent == [dash.head, dash.numbers, "send_now", dash.chart, "send_now", dash.search,
                     dash.number_boxes["max_num_seqs"]]
+
+
+def _placed_texts(svg: str, cls: str) -> list[tuple[float, str]]:
+    """(x, text) of every <text class=cls> in a chart."""
+    root = ET.fromstring(svg)
+    return [(float(t.get("x")), "".join(t.itertext())) for t in root.iter()
+            if t.tag.endswith("text") and t.get("class") == cls]
+
+
+@pytest.mark.parametrize("factory, kw, named", [
+    # notebook 1, S 2: C = 2, W = 3, cells 78 px wide: each label centred under its own tick
+    (off_by_one_dashboard, {"max_num_seqs": 2}, {"C = 2": 2, "W = 3": 3}),
+    # notebook 1, S 2, K 2: C = 6, W = 7 (narrower cells: C's label ends at its tick, W's
+    # starts at its own)
+    (off_by_one_dashboard, {"max_num_seqs": 2, "num_speculative_tokens": 2},
+     {"C = 6": 6, "W = 7": 7}),
+])
+def test_c_and_w_are_named_under_their_own_ticks(factory, kw, named):
+    """"C = 2" hangs from the tick of n = 2 (never between two ticks): a short line under that
+    tick leads to it, and it starts or ends within 3 px of that line."""
+    chart = factory(**kw).chart.value
+    ticks = {text: x for x, text in _placed_texts(chart, "hs-tick")}
+    leads = [float(ln.get("x1")) for ln in ET.fromstring(chart).iter()
+             if ln.get("class") == "hs-bound-tick"]
+    for label, n in named.items():
+        (x,) = [x for x, text in _placed_texts(chart, "hs-bound") if text == label]
+        assert ticks[str(n)] in leads and abs(x - ticks[str(n)]) <= 3
+
+
+@pytest.mark.parametrize("slots, named, cw, shown", [
+    # wide cells (78 px): every n, named or not
+    ([1, 2, 3, 4], [2, 3], 78, {1, 2, 3, 4}),
+    # 15 px cells: C, W (40, 41) are said by their labels below, not their ticks; the others
+    # 30 px (two cells) apart, none within 30 px of a "⋯" (column 2)
+    ([1, 2, None, 38, 39, 40, 41, 42, 43, 44], [40, 41], 15, {1, 39, 41, 43}),
+    # 10 px cells, no gap: every third column
+    (list(range(1, 11)), [], 10, {1, 4, 7, 10}),
+])
+def test_tick_labels_leave_room_and_skip_no_named_column(slots, named, cw, shown):
+    """Tick labels never crowd (30 px apart, clear of each "⋯"); C and W are always said."""
+    from hisparse_model.views.charts import tick_labels
+    assert tick_labels(slots, named, cw) == shown
+
+
+def test_every_column_has_its_tick_even_where_its_number_is_left_out():
+    """60 lengths and one left-out run (a "⋯" column), cells ~10 px wide: every one of the 60
+    columns has its tick mark, though only some have their number written."""
+    from hisparse_model.views.charts import lane_chart
+    ns = list(range(1, 31)) + list(range(101, 131))
+    chart = lane_chart(ns, {"0.31.0": [cd.SWAP_IN] * 60}, title="t", x_label="n",
+                       bounds=[(2, "C = 2"), (3, "W = 3")])
+    root = ET.fromstring(chart)
+    short = [ln for ln in root.iter() if ln.tag.endswith("line")
+             and float(ln.get("y2")) - float(ln.get("y1")) == 4]
+    assert len(short) == 60 > len(_placed_texts(chart, "hs-tick"))

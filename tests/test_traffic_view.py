@@ -383,3 +383,56 @@ def test_traffic_view_module_stays_small():
     """views/traffic.py is at most 400 lines (the brief's limit for a dashboard module)."""
     with open(traffic.__file__) as f:
         assert len(f.read().splitlines()) <= 400
+
+
+@pytest.mark.parametrize("c, w, most, stretched", [
+    # C = 16, W = 17, a 64-token all-resident step (the learner's case): linear would give
+    # 80 px / 64 = 1.25 px per token, so the row C ... W is drawn ROW_PX tall
+    (16, 17, 64, True),
+    (16, 17, 17, True),  # top 17 + 8 = 25: 80 / 25 = 3.2 px per token < ROW_PX
+    (1024, 1025, 1025, True),  # serve's defaults
+    (2, 3, 3, False),  # top 3 + 2 = 5: 16 px per token, linear
+    (4, 5, 40, True),  # 80 / 40 = 2 px per token
+])
+def test_the_routed_plot_keeps_c_and_w_apart_and_draws_every_bar_whole(c, w, most, stretched):
+    """The routed plot reaches the largest routed count (no bar clipped), keeps C's and W's
+    lines at least ROW_PX apart, and rises with the count; it says when it is not to scale."""
+    from hisparse_model.views.traffic_charts import ROW_PX, routed_scale
+    y, hi, is_stretched = routed_scale(c, w, most, 282, 80)
+    assert is_stretched == stretched
+    assert hi >= most and y(most) >= 282 and y(0) == 282 + 80
+    assert y(c) - y(w) >= ROW_PX - 1e-9
+    values = sorted({0, 1, c, w, most, hi})
+    assert all(y(a) > y(b) for a, b in zip(values, values[1:]))
+
+
+def test_the_timeline_draws_a_64_token_step_whole_beside_c_16():
+    """S 16 (C = 16, W = 17), one 64-token prompt: its step routes 64 tokens all-resident; the
+    chart's top is 64 and the caption says the C ... W row is not to scale."""
+    dash = TrafficDashboard(max_num_seqs=16, requests=1, prompt_lens="64", max_tokens=2)
+    line = dash.plot_data["timeline"]
+    assert max(s["routed"] for s in line["steps"]) == 64
+    assert ">64</text>" in dash.chart.value and "not to scale" in dash.chart.value
+    assert "▲" not in dash.chart.value
+
+
+@pytest.mark.parametrize("spacing, head", [
+    # 3 + 2 together: step 0 holds 5 = W tokens (S 4: C = 4)
+    (0, "✗ crash at step 0</b>: <code class='hs-error-text'>ValueError: HiSparse swap rows "
+        "exceed the configured speculative decode capacity: stop=5, capacity=4.</code>"),
+    # one step apart: never 5 tokens in a step
+    (1, "✓ no crash</b>: no step hands swap_in more than C = 4 tokens; 2 of 2 requests"),
+])
+def test_notebook_5_says_its_answer_above_its_controls(spacing, head):
+    """The answer (crash or not, where) is the first thing under the intro, above the 17
+    controls, and is moved ahead with the numbers: each state one move away has its head."""
+    dash = TrafficDashboard(max_num_seqs=4, arrival_spacing=spacing)
+    parts = list(dash.widget.children)
+    assert parts.index(dash.head) == 1 < parts.index(dash.numbers)
+    assert head in dash.head.value
+    heads, screens = dash.heads_and_screens_ahead()
+    assert heads.keys() == screens.keys() and heads
+    moved = dash.state_key(arrival_spacing=1 - spacing)
+    assert ("no crash" in heads[moved]) == (spacing == 0)
+    dash.controls["prompt_lens"].value = "3, x"  # a typo: the head says so, in its place
+    assert "typo in prompt_lens" in dash.head.value

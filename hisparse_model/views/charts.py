@@ -33,10 +33,28 @@ def _slots(ns: list[int]) -> list[int | None]:
     return out
 
 
+TICK_PX = 30  # the least room between two tick labels
+
+
+def tick_labels(slots: list[int | None], named: list[int], cw: float) -> set[int]:
+    """The columns whose n is written under its tick: the named ones (C, W) where cells are
+    wide enough (else their labels below say n), then, left to right, each other n at least
+    :data:`TICK_PX` from every label and every "⋯" already placed."""
+    where = {n: i * cw for i, n in enumerate(slots) if n is not None}
+    named = named if cw >= TICK_PX else []
+    placed = [where[n] for n in named] + [i * cw for i, n in enumerate(slots) if n is None]
+    shown = set(named)
+    for n, at in where.items():
+        if n not in shown and all(abs(at - p) >= TICK_PX for p in placed):
+            shown.add(n)
+            placed.append(at)
+    return shown
+
+
 def lane_chart(ns: list[int], lanes: dict[str, list[str]], *, title: str, x_label: str,
                marks: dict[str, list[int]] | None = None, bounds=(), highlight=None,
                edge_notes=("", ""), legend_keys=None) -> str:
-    """Lanes of coloured cells; ``bounds``: ``(n, text)`` lines drawn after cell n.
+    """Lanes of coloured cells; ``bounds``: ``(n, text)`` named under n's own tick (C, W).
 
     ``ns`` may skip values: each skip is one narrow "⋯" column, drawn pale in the colour of
     the cell left of it (the caller leaves out only n whose outcome is its left neighbour's:
@@ -75,20 +93,26 @@ def lane_chart(ns: list[int], lanes: dict[str, list[str]], *, title: str, x_labe
             svg.rect(cx - max(cw, 3) / 2, y, max(cw, 3), lane_h, PALETTE[cd.CRASH])
             svg.path(f"M{cx - 5:.1f},{y - 10:.1f} l10,0 l-5,7 z", PALETTE[cd.CRASH], cls="hs-mark")
             svg.text(cx + 7, y - 4, f"crash: n={n}", size=11, cls="hs-crash-label")
-    last = -1e9
+    named = [n for n, _ in bounds if n in at]
+    shown = tick_labels(slots, named, cw)
+    named = [n for n in named if cw >= TICK_PX]  # n written under its tick, in bold
     for i, n in enumerate(slots):
         cx = LEFT + i * cw + cw / 2
         if n is None:
             svg.text(cx, bottom + 18, "⋯", anchor="middle", cls="hs-gap-label")
-        elif len(slots) <= 24 or cx - last >= 30:
-            svg.text(cx, bottom + 18, n, anchor="middle")
-            last = cx
-    for j, (n, text) in enumerate(bounds):  # the first label left of its line, the next right
+            continue
+        svg.line(cx, bottom, cx, bottom + 4)  # every column has its tick, labelled or not
+        if n in shown:
+            svg.text(cx, bottom + 18, n, anchor="middle",
+                     weight="bold" if n in named else "normal", cls="hs-tick")
+    for j, (n, text) in enumerate(bounds):  # under n's own tick: C = 2 under the 2
         if n in at:
-            bx = x(n) + cw
-            svg.line(bx, top, bx, bottom + 26, dash="4,3")
-            svg.text(bx + (-3 if j % 2 == 0 else 3), bottom + 38, text, weight="bold",
-                     anchor="end" if j % 2 == 0 else "start", cls="hs-bound")
+            cx = x(n) + cw / 2
+            svg.line(cx, bottom + 22, cx, bottom + 28, cls="hs-bound-tick")
+            wide = cw >= 70  # room to centre it; else the first leans left, the next right
+            svg.text(cx + (0 if wide else -3 if j % 2 == 0 else 3), bottom + 40, text,
+                     weight="bold", anchor="middle" if wide else "end" if j % 2 == 0
+                     else "start", cls="hs-bound")
     left, right = edge_notes
     svg.text(LEFT - 8, bottom + 18, left, anchor="end", size=11)
     svg.text(LEFT, bottom + 58, x_label, cls="hs-axis-label")

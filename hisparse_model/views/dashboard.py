@@ -48,13 +48,16 @@ AHEAD_AFTER_S = 0.05  # after an update, the kernel idle this long: compute the 
 
 
 class Screen(NamedTuple):
-    """What one update shows; ``plot()`` computes the chart's data after the numbers are out."""
+    """What one update shows; ``plot()`` computes the chart's data after the numbers are out.
+    ``head``: the answer in a line or two, shown above the controls where the dashboard puts
+    its answer first (``answer_first``: many controls would push it out of sight)."""
 
     state: dict
     prediction: object
     labels: dict
     html: str
     plot: Callable[[], dict]
+    head: str = ""
 
 
 class Dashboard:
@@ -62,6 +65,7 @@ class Dashboard:
 
     name = "dashboard"
     assumptions = ASSUMPTIONS  # what its numbers assume (notebook 6: data parallel's)
+    answer_first = False  # the screen's head above the controls (a pane of its own)
 
     def __init__(self, controls: dict[str, W.Widget], intro: str = "") -> None:
         self.controls = controls
@@ -80,8 +84,12 @@ class Dashboard:
         self.chart = W.HTML()
         self.chart.add_class("hs-chart-box")
         rows, self.number_boxes = control_rows(controls)
-        parts = [W.HTML(CSS + intro), rows, self.message, self.numbers, self.chart,
-                 W.HTML(assumptions_html(self.assumptions))]
+        # the answer above the controls, moved ahead with the numbers (one more pane)
+        self.head = NumbersPane() if self.answer_first else None
+        if self.head is not None:
+            self.head.add_class("hs-head-box")
+        parts = [W.HTML(CSS + intro), *([self.head] if self.head else []), rows, self.message,
+                 self.numbers, self.chart, W.HTML(assumptions_html(self.assumptions))]
         self.widget = W.VBox(parts, layout={"width": "100%"})
         self.widget.add_class("hisparse-dashboard")
         self.widget.add_class(f"hs-dashboard-{self.name}")
@@ -95,6 +103,8 @@ class Dashboard:
             [[c.model_id, synced_trait(c), ""] for c in controls.values()]
             + [[box.model_id, "value", controls[name].model_id]
                for name, box in self.number_boxes.items()])
+        if self.head is not None:
+            self.head.controls = self.numbers.controls
         self.update()
 
     def _on_change(self, change) -> None:
@@ -159,6 +169,10 @@ class Dashboard:
 
     def screens_ahead(self) -> dict[str, str]:
         """The numbers of every state one move away, keyed by :meth:`state_key`."""
+        return self.heads_and_screens_ahead()[1]
+
+    def heads_and_screens_ahead(self) -> tuple[dict[str, str], dict[str, str]]:
+        """The heads and the numbers of every state one move away, each keyed by state."""
         steps = self._ahead_steps()
         while True:
             try:
@@ -167,21 +181,25 @@ class Dashboard:
                 return done.value
 
     def _ahead_steps(self) -> Iterator[None]:
-        """:meth:`screens_ahead`, one screen per step (the kernel takes messages in between)."""
+        """:meth:`heads_and_screens_ahead`, one screen per step (the kernel takes messages in
+        between)."""
+        heads: dict[str, str] = {}
         ahead: dict[str, str] = {}
         if self.error is not None:  # the error stays until the kernel's next numbers
-            return ahead
+            return heads, ahead
         for name, c in self.controls.items():
             for synced in moves(c):
                 self._trying.values = {name: value_at(c, synced)}
                 try:
-                    ahead[self.state_key(**{name: synced})] = self._numbers_html(self.compute())
+                    screen = self.compute()
+                    key = self.state_key(**{name: synced})
+                    ahead[key], heads[key] = self._numbers_html(screen), screen.head
                 except Exception:  # noqa: BLE001  an error is the kernel's to show, never ahead
                     pass
                 finally:
                     self._trying.values = {}
                 yield
-        return ahead
+        return heads, ahead
 
     def _plan_ahead(self) -> None:
         """In a kernel: compute the screens ahead once it is idle, a screen per loop turn.
@@ -191,7 +209,7 @@ class Dashboard:
         it stays on screen until the kernel's next numbers, so none are kept with it.
         """
         if self.error is not None:
-            self.numbers.ahead = {}
+            self._send_ahead({}, {})
             return
         try:
             loop = asyncio.get_running_loop()
@@ -205,11 +223,16 @@ class Dashboard:
             try:
                 next(steps)
             except StopIteration as done:
-                self.numbers.ahead = done.value
+                self._send_ahead(*done.value)
                 return
             loop.call_soon(step)
 
         loop.call_later(AHEAD_AFTER_S, step)
+
+    def _send_ahead(self, heads: dict[str, str], ahead: dict[str, str]) -> None:
+        self.numbers.ahead = ahead
+        if self.head is not None:
+            self.head.ahead = heads
 
     def _guarded(self, fn: Callable):
         """``(True, fn())``, or ``(False, None)`` with the error shown instead of numbers."""
@@ -232,6 +255,8 @@ class Dashboard:
         self.state, self.labels = screen.state, screen.labels
         self.last_prediction = screen.prediction
         self.message.value = ""
+        if self.head is not None:  # the answer first
+            self.head.value = screen.head
         self.numbers.value = self._numbers_html(screen)
         return screen.plot
 
@@ -257,6 +282,8 @@ class Dashboard:
         self.message.value = (
             "<div class='hs-error' style='color:#b2182b;border-left:4px solid #b2182b;"
             f"padding:4px 8px;font-size:14px'><b>{esc(title)}</b> {esc(msg)}</div>")
+        if self.head is not None:  # the answer's place says there is none, and why
+            self.head.value = self.message.value
         self.chart.layout.display = "none"
 
     def _repr_mimebundle_(self, **kwargs):  # display(dashboard) shows the widget

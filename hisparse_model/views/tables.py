@@ -35,6 +35,8 @@ CSS = """<style>
 .hisparse-dashboard code{white-space:pre-wrap;overflow-wrap:break-word}
 .hisparse-dashboard details.hs-fold>summary{cursor:pointer;color:#444}
 .hisparse-dashboard .hs-headline{font-size:17px;margin:8px 0;max-width:900px}
+.hisparse-dashboard .hs-head{font-size:16px;margin:6px 0 10px;padding:6px 10px;max-width:900px;
+ border:1px solid #ddd;border-radius:4px;background:#fafafa}
 .hisparse-dashboard .hs-buffers-box{margin:6px 0}
 .hisparse-dashboard.hs-stale .hs-numbers-box{opacity:.4;filter:grayscale(1)}
 </style>"""

@@ -121,6 +121,20 @@ def crash_html(sched) -> str:
             f"<div class='hs-note'>{why} {done}<br>{esc(lost_line(sched.lost, crash, request_name))}</div>")
 
 
+def head_html(sched) -> str:
+    """The answer in one line, above notebook 5's controls: does this traffic crash, where."""
+    crash, n = sched.crash, len(sched.workload)
+    done = f"{len(sched.finished)} of {n} requests finished"
+    if crash is None:
+        return (f"<div class='hs-head'><b style='color:{PALETTE['ok']}'>✓ no crash</b>: no "
+                f"step hands swap_in more than C = {sched.plan.swap_capacity} tokens; "
+                f"{done}.</div>")
+    where = "start-up" if crash["step"] is None else f"step {crash['step']}"
+    return (f"<div class='hs-head'><b style='color:{PALETTE[cd.CRASH]}'>✗ crash at {where}"
+            f"</b>: <code class='hs-error-text'>{esc(crash['error'])}</code>; {done}. "
+            "Why, step by step, under the controls.</div>")
+
+
 def schedule_report(sched) -> str:
     """A served workload shown once (notebook 5's worked examples): the crash, then every step.
 
@@ -143,6 +157,7 @@ class TrafficDashboard(Dashboard):
     """A synthetic workload served by the scheduler model: timeline, steps, crash, advice, strip."""
 
     name = "traffic"
+    answer_first = True  # 17 controls: the answer goes above them
 
     def __init__(self, requests: int = 2, prompt_lens: str = "3, 2",
                  arrival_spacing: int = 0, max_tokens: int = 8, draw_step: int = -1, **initial):
@@ -200,7 +215,8 @@ class TrafficDashboard(Dashboard):
                     f"<li>{esc(a.removeprefix('simulate: '))}</li>"
                     for a in SIMULATE_ASSUMPTIONS[2:]) + "</ul>"))
         state = {**knobs.as_dict(), "requests": n, "workload": work.as_json()["requests"]}
-        return Screen(state, sched, labels, body, lambda: self._timeline(knobs, work, sched))
+        return Screen(state, sched, labels, body, lambda: self._timeline(knobs, work, sched),
+                      head_html(sched))
 
     def _timeline(self, knobs, work, sched) -> dict:
         """The timeline's data (the chart); the searches under it wait for it to be sent."""

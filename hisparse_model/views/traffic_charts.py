@@ -63,6 +63,33 @@ def _y_axis(svg: Svg, top: float, h: float, hi: int, label: str, marks, label_dy
     return y
 
 
+ROW_PX = 10  # the routed plot draws the one row from C to W at least this tall
+
+
+def routed_scale(c: int, w: int, most: int, top: float, h: float):
+    """The routed plot's v -> y over ``h`` px from ``top``, and the value at its top.
+
+    It reaches the largest routed count (``most``: a bar past W is drawn whole, never
+    clipped) and leaves headroom over W.  Linear where that keeps the one row from C to W at
+    least :data:`ROW_PX` tall; else in three linear parts, 0 … C, the row C … W (ROW_PX),
+    W … the top, so that C's and W's lines never merge into one.
+    """
+    hi = max(w + max(2, w // 2), most)
+    if h * (w - c) / hi >= ROW_PX:
+        return (lambda v: top + h - h * min(v, hi) / hi), hi, False
+    high = (h - ROW_PX) * (0.35 if most > w else 0.15)  # W ... hi
+    low = h - ROW_PX - high  # 0 ... C
+
+    def y(v: float) -> float:
+        v = min(v, hi)
+        if v <= c:
+            return top + h - low * v / max(c, 1)
+        if v <= w:
+            return top + h - low - ROW_PX * (v - c) / (w - c)
+        return top + h - low - ROW_PX - high * (v - w) / (hi - w)
+    return y, hi, True
+
+
 def timeline_chart(d: dict, engine: dict | None = None, of: str = "your traffic") -> str:
     """Tokens per request per step (stacked), the routed tokens against C and W, the crash."""
     if d["startup_error"] is not None and not d["steps"]:
@@ -82,9 +109,14 @@ def timeline_chart(d: dict, engine: dict | None = None, of: str = "your traffic"
     hi = max([s["num_tokens"] for s in d["steps"]] + [1])
     y1 = _y_axis(svg, 110, 135, hi, "tokens in the step, by request (linear)",
                  ticks(0, hi, 4))
-    top2 = w + max(2, w // 2)
-    y2 = _y_axis(svg, 282, 80, top2, "routed tokens vs C and W = C + 1", (0, top2),
-                 label_dy=18)  # above the ▲ of steps past the axis
+    y2, top2, stretched = routed_scale(c, w, max([s["routed"] for s in d["steps"]] + [0]),
+                                       282, 80)
+    for t in (0, top2):
+        svg.text(LEFT - 6, y2(t) + 4, t, anchor="end", size=11)
+    svg.line(LEFT, 282, LEFT, 362)
+    svg.text(10, 282 - 18, "routed tokens vs C and W = C + 1" + (
+        f" (not to scale: the one row from C to W is drawn {ROW_PX} px tall)"
+        if stretched else ""), size=12, cls="hs-lane-label hs-axis-label")
     # Every block of one colour is one <path> of rectangles: a few elements for the page to
     # lay out however many steps and requests (64 requests: ~1,000 rects before).
     blocks: dict[tuple[str, str], list[str]] = {}
@@ -105,8 +137,6 @@ def timeline_chart(d: dict, engine: dict | None = None, of: str = "your traffic"
             svg.circle(sx + bw / 2, y1(engine[s["step"]]), 3, INK, cls="hs-engine")
         h = max(y2(0) - y2(s["routed"]), 3)
         block(PALETTE[s["key"]], f"hs-routed-{s['key']}", sx, y2(0) - h, sw, h)
-        if s["routed"] > top2:
-            svg.text(sx + bw / 2, y2(top2) - 2, "▲", anchor="middle", size=11)
     for (colour, cls), parts in blocks.items():
         svg.path("".join(parts), colour, cls=cls)
     for v, dy in ((c, 11), (w, -2)):  # labels right of the plot: C under its line, W over
