@@ -66,19 +66,22 @@ display(dash.widget)
 # `hisparse simulate --traffic FILE --minutes N` serves seeded traffic
 # (Poisson arrivals at the file's rate, each request its own prompt, lengths drawn from a
 # histogram or from real requests) through the same serving model, seed by seed, until
-# the first crash. Below: the default `vllm serve` server above under the bundled example
-# traffic (10 requests/s, prompts of 1 to 16,000 tokens, 8 output tokens), 8 seeds of 20
-# minutes. Each band is the share of seeds dead by that minute, coloured by the kind of
-# step that killed them. One engine step is assumed to take 25 ms (`--step-ms`: set it to
+# the first crash. Below: the server the dashboard above shows (its pasted command, with any
+# knob you moved since) under the bundled example traffic (10 requests/s, prompts of 1 to
+# 16,000 tokens, 8 output tokens), 8 seeds of 20 minutes. An estimate takes seconds, so it is
+# made when you press **estimate for the server above**; while the dashboard shows another
+# server the chart is greyed and says so. Each band is the share of seeds dead by that
+# minute, coloured by the kind of step that killed them. One engine step is assumed to take 25 ms (`--step-ms`: set it to
 # your server's time per output token); each seed's crash is exact, and
 # `--crash-workload FILE` writes the requests that `simulate --workload` replays to it.
 
 # %%
-from IPython.display import HTML, display
+from IPython.display import display
 
-from hisparse_model.views.risk_chart import risk_view
+from hisparse_model.views.risk_chart import RiskPanel
 
-display(HTML(risk_view(SERVE_DEFAULT, minutes=20)))
+risk = RiskPanel(dash, minutes=20)
+display(risk.widget)
 
 # %% [markdown]
 # ## Takeaways

@@ -22,7 +22,7 @@ from hisparse_model.traffic_risk import load_traffic
 from hisparse_model.views import engine_runs, traffic
 from hisparse_model.views.engine_runs import live_output_path
 from hisparse_model.views.first_request import static_report
-from hisparse_model.views.risk_chart import example_traffic_path, risk_view
+from hisparse_model.views.risk_chart import RiskPanel, example_traffic_path, risk_view
 from hisparse_model.views.traffic import TrafficDashboard, run_live, schedule_report
 from hisparse_model.workload import synthetic
 
@@ -41,6 +41,7 @@ DIRECT = {
     "static_report": "test_notebook_calls.py", "schedule_report": "test_notebook_calls.py",
     "run_live": "test_notebook_calls.py", "live_output_path": "test_notebook_calls.py",
     "risk_view": "test_notebook_calls.py", "example_traffic_path": "test_notebook_calls.py",
+    "RiskPanel": "test_notebook_calls.py",
 }
 
 
@@ -142,6 +143,32 @@ def test_risk_view_answers_notebook_7s_server_under_the_example():
     assert odds, html[:400]
     assert f"data-crashed='{odds.group(1)}'" in html and "data-seeds='2'" in html
     assert "S=1024" in html  # serve's default max_num_seqs, read from the command
+
+
+def test_the_risk_panel_follows_the_server_the_dashboard_shows():
+    """RiskPanel (notebook 7): estimated for the pasted command's server (S 1024); a new
+    command greys it and says so, without estimating (seconds); the button estimates the new
+    server (S 64); a refused command leaves the last chart, still greyed."""
+    from hisparse_model.views.exposure import SERVE_DEFAULT, exposure_dashboard
+
+    dash = exposure_dashboard(SERVE_DEFAULT)
+    panel = RiskPanel(dash, minutes=1, seeds=2)
+    assert "S=1024" in panel.chart.value and "max_num_seqs 1024" in panel.chart.value
+    assert "hs-stale-risk" not in panel.chart._dom_classes and panel.note.value == ""
+    dash.controls["command"].value = SERVE_DEFAULT + " --max-num-seqs 64"
+    assert "S=1024" in panel.chart.value  # not re-estimated on its own
+    assert "hs-stale-risk" in panel.chart._dom_classes and "changed" in panel.note.value
+    panel.button.click()
+    assert "S=64" in panel.chart.value and "the pasted vllm serve command" in panel.chart.value
+    assert "hs-stale-risk" not in panel.chart._dom_classes and panel.note.value == ""
+    dash.controls["max_num_seqs"].value = 32  # a moved knob: another server
+    assert "hs-stale-risk" in panel.chart._dom_classes
+    panel.button.click()
+    assert "S=32" in panel.chart.value and "max_num_seqs = 32 from the knobs" in panel.chart.value
+    dash.controls["command"].value = "vllm serve x --max-num-seqs"  # refused: no server
+    assert "hs-stale-risk" in panel.chart._dom_classes
+    panel.button.click()
+    assert "nothing to estimate" in panel.note.value and "S=32" in panel.chart.value
 
 
 def test_a_kernel_killed_at_once_keeps_its_coverage_data():

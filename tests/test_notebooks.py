@@ -95,6 +95,14 @@ def dashboards(nb) -> dict[str, tuple[str, str]]:
     return {name: (text, _plain(value)) for name, (text, value) in saved_digests(nb).items()}
 
 
+def _widget_values(nb) -> list[str]:
+    """Every string ``value`` in the widget state nbclient saved with the notebook."""
+    from hisparse_model.views.digest import WIDGET_STATE
+    state = nb["metadata"].get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    return [m.get("state", {}).get("value") for m in state.values()
+            if isinstance(m.get("state", {}).get("value"), str)]
+
+
 def _widget_views(nb) -> int:
     return sum(
         "application/vnd.jupyter.widget-view+json" in o.get("data", {})
@@ -267,10 +275,12 @@ def test_07_says_the_default_serve_command_is_exposed(executed):
     assert digest == ("exposed=exposed kinds=lone_prompt,last_chunk,burst "
                       "tokens=1025,1025,1025 advice=6 verified=true C=1024 W=1025")
     assert routing.swap_error(1025, 1024) in numbers and "9217-token prompt" in numbers
-    assert _widget_views(nb) == 1
-    # the odds under the example traffic: 8 seeds of 20 minutes, drawn with its kinds
-    text = executed["07_is_my_server_exposed"][1]
+    assert _widget_views(nb) == 2  # the dashboard, and the risk panel under it
+    # the odds under the example traffic for the dashboard's server: 8 seeds of 20 minutes,
+    # drawn with its kinds
+    svg = [v for v in _widget_values(nb) if "hs-risk" in v and "<svg" in v]
+    assert len(svg) == 1 and "data-seeds='8'" in svg[0]
+    text = _plain(svg[0])
     assert re.search(r"\b[0-8] of 8 seeds crashed within 20 minutes", text), text
-    svg = [o["data"]["text/html"] for c in nb.cells for o in c.get("outputs", [])
-           if "hs-risk" in o.get("data", {}).get("text/html", "")]
-    assert len(svg) == 1 and "data-seeds='8'" in svg[0] and "Assumes: Poisson arrivals" in text
+    assert "For the pasted vllm serve command: vLLM 0.31.0, max_num_seqs 1024" in text
+    assert "Assumes: Poisson arrivals" in text

@@ -39,6 +39,7 @@ CSS = """<style>
  border:1px solid #ddd;border-radius:4px;background:#fafafa}
 .hisparse-dashboard .hs-buffers-box{margin:6px 0}
 .hisparse-dashboard.hs-stale .hs-numbers-box{opacity:.4;filter:grayscale(1)}
+.hisparse-dashboard .hs-stale-risk{opacity:.4;filter:grayscale(1)}
 </style>"""
 
 
