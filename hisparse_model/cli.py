@@ -124,7 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help='traffic to estimate the odds of a crash for: {"rate_per_s": 10, '
                        '"prompt_len": [{"min": 1, "max": 512, "weight": 3}, ...], "max_tokens": '
                        '8}, or JSON Lines of requests ({"prompt_len": n, "output_len": m} a '
-                       'line) with --rate')
+                       'line) with --rate, or a trace with arrival times, replayed: Azure CSV '
+                       '(TIMESTAMP,ContextTokens,GeneratedTokens), Mooncake JSONL (timestamp '
+                       'ms, input_length, output_length), JSON Lines with arrival_s')
     p.add_argument("--accepted", type=int, default=None, metavar="N",
                    help="MTP drafts accepted per verify step (default 0: dummy weights)")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
@@ -136,7 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
     traffic.add_argument("--minutes", type=float, default=60.0,
                          help="minutes of traffic per seed (default: 60)")
     traffic.add_argument("--rate", type=float, default=None, metavar="R",
-                         help="requests per second (default: the file's rate_per_s)")
+                         help="requests per second (default: the file's rate_per_s); for a "
+                         "trace with arrival times: Poisson arrivals at R, the trace's lengths")
+    traffic.add_argument("--speed", type=float, default=None, metavar="X",
+                         help="a trace with arrival times is replayed X times as fast "
+                         "(default 1: its own times)")
     traffic.add_argument("--seeds", type=int, default=SEEDS,
                          help=f"seeds to serve (default: {SEEDS})")
     traffic.add_argument("--seed", type=int, default=0, help="the first seed (default: 0)")
@@ -318,7 +324,7 @@ def _simulate_traffic(args, knobs: Knobs) -> int:
     from .traffic_risk import estimate, load_traffic, write_text, write_workload
 
     _check_outputs(args)
-    traffic = load_traffic(args.traffic, args.rate)
+    traffic = load_traffic(args.traffic, args.rate, args.speed)
     jobs = args.jobs if args.jobs is not None else os.cpu_count() or 1
     est = estimate(knobs, traffic, args.minutes, seeds=args.seeds, first_seed=args.seed,
                    step_ms=args.step_ms, accepted=args.accepted, jobs=jobs)

@@ -28,10 +28,12 @@ def estimate_lines(est: Estimate, replay: str | None = None) -> list[str]:
     lines = [f"vLLM {k.vllm_version}{' + upstream fix' if k.routing == 'fix' else ''}  "
              f"S={k.max_num_seqs} B={k.max_num_batched_tokens} max_model_len={k.max_model_len}"
              f"  {k.attention_backend}",
-             f"Traffic {t.source}: {t.rate_per_s:g} requests/s (Poisson), prompt_len "
-             f"{t.prompt_len.describe()}, max_tokens {t.max_tokens.describe()}",
-             f"Served: {_minutes(est.minutes)} per seed, {n} {seeds}, one engine step = "
-             f"{est.step_ms:g} ms (assumed: --step-ms)"]
+             f"Traffic {t.source}: {t.rate_per_s:g} requests/s ({t.arrivals_words()}), "
+             f"prompt_len {t.prompt_len.describe()}, max_tokens {t.max_tokens.describe()}",
+             (f"Served: the first {_minutes(est.minutes)} of the trace, one replay (the trace "
+              "fixes every arrival and length: a seed has nothing to vary)" if t.replayed else
+              f"Served: {_minutes(est.minutes)} per seed, {n} {seeds}")
+             + f", one engine step = {est.step_ms:g} ms (assumed: --step-ms)"]
     arrived = est.served + est.refused
     if est.refused:  # prompts not shorter than max_model_len: vLLM refuses them at the door
         lines.append(f"Refused: {est.refused:,} of {arrived:,} requests "

@@ -10,7 +10,11 @@ after *exposed*: with my traffic, how long until it dies, and how often within N
    uniformly within it); or JSON Lines of real requests, one object per line with
    ``prompt_len`` and optionally ``max_tokens`` (or ``output_len``), sampled with
    replacement (a ShareGPT-shaped file; other keys on a line are ignored).  Output lengths
-   default to 8 tokens, as in workloads.
+   default to 8 tokens, as in workloads.  Or a **trace with arrival times** (``traces.py``:
+   Azure's CSV, Mooncake's JSON Lines, JSON Lines with ``arrival_s``): replayed at its own
+   times (``--speed X`` divides them), every request once in its order, so every seed is the
+   same and one replay is served; with ``--rate R`` its lengths are served at Poisson
+   arrivals of R instead.
 2. **One seed** (:func:`generate`): requests arrive as a Poisson process of the rate
    (exponential gaps), each its own prompt (``prompt_id``: real users' prompts share no
    prefix), over N minutes; an engine step takes ``step_ms`` (an assumption: set it to your
@@ -54,8 +58,10 @@ MAX_SEEDS = 1_000
 MAX_REQUESTS_PER_SEED = 10_000_000  # rate x minutes x 60: a seed's arrivals are held in memory
 MAX_OUTPUT_LEN = MODEL_MAX_LEN  # no request generates more tokens than the model's context
 TRAFFIC_ASSUMPTIONS = (
-    "traffic: Poisson arrivals at the given rate, each request its own prompt (no shared "
-    "prefix), lengths drawn independently from the file; every engine step takes step_ms "
+    "traffic: Poisson arrivals at the given rate, lengths drawn independently from the file "
+    "(a trace with arrival times: its own times and lengths, replayed once), each request "
+    "its own prompt (no shared prefix: a Mooncake trace's hash_ids are not yet served as "
+    "shared blocks); every engine step takes step_ms "
     "(assumed; the engine's real step time varies with the batch); a prompt not shorter "
     "than max_model_len is refused on its own, as vLLM refuses it; one engine (no data "
     "parallelism); the seeds' share is an estimate, each seed's crash is exact",
@@ -72,6 +78,7 @@ class Lengths:
 
     bins: tuple  # (lo, hi, cumulative weight) per bin; lo == hi for a single value
     samples: tuple = ()  # real values, sampled uniformly with replacement
+    in_order: bool = False  # the samples are a replayed trace's, each once in its order
 
     def draw(self, rng: random.Random) -> int:
         if self.samples:
@@ -96,7 +103,8 @@ class Lengths:
     def describe(self) -> str:
         if self.samples:
             return (f"{len(self.samples):,} requests' values ({min(self.samples)} to "
-                    f"{max(self.samples)}), sampled with replacement")
+                    f"{max(self.samples)}), " + ("each in the trace's order" if self.in_order
+                                                 else "sampled with replacement"))
         if len(self.bins) == 1 and self.bins[0][0] == self.bins[0][1]:
             return str(self.bins[0][0])
         return "histogram " + ", ".join(f"{lo}-{hi}" if lo != hi else str(lo)
@@ -105,15 +113,33 @@ class Lengths:
 
 @dataclass(frozen=True)
 class Traffic:
-    """Where requests come from: their rate and their lengths."""
+    """Where requests come from: their rate and their lengths; for a replayed trace, the
+    arrival time of each (``arrivals_s``, in the order of the lengths' samples)."""
 
     rate_per_s: float
     prompt_len: Lengths
     max_tokens: Lengths
     source: str  # the file, as given
+    arrivals_s: tuple = ()  # a trace's own arrival times (already divided by speed)
+    speed: float = 1.0  # the trace's times are divided by it (2: twice as fast)
+    trace_format: str | None = None  # traces.py's name for the file's format
+
+    @property
+    def replayed(self) -> bool:
+        """The trace's own arrival times, not Poisson arrivals: every seed is the same."""
+        return bool(self.arrivals_s)
+
+    def arrivals_words(self) -> str:
+        if self.replayed:
+            pace = "" if self.speed == 1 else f" sped up x{self.speed:g}" if self.speed > 1 \
+                else f" slowed x{1 / self.speed:g}"
+            return f"the trace's own arrival times ({self.trace_format}){pace}"
+        return "Poisson" + (f", resampled from a {self.trace_format} trace"
+                            if self.trace_format else "")
 
     def as_json(self) -> dict:
         return {"source": self.source, "rate_per_s": self.rate_per_s,
+                "arrivals": self.arrivals_words(), "speed": self.speed,
                 "prompt_len": self.prompt_len.describe(),
                 "max_tokens": self.max_tokens.describe()}
 
@@ -176,18 +202,39 @@ def _output_len(n: int, where: str) -> int:
     return n
 
 
-def load_traffic(path: str, rate_per_s: float | None = None) -> Traffic:
-    """Read a traffic file (the module docstring's two forms); ``rate_per_s`` overrides the
-    file's (and is needed for JSON Lines, which carry no rate)."""
+def load_traffic(path: str, rate_per_s: float | None = None,
+                 speed: float | None = None) -> Traffic:
+    """Read a traffic file (the module docstring's forms); ``rate_per_s`` overrides the
+    file's (and is needed for untimed JSON Lines, which carry no rate).  A trace with
+    arrival times (``traces.py``) is replayed at its own times divided by ``speed``, or,
+    given ``rate_per_s``, its lengths are served at Poisson arrivals of that rate."""
+    from .traces import TraceError, read_trace
+
     name = f"traffic {path}"
     try:
+        trace = read_trace(path)
         with open(path, encoding="utf-8-sig") as f:
-            text = f.read()
+            text = f.read() if trace is None else ""
     except UnicodeDecodeError as exc:
         raise TrafficError(f"{name}: not UTF-8 text (offset {exc.start})") from None
-    except OSError as exc:
+    except OSError as exc:  # gzip's BadGzipFile and EOFError are OSError / EOFError
         raise TrafficError(f"{name}: {exc.strerror or exc}") from None
+    except EOFError:
+        raise TrafficError(f"{name}: a gzip file cut short") from None
+    except TraceError as exc:
+        raise TrafficError(str(exc)) from None
     rate = None if rate_per_s is None else _rate(rate_per_s, "--rate")
+    if speed is not None:
+        if trace is None:
+            raise TrafficError(f"--speed {speed:g}: only a trace with arrival times (Azure "
+                               "CSV, Mooncake, JSON Lines with arrival_s) has times to speed up")
+        if rate is not None:
+            raise TrafficError(f"--speed {speed:g} and --rate {rate:g}: give one (--speed "
+                               "keeps the trace's times, --rate draws new ones)")
+        if not (isinstance(speed, (int, float)) and math.isfinite(speed) and speed > 0):
+            raise TrafficError(f"--speed {speed:g}: must be a number > 0")
+    if trace is not None:
+        return _trace_traffic(trace, rate, speed or 1.0)
     try:
         whole = json.loads(text)
     except ValueError:
@@ -236,6 +283,22 @@ def load_traffic(path: str, rate_per_s: float | None = None) -> Traffic:
     return Traffic(rate, Lengths((), tuple(prompts)), Lengths((), tuple(outputs)), path)
 
 
+def _trace_traffic(trace, rate: float | None, speed: float) -> Traffic:
+    """A trace as traffic: replayed at its own times / ``speed``, or resampled at ``rate``."""
+    if not trace.requests:
+        raise TrafficError(f"traffic {trace.source}: no requests (an empty trace)")
+    replay = rate is None
+    prompts = Lengths((), tuple(r.prompt_len for r in trace.requests), replay)
+    outputs = Lengths((), tuple(_output_len(r.output_len, f"traffic {trace.source}")
+                                for r in trace.requests), replay)
+    if not replay:
+        return Traffic(rate, prompts, outputs, trace.source, trace_format=trace.format)
+    arrivals = tuple(r.arrival_s / speed for r in trace.requests)
+    # the trace's mean rate (what the limits and the chart's title state)
+    mean = len(arrivals) / arrivals[-1] if arrivals[-1] > 0 else float(len(arrivals))
+    return Traffic(mean, prompts, outputs, trace.source, arrivals, speed, trace.format)
+
+
 @dataclass
 class SeedRun:
     """One seed's traffic, served until its first crash or its end."""
@@ -277,13 +340,11 @@ def generate(traffic: Traffic, minutes: float, seed: int, step_ms: float,
     """One seed's requests over ``minutes`` (module docstring, 2)."""
     rng = random.Random(seed)
     end = minutes * 60.0
-    t, out, refused = 0.0, [], 0
+    out, refused = [], 0
     per_step = step_ms / 1000.0
-    while True:
-        t += rng.expovariate(traffic.rate_per_s)
+    for t, n, m in _arrivals(traffic, rng):
         if t >= end:
             break
-        n, m = traffic.prompt_len.draw(rng), traffic.max_tokens.draw(rng)
         if n >= max_model_len:
             refused += 1  # vLLM refuses it at the door (workload.py validate)
             continue
@@ -292,6 +353,19 @@ def generate(traffic: Traffic, minutes: float, seed: int, step_ms: float,
         raise TrafficError(f"--minutes {minutes}: {len(out):,} requests, more than the "
                            f"{PROMPT_IDS:,} distinct prompts a workload can name")
     return SeedRun(seed, tuple(out), refused)
+
+
+def _arrivals(traffic: Traffic, rng: random.Random):
+    """(seconds, prompt_len, max_tokens) of each arrival in time order: a trace's own, or
+    Poisson arrivals at the rate with lengths drawn by ``rng``."""
+    if traffic.replayed:
+        yield from zip(traffic.arrivals_s, traffic.prompt_len.samples,
+                       traffic.max_tokens.samples)
+        return
+    t = 0.0
+    while True:
+        t += rng.expovariate(traffic.rate_per_s)
+        yield t, traffic.prompt_len.draw(rng), traffic.max_tokens.draw(rng)
 
 
 def first_crash(knobs: Knobs, workload: Workload, accepted=None):
@@ -459,6 +533,8 @@ def estimate(knobs: Knobs, traffic: Traffic, minutes: float, *, seeds: int = SEE
     if never:
         out.never_because = exposure(knobs).never_because
     job = (knobs, traffic, minutes, step_ms, accepted, startup, never)
+    if traffic.replayed:  # the trace fixes every arrival and length: one replay
+        seeds = 1
     order = range(first_seed, first_seed + seeds)
     if jobs == 1 or seeds == 1:
         out.runs = [serve_seed(job, seed) for seed in order]

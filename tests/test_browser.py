@@ -611,6 +611,8 @@ def test_app_serves_the_dashboards_and_stops_on_ctrl_c(browser, latency, tmp_pat
                             ".filter(e => e.scrollWidth > e.clientWidth + 1)"
                             ".map(e => e.textContent)")
         assert cut == [], f"tab titles cut: {cut}"  # tab 7's was "is my server expos"
+        wide = _app_tabs_overflow(page)  # every tab at this width, as a learner opens them
+        assert not wide, json.dumps(wide)
         page.screenshot(path=os.path.join(ARTIFACTS, "app_before.png"))
         _move(page, dash_sel, "app", "max_num_seqs", "slider", "ArrowLeft", latency,
               redraws=True)
@@ -634,6 +636,43 @@ def test_app_serves_the_dashboards_and_stops_on_ctrl_c(browser, latency, tmp_pat
                 _stop(proc)
     assert rc == 0
     assert "app: stopping" in (tmp_path / "app.log").read_text()
+
+
+APP_OVERFLOW_JS = """() => {
+  const panel = [...document.querySelectorAll('.hs-app .lm-TabPanel-stackedPanel,'
+                                              + ' .hs-app .widget-tab-contents > *')]
+    .find(p => p.getBoundingClientRect().width > 0 && !p.classList.contains('lm-mod-hidden'));
+  if (!panel) return [{what: 'no tab shown'}];
+  const a = panel.getBoundingClientRect(), out = [];
+  for (const el of panel.querySelectorAll('*')) {
+    const r = el.getBoundingClientRect();
+    if (r.width > 0 && r.right > a.right + 1) {
+      out.push({what: 'wider', tag: el.tagName, cls: String(el.className.baseVal ?? el.className),
+                right: Math.round(r.right), panel_right: Math.round(a.right)});
+    }
+    const ox = getComputedStyle(el).overflowX;
+    if ((ox === 'auto' || ox === 'scroll') && el.scrollWidth > el.clientWidth + 1) {
+      out.push({what: 'scrolls', tag: el.tagName, cls: String(el.className),
+                scroll: el.scrollWidth, client: el.clientWidth});
+    }
+  }
+  return out.slice(0, 10);
+}"""
+
+
+def _app_tabs_overflow(page) -> list[dict]:
+    """Open each of the app's tabs in turn: what is wider than its panel or scrolls sideways."""
+    found = []
+    tabs = page.locator(".hs-app .lm-TabBar-tab")
+    for i in range(tabs.count()):
+        tabs.nth(i).click()
+        page.wait_for_timeout(300)  # the panel shown and laid out
+        page.evaluate(DRAWN_JS)
+        found += [{"tab": tabs.nth(i).text_content(), **w}
+                  for w in page.evaluate(APP_OVERFLOW_JS)]
+    tabs.first.click()
+    page.evaluate(DRAWN_JS)
+    return found
 
 
 # Notebook 5 with 64 requests (the widest dashboard a reader builds): moves timed like the
