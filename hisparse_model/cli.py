@@ -146,8 +146,17 @@ def build_parser() -> argparse.ArgumentParser:
     traffic.add_argument("--seeds", type=int, default=SEEDS,
                          help=f"seeds to serve (default: {SEEDS})")
     traffic.add_argument("--seed", type=int, default=0, help="the first seed (default: 0)")
-    traffic.add_argument("--step-ms", type=float, default=STEP_MS,
-                         help=f"assumed time of one engine step (default: {STEP_MS:g} ms)")
+    traffic.add_argument("--step-ms", type=float, default=None,
+                         help=f"time of one engine step (default: read from the server with "
+                         f"the next two options, else {STEP_MS:g} ms, assumed)")
+    traffic.add_argument("--step-ms-from-metrics", metavar="URL", default=None,
+                         help="read the step time from a running vLLM's /metrics (read twice, "
+                         "--metrics-seconds apart: mean inter-token latency)")
+    traffic.add_argument("--metrics-seconds", type=float, default=None, metavar="S",
+                         help="seconds between the two reads of /metrics (default: 10)")
+    traffic.add_argument("--step-ms-from-log", metavar="FILE", default=None,
+                         help="read the step time from a vLLM log's periodic 'Avg prompt "
+                         "throughput ... Running: N reqs' lines")
     traffic.add_argument("--jobs", type=int, default=None,
                          help="seeds served at once (default: one per CPU core)")
     traffic.add_argument("--plot", metavar="FILE.svg", default=None,
@@ -325,9 +334,10 @@ def _simulate_traffic(args, knobs: Knobs) -> int:
 
     _check_outputs(args)
     traffic = load_traffic(args.traffic, args.rate, args.speed)
+    step = _step_time(args)
     jobs = args.jobs if args.jobs is not None else os.cpu_count() or 1
     est = estimate(knobs, traffic, args.minutes, seeds=args.seeds, first_seed=args.seed,
-                   step_ms=args.step_ms, accepted=args.accepted, jobs=jobs)
+                   step_ms=step.ms, accepted=args.accepted, jobs=jobs, step_said=step.line())
     serving = [r for r in est.crashed if not r.startup]
     replay = None
     if args.crash_workload and serving:
@@ -346,6 +356,30 @@ def _simulate_traffic(args, knobs: Knobs) -> int:
     else:
         print("\n".join(estimate_lines(est, replay)))
     return EXIT_CRASH if args.check and est.crashed else EXIT_OK
+
+
+def _step_time(args):
+    """The step time ``simulate --traffic`` uses: given, read from the server, or assumed."""
+    from .step_time import METRICS_SECONDS, StepTime, from_log, from_metrics
+    from .traffic_risk import STEP_MS, TrafficError
+
+    given = [flag for flag, value in (("--step-ms", args.step_ms),
+                                      ("--step-ms-from-metrics", args.step_ms_from_metrics),
+                                      ("--step-ms-from-log", args.step_ms_from_log))
+             if value is not None]
+    if len(given) > 1:
+        raise TrafficError(f"{' and '.join(given)}: give one step time")
+    if args.metrics_seconds is not None and args.step_ms_from_metrics is None:
+        raise TrafficError("--metrics-seconds: only with --step-ms-from-metrics URL")
+    if args.step_ms_from_metrics is not None:
+        seconds = METRICS_SECONDS if args.metrics_seconds is None else args.metrics_seconds
+        return from_metrics(args.step_ms_from_metrics, seconds)
+    if args.step_ms_from_log is not None:
+        return from_log(args.step_ms_from_log)
+    if args.step_ms is not None:
+        return StepTime(args.step_ms, "--step-ms", "given")
+    return StepTime(STEP_MS, "the fallback", "assumed (no --step-ms, --step-ms-from-metrics "
+                    "or --step-ms-from-log)")
 
 
 def _check_accepted(accepted: int | None, k: int) -> None:

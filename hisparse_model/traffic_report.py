@@ -33,7 +33,8 @@ def estimate_lines(est: Estimate, replay: str | None = None) -> list[str]:
              (f"Served: the first {_minutes(est.minutes)} of the trace, one replay (the trace "
               "fixes every arrival and length: a seed has nothing to vary)" if t.replayed else
               f"Served: {_minutes(est.minutes)} per seed, {n} {seeds}")
-             + f", one engine step = {est.step_ms:g} ms (assumed: --step-ms)"]
+             + f", one engine step = {est.step_ms:.3g} ms",
+             est.step_said or f"Step time: {est.step_ms:.3g} ms per engine step (assumed)"]
     arrived = est.served + est.refused
     if est.refused:  # prompts not shorter than max_model_len: vLLM refuses them at the door
         lines.append(f"Refused: {est.refused:,} of {arrived:,} requests "

@@ -415,6 +415,7 @@ class Estimate:
     runs: list[SeedRun] = field(default_factory=list)
     never_because: str | None = None  # the verdict for all traffic is never: nothing served
     accepted: object = None
+    step_said: str | None = None  # where step_ms came from (step_time.StepTime.line())
 
     @property
     def crashed(self) -> list[SeedRun]:
@@ -474,7 +475,7 @@ class Estimate:
                           "max_model_len": k.max_model_len},
                 "refused": self.refused, "requests": self.served,
                 "traffic": self.traffic.as_json(), "minutes": self.minutes,
-                "step_ms": self.step_ms, "seeds": [r.as_json(self.step_ms) for r in self.runs],
+                "step_ms": self.step_ms, "step_said": self.step_said, "seeds": [r.as_json(self.step_ms) for r in self.runs],
                 "crashed_share": self.share, "median_minutes": self.median_minutes,
                 "kinds": self.kinds, "curve": self.curve(), "never_because": self.never_because}
 
@@ -516,7 +517,7 @@ def check_traffic_knobs(knobs: Knobs, minutes: float, step_ms: float, seeds: int
 
 def estimate(knobs: Knobs, traffic: Traffic, minutes: float, *, seeds: int = SEEDS,
              first_seed: int = 0, step_ms: float = STEP_MS, accepted=None,
-             jobs: int = 1) -> Estimate:
+             jobs: int = 1, step_said: str | None = None) -> Estimate:
     """Serve ``seeds`` seeds of ``traffic`` for ``minutes`` each (module docstring), ``jobs``
     seeds at a time in forked processes (the same answer for any ``jobs``)."""
     from .exposure import exposure
@@ -526,7 +527,7 @@ def estimate(knobs: Knobs, traffic: Traffic, minutes: float, *, seeds: int = SEE
     check_traffic_knobs(knobs, minutes, step_ms, seeds, traffic)
     if jobs < 1:
         raise TrafficError(f"--jobs {jobs}: must be >= 1")
-    out = Estimate(knobs, traffic, minutes, step_ms, accepted=accepted)
+    out = Estimate(knobs, traffic, minutes, step_ms, accepted=accepted, step_said=step_said)
     p = plan(knobs)  # vLLM's refusals of the knobs first, as simulate
     startup = next((b.error for b in startup_batches(p) if b.error), None)
     never = exposure(knobs).exposed is False and not startup

@@ -1,0 +1,141 @@
+"""The engine step time from the operator's own server: its ``/metrics`` or its log.
+
+``simulate --traffic`` turns arrival times into engine steps with one number, the time a
+step takes.  A running vLLM reports it two ways:
+
+* **/metrics** (Prometheus text format, :func:`from_metrics`): read twice, some seconds
+  apart.  ``vllm:inter_token_latency_seconds`` is a histogram of the time between two
+  output tokens of a request (vllm/v1/metrics/loggers.py:941@0.34.0 `name="vllm:inter_token_latency_seconds",`):
+  one engine step per token for a running request (no speculative decoding), so the mean
+  over the interval, Δsum / Δcount, is the time of a step while the engine works.
+  ``vllm:iteration_tokens_total`` has one observation per engine step
+  (vllm/v1/metrics/loggers.py:888@0.34.0 `name="vllm:iteration_tokens_total",`): the wall time
+  over its Δcount is the time per step *including idle time* (an idle engine runs no
+  step), an upper bound that equals the step time only under continuous load; it is given
+  beside, and is the answer only when no token was generated between the reads.
+* **the log** (:func:`from_log`): vLLM's periodic line (vllm/v1/metrics/loggers.py:283@0.34.0
+  `"Avg prompt throughput: %.1f tokens/s",`) ``Avg prompt throughput: P tokens/s, Avg
+  generation throughput: G tokens/s, Running: N reqs``.  With N requests running, a busy
+  step gives each one token, so a line says N / G seconds per step, where G counts the
+  whole interval since the line before (idle time and prefill-only steps included: an
+  upper bound again).  Lines with N = 0 or G = 0 say nothing; the answer is the median of
+  the others.
+
+Each reader returns a :class:`StepTime`: the value in ms, where it came from, and the
+numbers it was derived from, which the command line prints.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+import time
+import urllib.request
+from dataclasses import dataclass
+
+ITL = "vllm:inter_token_latency_seconds"
+ITERATIONS = "vllm:iteration_tokens_total"
+LOG_LINE = re.compile(r"Avg prompt throughput: ([\d.]+) tokens/s, Avg generation throughput: "
+                      r"([\d.]+) tokens/s, Running: (\d+) reqs")
+SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)(?:\s+\d+)?$")
+METRICS_SECONDS = 10.0  # between the two reads of /metrics
+
+
+class StepTimeError(ValueError):
+    """No step time can be read (one line naming the source and why)."""
+
+
+@dataclass(frozen=True)
+class StepTime:
+    ms: float
+    source: str  # "metrics URL" / "log FILE" / "--step-ms" / "assumed"
+    how: str  # the derivation in words, with its numbers
+
+    def line(self) -> str:
+        return f"Step time: {self.ms:.3g} ms per engine step, from {self.source}: {self.how}"
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text: ``{metric name: value summed over its label sets}`` (comments and
+    the ``_created`` timestamps skipped)."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = SAMPLE.match(line)
+        if m is None:
+            raise StepTimeError(f"/metrics: not a Prometheus sample line: {line[:80]!r}")
+        name, value = m.group(1), float(m.group(3))
+        if not name.endswith("_created") and math.isfinite(value):
+            out[name] = out.get(name, 0.0) + value
+    return out
+
+
+def step_from_metrics(before: dict[str, float], after: dict[str, float], seconds: float,
+                      source: str) -> StepTime:
+    """The step time from two reads ``seconds`` apart (module docstring)."""
+    def delta(name: str) -> float:
+        if name not in after:
+            raise StepTimeError(f"{source}: no {name} (is it a vLLM server's /metrics?)")
+        return after[name] - before.get(name, 0.0)
+
+    tokens, latency = delta(ITL + "_count"), delta(ITL + "_sum")
+    steps = delta(ITERATIONS + "_count")
+    bound = (f"{1000 * seconds / steps:.3g} ms of wall time per step ({steps:.0f} steps in "
+             f"{seconds:.3g} s, {ITERATIONS}; idle time included)") if steps > 0 else None
+    if tokens > 0:
+        return StepTime(1000 * latency / tokens, source,
+                        f"mean inter-token latency {1000 * latency / tokens:.3g} ms over "
+                        f"{tokens:.0f} tokens in {seconds:.3g} s ({ITL})"
+                        + (f"; upper bound {bound}" if bound else ""))
+    if steps > 0:
+        return StepTime(1000 * seconds / steps, source, f"no token generated; {bound}")
+    raise StepTimeError(f"{source}: the server ran no engine step in {seconds:.3g} s; read "
+                        "it under load, or give --step-ms")
+
+
+def from_metrics(url: str, seconds: float = METRICS_SECONDS, *, fetch=None,
+                 clock=time.monotonic, sleep=time.sleep) -> StepTime:
+    """Read ``url`` (a server's /metrics) twice ``seconds`` apart; the step time."""
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise StepTimeError(f"--metrics-seconds {seconds:g}: must be a number > 0")
+    fetch = fetch or _fetch
+    first, t0 = parse_metrics(fetch(url)), clock()
+    sleep(seconds)
+    second, t1 = parse_metrics(fetch(url)), clock()
+    return step_from_metrics(first, second, t1 - t0, f"metrics {url}")
+
+
+def _fetch(url: str) -> str:
+    if not url.startswith(("http://", "https://")):
+        raise StepTimeError(f"--step-ms-from-metrics {url}: give an http:// or https:// URL")
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.read().decode("utf-8")
+    except (OSError, ValueError) as exc:
+        raise StepTimeError(f"--step-ms-from-metrics {url}: {exc}") from None
+
+
+def from_log(path: str) -> StepTime:
+    """The median over vLLM's periodic throughput lines in ``path`` (module docstring)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError as exc:
+        raise StepTimeError(f"--step-ms-from-log {path}: {exc.strerror or exc}") from None
+    said = [(float(g), int(n)) for m in map(LOG_LINE.search, lines) if m
+            for _, g, n in [m.groups()]]
+    if not said:
+        raise StepTimeError(f"--step-ms-from-log {path}: no 'Avg prompt throughput ... "
+                            "Running: N reqs' line (vLLM logs one every few seconds while it "
+                            "serves, unless --disable-log-stats)")
+    busy = [1000 * n / g for g, n in said if n > 0 and g > 0]
+    if not busy:
+        raise StepTimeError(f"--step-ms-from-log {path}: {len(said)} throughput lines, none "
+                            "with requests running and tokens generated")
+    return StepTime(statistics.median(busy), f"log {path}",
+                    f"median of Running / generation throughput over {len(busy)} of "
+                    f"{len(said)} throughput lines (each an upper bound: idle time and "
+                    "prefill-only steps included)")
