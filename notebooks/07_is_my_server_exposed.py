@@ -63,17 +63,23 @@ display(dash.widget)
 # ## How likely, and how soon?
 #
 # *Exposed* says that some traffic kills the server; **your** traffic decides how soon.
-# `hisparse simulate --traffic FILE --minutes N` serves seeded traffic
-# (Poisson arrivals at the file's rate, each request its own prompt, lengths drawn from a
-# histogram or from real requests) through the same serving model, seed by seed, until
-# the first crash. Below: the server the dashboard above shows (its pasted command, with any
-# knob you moved since) under the bundled example traffic (10 requests/s, prompts of 1 to
-# 16,000 tokens, 8 output tokens), 8 seeds of 20 minutes. An estimate takes seconds, so it is
+# `hisparse simulate --traffic FILE --minutes N` serves traffic through the same serving model,
+# seed by seed, until the first crash: a description (Poisson arrivals at its rate, lengths
+# from a histogram) or a real trace with its own arrival times (Azure's CSV, Mooncake's
+# JSON Lines), replayed. Each crash is exact; `--crash-workload FILE` writes the requests
+# that `simulate --workload` replays to it.
+#
+# The answer rests on one more number: **how long an engine step takes**, which turns
+# arrival times into engine steps. Read it from your server (`--step-ms-from-metrics URL`
+# reads its `/metrics`, `--step-ms-from-log FILE` its log). Below, without a measured one,
+# the server the dashboard above shows (its pasted command, with any knob you moved since)
+# under the bundled example traffic (10 requests/s, prompts of 1 to 16,000 tokens, 8 output
+# tokens) is estimated at three step times, 6, 12 and 25 ms, 4 seeds of 20 minutes each: the
+# spread between the lines is what the missing measurement leaves open. With yours, build
+# the panel as `RiskPanel(dash, traffic_path="your-trace.csv", step_ms=8.9)` for one chart
+# (8 seeds, bands by the kind of step that killed each). An estimate takes seconds, so it is
 # made when you press **estimate for the server above**; while the dashboard shows another
-# server the chart is greyed and says so. Each band is the share of seeds dead by that
-# minute, coloured by the kind of step that killed them. One engine step is assumed to take 25 ms (`--step-ms`: set it to
-# your server's time per output token); each seed's crash is exact, and
-# `--crash-workload FILE` writes the requests that `simulate --workload` replays to it.
+# server the chart is greyed and says so.
 
 # %%
 from IPython.display import display

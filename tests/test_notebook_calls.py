@@ -152,7 +152,7 @@ def test_the_risk_panel_follows_the_server_the_dashboard_shows():
     from hisparse_model.views.exposure import SERVE_DEFAULT, exposure_dashboard
 
     dash = exposure_dashboard(SERVE_DEFAULT)
-    panel = RiskPanel(dash, minutes=1, seeds=2)
+    panel = RiskPanel(dash, minutes=1, seeds=2, step_ms=25)
     assert "S=1024" in panel.chart.value and "max_num_seqs 1024" in panel.chart.value
     assert "hs-stale-risk" not in panel.chart._dom_classes and panel.note.value == ""
     dash.controls["command"].value = SERVE_DEFAULT + " --max-num-seqs 64"
@@ -169,6 +169,22 @@ def test_the_risk_panel_follows_the_server_the_dashboard_shows():
     assert "hs-stale-risk" in panel.chart._dom_classes
     panel.button.click()
     assert "nothing to estimate" in panel.note.value and "S=32" in panel.chart.value
+
+
+def test_without_a_step_time_the_panel_shows_the_band():
+    """No step time measured: one line per step time (6, 12, 25 ms), each that estimate's
+    share of seeds crashed, as the traffic risk model gives it at that step time."""
+    from hisparse_model.traffic_risk import estimate
+    from hisparse_model.views.exposure import SERVE_DEFAULT, exposure_dashboard
+
+    dash = exposure_dashboard(SERVE_DEFAULT)
+    panel = RiskPanel(dash, minutes=2, seeds=2)
+    assert "data-step-ms='6,12,25'" in panel.chart.value
+    knobs, _ = dash.deployment()
+    shares = [estimate(knobs, load_traffic(example_traffic_path()), 2, seeds=2, step_ms=ms)
+              .share for ms in (6, 12, 25)]
+    assert f"data-shares='{','.join(f'{x:.4f}' for x in shares)}'" in panel.chart.value
+    assert panel.chart.value.count("class='hs-band-line'") == 3
 
 
 def test_a_kernel_killed_at_once_keeps_its_coverage_data():

@@ -276,11 +276,12 @@ def test_07_says_the_default_serve_command_is_exposed(executed):
                       "tokens=1025,1025,1025 advice=6 verified=true C=1024 W=1025")
     assert routing.swap_error(1025, 1024) in numbers and "9217-token prompt" in numbers
     assert _widget_views(nb) == 2  # the dashboard, and the risk panel under it
-    # the odds under the example traffic for the dashboard's server: 8 seeds of 20 minutes,
-    # drawn with its kinds
-    svg = [v for v in _widget_values(nb) if "hs-risk" in v and "<svg" in v]
-    assert len(svg) == 1 and "data-seeds='8'" in svg[0]
+    # the odds under the example traffic for the dashboard's server, no step time measured:
+    # 4 seeds of 20 minutes at each of 6, 12 and 25 ms per step, one line each
+    svg = [v for v in _widget_values(nb) if "hs-risk-band" in v and "<svg" in v]
+    assert len(svg) == 1 and "data-step-ms='6,12,25'" in svg[0]
     text = _plain(svg[0])
-    assert re.search(r"\b[0-8] of 8 seeds crashed within 20 minutes", text), text
+    for ms in (6, 12, 25):
+        assert re.search(rf"at {ms} ms per step [0-4] of 4 seeds crashed within 20 minutes",
+                         text), text
     assert "For the pasted vllm serve command: vLLM 0.31.0, max_num_seqs 1024" in text
-    assert "Assumes: Poisson arrivals" in text

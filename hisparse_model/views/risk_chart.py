@@ -10,7 +10,7 @@ bundled example traffic (``data/traffic-example.json``) and the README shows the
 from __future__ import annotations
 
 from ..traffic_report import KIND_WORDS
-from ..traffic_risk import SEEDS, TRAFFIC_ASSUMPTIONS, Estimate
+from ..traffic_risk import SEEDS, STEP_MS, TRAFFIC_ASSUMPTIONS, Estimate
 from .svg import INK, Svg, esc, ticks
 
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 760, 320, 64, 24, 40, 90
@@ -101,25 +101,32 @@ def risk_view(command: str, traffic_path: str | None = None, minutes: float = 20
 
 
 def risk_for(knobs, traffic_path: str | None = None, minutes: float = 20,
-             seeds: int = SEEDS) -> str:
+             seeds: int = SEEDS, step_ms: float = STEP_MS) -> str:
     """The risk of ``knobs``' server under a traffic file (default: the bundled example)."""
     from ..traffic_risk import estimate, load_traffic
 
     traffic = load_traffic(traffic_path or example_traffic_path())
-    return risk_html(estimate(knobs, traffic, minutes, seeds=seeds))
+    return risk_html(estimate(knobs, traffic, minutes, seeds=seeds, step_ms=step_ms))
+
+
+BAND_SEEDS = 4  # seeds per step time in the band (three estimates: a few seconds each)
 
 
 class RiskPanel:
     """Notebook 7's "how soon" for the server its exposure dashboard shows (the pasted
-    command with any knob moved since, or the knobs): estimated when built and on a click
-    (seconds: every seed is served to its first crash), greyed with a line saying so while
-    the dashboard shows another server than the one estimated."""
+    command with any knob moved since, or the knobs), under a traffic file (default: the
+    bundled example; a trace with arrival times is replayed): at a measured ``step_ms``, or
+    without one the band over :data:`~.risk_band.BAND_STEP_MS`.  Estimated when built and on
+    a click (seconds: every seed is served to its first crash), greyed with a line saying so
+    while the dashboard shows another server than the one estimated."""
 
     def __init__(self, dash, traffic_path: str | None = None, minutes: float = 20,
-                 seeds: int = SEEDS):
+                 seeds: int | None = None, step_ms: float | None = None):
         import ipywidgets as W
 
-        self.dash, self.traffic_path, self.minutes, self.seeds = dash, traffic_path, minutes, seeds
+        self.dash, self.traffic_path, self.minutes = dash, traffic_path, minutes
+        self.step_ms = step_ms
+        self.seeds = seeds or (SEEDS if step_ms is not None else BAND_SEEDS)
         self.estimated_for = None  # the knobs of the chart shown
         self.button = W.Button(description="estimate for the server above",
                                tooltip="serve the traffic to the server the dashboard above "
@@ -151,7 +158,12 @@ class RiskPanel:
             return
         knobs, source = server
         try:
-            html = risk_for(knobs, self.traffic_path, self.minutes, self.seeds)
+            if self.step_ms is None:
+                from .risk_band import band_html
+                html = band_html(knobs, self.traffic_path, self.minutes, self.seeds)
+            else:
+                html = risk_for(knobs, self.traffic_path, self.minutes, self.seeds,
+                                self.step_ms)
         except ValueError as exc:
             self.note.value = f"<div class='hs-error'>{esc(str(exc))}</div>"
             return
