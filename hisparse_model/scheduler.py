@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 
 from .scheduler_config import VERSIONS, SchedulerConfig, acceptance  # noqa: F401
 from .versions import since
+from .shared_prompts import BlockPrompt
 from .workload import Arrivals, DistinctPrompt
 
 
@@ -129,6 +130,9 @@ def request_keys(workload) -> list[tuple]:
         ids = r.prompt_token_ids
         if isinstance(ids, DistinctPrompt):
             out.append(_distinct_keys(ids))
+            continue
+        if isinstance(ids, BlockPrompt):  # a trace's shared blocks: keys from piece hashes
+            out.append(ids.keys())
             continue
         ids = tuple(ids)
         if ids not in memo:

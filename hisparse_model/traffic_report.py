@@ -9,6 +9,7 @@ KIND_WORDS = {  # exposure.py's kinds, and the two a served step adds
     "startup": "start-up, before any traffic",
     "lone_prompt": "a prompt computed whole with no decode running",
     "last_chunk": "the last chunk of a chunked prompt with no decode running",
+    "cached_prefix": "a prompt's uncached rest after a prefix-cache hit, no decode running",
     "burst": "prompts arriving together, no decode running",
     "mixed": "a step mixing decodes with prefill",
 }

@@ -44,6 +44,7 @@ import random
 from dataclasses import dataclass, field
 
 from .knobs import MODEL_MAX_LEN, Knobs
+from .shared_prompts import BlockPrompt
 from .workload import DistinctPrompt, PROMPT_IDS, Request, Workload, WorkloadError, short_repr
 
 STEP_MS = 25.0  # ms per engine step, assumed (a DeepSeek-V3.2 decode step: tens of ms)
@@ -60,8 +61,9 @@ MAX_OUTPUT_LEN = MODEL_MAX_LEN  # no request generates more tokens than the mode
 TRAFFIC_ASSUMPTIONS = (
     "traffic: Poisson arrivals at the given rate, lengths drawn independently from the file "
     "(a trace with arrival times: its own times and lengths, replayed once), each request "
-    "its own prompt (no shared prefix: a Mooncake trace's hash_ids are not yet served as "
-    "shared blocks); every engine step takes step_ms "
+    "its own prompt (no shared prefix), except a trace's requests with hash_ids, whose "
+    "equal 512-token blocks are equal content that prefix caching reuses; every engine step "
+    "takes step_ms "
     "(assumed; the engine's real step time varies with the batch); a prompt not shorter "
     "than max_model_len is refused on its own, as vLLM refuses it; one engine (no data "
     "parallelism); the seeds' share is an estimate, each seed's crash is exact",
@@ -123,6 +125,7 @@ class Traffic:
     arrivals_s: tuple = ()  # a trace's own arrival times (already divided by speed)
     speed: float = 1.0  # the trace's times are divided by it (2: twice as fast)
     trace_format: str | None = None  # traces.py's name for the file's format
+    blocks: tuple = ()  # a replayed trace's hash_ids per request (None: none given)
 
     @property
     def replayed(self) -> bool:
@@ -296,7 +299,9 @@ def _trace_traffic(trace, rate: float | None, speed: float) -> Traffic:
     arrivals = tuple(r.arrival_s / speed for r in trace.requests)
     # the trace's mean rate (what the limits and the chart's title state)
     mean = len(arrivals) / arrivals[-1] if arrivals[-1] > 0 else float(len(arrivals))
-    return Traffic(mean, prompts, outputs, trace.source, arrivals, speed, trace.format)
+    blocks = tuple(r.hash_ids for r in trace.requests)
+    return Traffic(mean, prompts, outputs, trace.source, arrivals, speed, trace.format,
+                   blocks if any(b is not None for b in blocks) else ())
 
 
 @dataclass
@@ -311,6 +316,7 @@ class SeedRun:
     kind: str | None = None  # exposure kind of the crash step
     tokens: int | None = None  # tokens the crash step computed
     startup: bool = False  # the engine died at start-up, before any traffic
+    blocks: tuple = ()  # each accepted request's shared prompt blocks (a trace's hash_ids)
 
     @property
     def crashed(self) -> bool:
@@ -326,8 +332,10 @@ class SeedRun:
         """The requests that arrived by the crash step (all of them without a crash), as a
         workload ``simulate --workload`` serves to the same crash."""
         cut = self.crash_step if self.crash_step is not None else math.inf
-        return Workload(tuple(Request(DistinctPrompt(i, n), m, a)
-                              for i, (a, n, m) in enumerate(self.requests) if a <= cut))
+        blocks = self.blocks or (None,) * len(self.requests)
+        return Workload(tuple(
+            Request(DistinctPrompt(i, n) if b is None else BlockPrompt(b, n), m, a)
+            for i, ((a, n, m), b) in enumerate(zip(self.requests, blocks)) if a <= cut))
 
     def as_json(self, step_ms: float) -> dict:
         return {"seed": self.seed, "crashed": self.crashed, "minute": self.minute(step_ms),
@@ -340,19 +348,21 @@ def generate(traffic: Traffic, minutes: float, seed: int, step_ms: float,
     """One seed's requests over ``minutes`` (module docstring, 2)."""
     rng = random.Random(seed)
     end = minutes * 60.0
-    out, refused = [], 0
+    out, refused, blocks = [], 0, []
     per_step = step_ms / 1000.0
-    for t, n, m in _arrivals(traffic, rng):
+    for t, n, m, b in _arrivals(traffic, rng):
         if t >= end:
             break
         if n >= max_model_len:
             refused += 1  # vLLM refuses it at the door (workload.py validate)
             continue
         out.append((int(t / per_step), n, m))
+        blocks.append(b)
     if len(out) > PROMPT_IDS:
         raise TrafficError(f"--minutes {minutes}: {len(out):,} requests, more than the "
                            f"{PROMPT_IDS:,} distinct prompts a workload can name")
-    return SeedRun(seed, tuple(out), refused)
+    return SeedRun(seed, tuple(out), refused,
+                   blocks=tuple(blocks) if traffic.blocks else ())
 
 
 def _arrivals(traffic: Traffic, rng: random.Random):
@@ -360,17 +370,19 @@ def _arrivals(traffic: Traffic, rng: random.Random):
     Poisson arrivals at the rate with lengths drawn by ``rng``."""
     if traffic.replayed:
         yield from zip(traffic.arrivals_s, traffic.prompt_len.samples,
-                       traffic.max_tokens.samples)
+                       traffic.max_tokens.samples, traffic.blocks or
+                       (None,) * len(traffic.arrivals_s))
         return
     t = 0.0
     while True:
         t += rng.expovariate(traffic.rate_per_s)
-        yield t, traffic.prompt_len.draw(rng), traffic.max_tokens.draw(rng)
+        yield t, traffic.prompt_len.draw(rng), traffic.max_tokens.draw(rng), None
 
 
 def first_crash(knobs: Knobs, workload: Workload, accepted=None):
-    """``(engine step, error, scheduler Step)`` of the first crash serving ``workload`` on one
-    rank after a clean start-up (as ``simulate`` finds it), or None."""
+    """``(engine step, error, scheduler Step, requests scheduled before it)`` of the first
+    crash serving ``workload`` on one rank after a clean start-up (as ``simulate`` finds
+    it), or None."""
     from .plan import plan
     from .scheduler import _Sim
     from .scheduler_config import acceptance, scheduler_config
@@ -383,25 +395,31 @@ def first_crash(knobs: Knobs, workload: Workload, accepted=None):
         return None  # only 0.31.0's routing sends more than C rows to swap_in (verdict.py 3)
     sim = _Sim(scheduler_config(knobs, p), workload, acceptance(accepted))
     c = p.swap_capacity
+    seen: set[int] = set()  # requests some earlier step scheduled (their chunks)
     for st in sim.lazily(workload):
         del sim.steps[:]  # nothing reads the list: keep memory flat over an hour
         if st.num_tokens > c:
             error = route_step(p, st).error
             if error:
-                return st.index, error, st
+                return st.index, error, st, seen
+        seen.update(st.scheduled)
     return None
 
 
-def crash_kind(st, workload: Workload) -> str:
+def crash_kind(st, workload: Workload, seen=frozenset()) -> str:
     """The exposure kind of a crash step (``exposure.ExposedStep.kind``): ``lone_prompt``
-    (one prompt computed whole), ``last_chunk`` (the rest of a prompt chunked before),
-    ``burst`` (several prompts or pieces, no decode), ``mixed`` (with decodes)."""
+    (one prompt computed whole), ``last_chunk`` (the rest of a prompt chunked before: a
+    request in ``seen``, those earlier steps scheduled), ``cached_prefix`` (the rest of a
+    prompt whose first blocks were a prefix-cache hit), ``burst`` (several prompts or
+    pieces, no decode), ``mixed`` (with decodes)."""
     if any(k != "prefill" for k in st.kinds.values()):
         return "mixed"
     if len(st.scheduled) > 1:
         return "burst"
-    (i,) = st.scheduled  # prompts are distinct: a computed part is an earlier chunk, no hit
-    return "last_chunk" if st.num_computed_before[i] else "lone_prompt"
+    (i,) = st.scheduled
+    if not st.num_computed_before[i]:
+        return "lone_prompt"
+    return "last_chunk" if i in seen else "cached_prefix"
 
 
 @dataclass
@@ -558,8 +576,8 @@ def serve_seed(job: tuple, seed: int) -> SeedRun:
         work = run.workload()
         found = first_crash(knobs, work, accepted)
         if found is not None:
-            run.crash_step, run.error, st = found
-            run.kind, run.tokens = crash_kind(st, work), st.num_tokens
+            run.crash_step, run.error, st, seen = found
+            run.kind, run.tokens = crash_kind(st, work, seen), st.num_tokens
     return run
 
 

@@ -5,7 +5,9 @@ A workload file is ``{"requests": [...]}`` or a bare list; each request is
 so any two share a prefix) or ``{"prompt_token_ids": [...]}``, plus optional
 ``"prompt_id"`` with ``prompt_len``: prompt number k of that length, whose tokens share no
 64-token block with any other prompt_id's or the fix PR's (:class:`DistinctPrompt`: traffic
-of distinct prompts, as real users send, without listing their tokens), plus optional
+of distinct prompts, as real users send, without listing their tokens) or ``"prompt_blocks"``
+with ``prompt_len``: content ids of its 512-token blocks, prompts sharing the ids they share
+(:class:`~hisparse_model.shared_prompts.BlockPrompt`: a trace's ``hash_ids``), plus optional
 ``"max_tokens"`` (default 8), ``"arrival_step"`` (default 0: the engine step
 before whose ``schedule()`` the request is added) and ``"dp_rank"`` (with
 ``data_parallel_size`` > 1: the rank that serves it; default: vLLM's offline
@@ -26,9 +28,10 @@ from dataclasses import dataclass
 
 from .knobs import MODEL_MAX_LEN, model_config
 from .reproduction import MAX_TOKENS, PROMPT_FIRST_TOKEN_ID, prompt_token_ids
+from .shared_prompts import BlockPrompt, check_blocks
 
-_KEYS = ("prompt_len", "prompt_id", "prompt_token_ids", "max_tokens", "arrival_step",
-         "dp_rank")
+_KEYS = ("prompt_len", "prompt_id", "prompt_blocks", "prompt_token_ids", "max_tokens",
+         "arrival_step", "dp_rank")
 PROMPT_IDS = 10**6  # prompt_id 0 .. 999,999 (two leading tokens encode it, base 1000)
 _ID_TOKENS = (1000, 2000)  # first token 1000 + k // 1000, second 2000 + k % 1000
 
@@ -116,6 +119,8 @@ class Request:
         ids = self.prompt_token_ids
         out: dict = ({"prompt_len": ids.n, "prompt_id": ids.prompt_id}
                      if isinstance(ids, DistinctPrompt)
+                     else {"prompt_len": ids.n, "prompt_blocks": list(ids.blocks)}
+                     if isinstance(ids, BlockPrompt)
                      else {"prompt_len": len(ids)} if ids == _fix_pr_prompt(len(ids))
                      else {"prompt_token_ids": list(ids)})
         out["max_tokens"] = self.max_tokens
@@ -166,11 +171,19 @@ def _request(i: int, obj) -> Request:
     if "prompt_id" in obj and "prompt_len" not in obj:
         raise WorkloadError(f"{where}: prompt_id goes with prompt_len (prompt_token_ids "
                             "are the prompt already)")
+    if "prompt_blocks" in obj and ("prompt_len" not in obj or "prompt_id" in obj):
+        raise WorkloadError(f"{where}: prompt_blocks goes with prompt_len alone (not with "
+                            "prompt_id or prompt_token_ids)")
     if "prompt_len" in obj:
         n = _int(obj["prompt_len"], "prompt_len", 1, where)
         if n > MODEL_MAX_LEN:  # checked before any token id is built
             raise WorkloadError(_too_long(where, n, MODEL_MAX_LEN))
-        if "prompt_id" in obj:
+        if "prompt_blocks" in obj:
+            try:
+                ids = BlockPrompt(check_blocks(obj["prompt_blocks"], n, where), n)
+            except ValueError as exc:
+                raise WorkloadError(str(exc)) from None
+        elif "prompt_id" in obj:
             k = _int(obj["prompt_id"], "prompt_id", 0, where)
             if k >= PROMPT_IDS:
                 raise WorkloadError(f"{where}: prompt_id must be < {PROMPT_IDS:,}, got {k}")

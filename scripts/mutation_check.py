@@ -275,8 +275,8 @@ MUTATIONS: list[Mutation] = [
       _T, "out.append((int(t / per_step), n, m))", "out.append((int(t / per_step) + 1, n, m))",
       ("tests/test_traffic_risk.py",)),
     M("traffic: the crash workload leaves out the requests of the crash step",
-      _T, "for i, (a, n, m) in enumerate(self.requests) if a <= cut))",
-      "for i, (a, n, m) in enumerate(self.requests) if a < cut))",
+      _T, "for i, ((a, n, m), b) in enumerate(zip(self.requests, blocks)) if a <= cut))",
+      "for i, ((a, n, m), b) in enumerate(zip(self.requests, blocks)) if a < cut))",
       ("tests/test_traffic_risk.py",)),
 ]
 

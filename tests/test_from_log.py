@@ -23,6 +23,7 @@ NOT_ENGINE_LOGS = {
     "quick-20x-2026-12-02.log": "the quick test tier run 20 times in a row: a test-run log",
     "quick-20x-2026-12-02.attempt1.log": "the same loop's first attempt: a test-run log",
     "full-check-5x-2026-12-04.log": "the full check 5 times beside a CPU hog: a test-run log",
+    "full-check-5x-2026-12-04-second.log": "the second series (5 of 5 passed): a test-run log",
     "ci-clean-clone-2026-12-04.log": ".ci/run on a clean clone, caches cold: a test-run log",
     "full-check-5x-2026-12-04.attempt1.log": "that series' first attempt (stopped by a failing "
                                              "citation test): a test-run log",

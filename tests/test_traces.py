@@ -12,6 +12,7 @@ import datetime as dt
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -183,3 +184,76 @@ def test_a_replayed_crash_is_written_and_replays_to_the_same_step(tmp_path):
                             str(work), *knobs, "--json"], capture_output=True, text=True, cwd=ROOT)
     crash = json.loads(again.stdout)["crash"]
     assert crash["step"] == 40 and "stop=34, capacity=33" in crash["error"]
+
+
+def test_shared_blocks_are_cached_and_a_cached_prefix_plus_c_plus_1_crashes(tmp_path):
+    """Mooncake-style hash_ids, S 64 (C = 64, W = 65): request 1 (1,024 tokens, blocks 7 and
+    8, 8 output tokens: its decode steps leave GPU copies of its pages, so a later hit is
+    resident) fills the prefix cache; 10 s later request 2 (577 tokens, blocks 7 and 9) finds
+    block 7 cached (512 tokens, 8 full 64-token KV blocks) and computes 577 - 512 = 65 = C + 1
+    new tokens alone: 0.31.0 crashes with stop=65.  Its crash workload keeps the shared blocks
+    and replays to the same step; without hash_ids (each prompt its own) nothing is cached
+    and 577 > W goes all-resident."""
+    lines = ['{"timestamp": 0, "input_length": 1024, "output_length": 8, "hash_ids": [7, 8]}',
+             '{"timestamp": 10000, "input_length": 577, "output_length": 1, "hash_ids": [7, 9]}']
+    shared = tmp_path / "shared.jsonl"
+    shared.write_text("\n".join(lines) + "\n")
+    alone = tmp_path / "alone.jsonl"
+    alone.write_text("\n".join(line.split(', "hash_ids"')[0] + "}" for line in lines) + "\n")
+    work = tmp_path / "crash.json"
+    knobs = ["--max-num-seqs", "64", "--max-model-len", "4096"]
+    out = subprocess.run([sys.executable, "-m", "hisparse_model", "simulate", "--traffic",
+                          str(shared), "--minutes", "1", "--crash-workload", str(work), *knobs,
+                          "--json"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    (seed,) = json.loads(out.stdout)["seeds"]
+    # 10 s at 25 ms per step: request 2 arrives before step 400
+    assert (seed["crash_step"], seed["kind"], seed["tokens"]) == (400, "cached_prefix", 65)
+    written = json.loads(work.read_text())["requests"]
+    assert [r["prompt_blocks"] for r in written] == [[7, 8], [7, 9]]
+    again = subprocess.run([sys.executable, "-m", "hisparse_model", "simulate", "--workload",
+                            str(work), *knobs, "--json"], capture_output=True, text=True, cwd=ROOT)
+    crash = json.loads(again.stdout)["crash"]
+    assert crash["step"] == 400 and "stop=65, capacity=64" in crash["error"]
+    out = subprocess.run([sys.executable, "-m", "hisparse_model", "simulate", "--traffic",
+                          str(alone), "--minutes", "1", *knobs, "--json"],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert json.loads(out.stdout)["seeds"][0]["crash_step"] is None
+
+
+@pytest.mark.parametrize("blocks, n", [
+    ((7,), 64),  # one full KV block
+    ((7,), 63),  # none full: no key
+    ((7, 8, 9), 1500),  # 23 full KV blocks over three trace blocks
+    ((999_999, 0), 600),  # the largest content id
+])
+def test_a_shared_block_prompt_keys_as_its_tokens_do(blocks, n):
+    """The lazy keys of a BlockPrompt are the scheduler's keys of its explicit tokens."""
+    from hisparse_model.scheduler import _block_keys
+    from hisparse_model.shared_prompts import BlockPrompt
+    prompt = BlockPrompt(blocks, n)
+    assert prompt.keys() == _block_keys(tuple(prompt)) and len(prompt.keys()) == n // 64
+
+
+@pytest.mark.parametrize("shared, n", [
+    # equal first blocks: the keys agree for the shared 512 tokens (8 KV blocks), then differ
+    ((7, 8), 8), ((7, 9), 8), ((6, 8), 0),
+])
+def test_prompts_share_exactly_the_blocks_their_ids_share(shared, n):
+    from hisparse_model.shared_prompts import BlockPrompt
+    a, b = BlockPrompt((7, 8), 1024).keys(), BlockPrompt(shared, 1024).keys()
+    agree = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), len(a))
+    assert agree == (16 if shared == (7, 8) else n)
+
+
+@pytest.mark.parametrize("request_, message", [
+    ({"prompt_len": 600, "prompt_blocks": [1]},
+     "request 1: 1 prompt_blocks, but prompt_len 600 fills 2 blocks of 512 tokens"),
+    ({"prompt_len": 5, "prompt_blocks": [-1]}, "request 1: prompt_blocks must be a list"),
+    ({"prompt_len": 5, "prompt_id": 3, "prompt_blocks": [1]},
+     "request 1: prompt_blocks goes with prompt_len alone"),
+])
+def test_a_bad_prompt_blocks_is_refused_in_one_line(request_, message):
+    from hisparse_model.workload import Workload, WorkloadError
+    with pytest.raises(WorkloadError, match=re.escape(message)):
+        Workload.from_json([request_])

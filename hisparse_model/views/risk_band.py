@@ -65,13 +65,12 @@ def band_chart(estimates: list[Estimate]) -> str:
     return svg.render()
 
 
-def band_html(knobs, traffic_path: str | None, minutes: float, seeds: int,
+def band_html(knobs, traffic_path: str, minutes: float, seeds: int,
               step_times=BAND_STEP_MS) -> str:
     """The odds at each step time in words, then :func:`band_chart`."""
     from ..traffic_risk import estimate, load_traffic
-    from .risk_chart import example_traffic_path
 
-    traffic = load_traffic(traffic_path or example_traffic_path())
+    traffic = load_traffic(traffic_path)
     ests = [estimate(knobs, traffic, minutes, seeds=seeds, step_ms=ms) for ms in step_times]
     words = "; ".join(f"at {e.step_ms:g} ms per step <b>{len(e.crashed)} of {len(e.runs)}"
                       f"</b> seeds crashed within {e.minutes:g} minutes" for e in ests)

@@ -15,7 +15,7 @@ from .svg import INK, Svg, esc, ticks
 
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 760, 320, 64, 24, 40, 90
 KIND_COLOURS = {"startup": "#7f0000", "lone_prompt": "#d73027", "last_chunk": "#fc8d59",
-                "burst": "#fee090", "mixed": "#984ea3"}
+                "cached_prefix": "#f46d43", "burst": "#fee090", "mixed": "#984ea3"}
 EXAMPLE_TRAFFIC = "traffic-example.json"  # in hisparse_model/data
 
 
@@ -160,7 +160,8 @@ class RiskPanel:
         try:
             if self.step_ms is None:
                 from .risk_band import band_html
-                html = band_html(knobs, self.traffic_path, self.minutes, self.seeds)
+                html = band_html(knobs, self.traffic_path or example_traffic_path(),
+                                 self.minutes, self.seeds)
             else:
                 html = risk_for(knobs, self.traffic_path, self.minutes, self.seeds,
                                 self.step_ms)
