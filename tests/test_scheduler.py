@@ -215,8 +215,8 @@ WORKLOAD_ERRORS = [
      "request 1: give exactly one of prompt_len and prompt_token_ids"),
     ([{"max_tokens": 3}], "request 1: give exactly one of prompt_len and prompt_token_ids"),
     ([{"prompt_len": 3, "foo": 1}], "request 1: unknown key(s) 'foo'; allowed: prompt_len, "
-                                    "prompt_id, prompt_token_ids, max_tokens, arrival_step, "
-                                    "dp_rank"),
+                                    "prompt_id, prompt_blocks, prompt_token_ids, max_tokens, "
+                                    "arrival_step, dp_rank"),
     ([{"prompt_id": 3, "prompt_token_ids": [1]}],
      "request 1: prompt_id goes with prompt_len (prompt_token_ids are the prompt already)"),
     ([{"prompt_len": 3, "prompt_id": -1}], "request 1: prompt_id must be an integer >= 0, got -1"),
