@@ -27,13 +27,20 @@ _HEAD = (3000, 4000)
 PIECE = 64  # the engine's KV block, the unit of its prefix-cache keys
 
 
-class BlockPrompt(Sequence):
-    """The token ids of an ``n``-token prompt made of content blocks ``blocks``."""
+class LazyPrompt(Sequence):
+    """A prompt's token ids computed from a few numbers, never stored (an hour of traffic is
+    tens of thousands of prompts: as tuples they would take hundreds of MB).  A subclass
+    gives ``n``, ``_token(i)`` and ``_ident()`` (what two equal prompts of it share); it
+    compares and hashes as the tuple of its tokens."""
 
-    __slots__ = ("blocks", "n")
+    __slots__ = ()
+    n: int
 
-    def __init__(self, blocks: tuple[int, ...], n: int):
-        self.blocks, self.n = tuple(blocks), n
+    def _token(self, i: int) -> int:
+        raise NotImplementedError
+
+    def _ident(self) -> tuple:
+        raise NotImplementedError
 
     def __len__(self) -> int:
         return self.n
@@ -45,23 +52,38 @@ class BlockPrompt(Sequence):
             i += self.n
         if not 0 <= i < self.n:
             raise IndexError(i)
-        b, j = divmod(i, TRACE_BLOCK)
-        return head(self.blocks[b])[j] if j < 2 else PROMPT_FIRST_TOKEN_ID + j
+        return self._token(i)
 
     def __iter__(self):
         for i in range(self.n):
-            yield self[i]
+            yield self._token(i)
 
     def __eq__(self, other) -> bool:
-        if isinstance(other, BlockPrompt):
-            return (self.blocks, self.n) == (other.blocks, other.n)
+        if type(other) is type(self):
+            return self._ident() == other._ident()
         try:
             return len(other) == self.n and tuple(other) == tuple(self)
         except TypeError:
             return NotImplemented
 
-    def __hash__(self) -> int:
+    def __hash__(self) -> int:  # equal to the tuple of the same tokens, as __eq__ says
         return hash(tuple(self))
+
+
+class BlockPrompt(LazyPrompt):
+    """The token ids of an ``n``-token prompt made of content blocks ``blocks``."""
+
+    __slots__ = ("blocks", "n")
+
+    def __init__(self, blocks: tuple[int, ...], n: int):
+        self.blocks, self.n = tuple(blocks), n
+
+    def _token(self, i: int) -> int:
+        b, j = divmod(i, TRACE_BLOCK)
+        return head(self.blocks[b])[j] if j < 2 else PROMPT_FIRST_TOKEN_ID + j
+
+    def _ident(self) -> tuple:
+        return self.blocks, self.n
 
     def __repr__(self) -> str:
         return f"BlockPrompt(blocks={list(self.blocks)}, n={self.n})"

@@ -23,12 +23,11 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .knobs import MODEL_MAX_LEN, model_config
 from .reproduction import MAX_TOKENS, PROMPT_FIRST_TOKEN_ID, prompt_token_ids
-from .shared_prompts import BlockPrompt, check_blocks
+from .shared_prompts import BlockPrompt, LazyPrompt, check_blocks
 
 _KEYS = ("prompt_len", "prompt_id", "prompt_blocks", "prompt_token_ids", "max_tokens",
          "arrival_step", "dp_rank")
@@ -36,14 +35,13 @@ PROMPT_IDS = 10**6  # prompt_id 0 .. 999,999 (two leading tokens encode it, base
 _ID_TOKENS = (1000, 2000)  # first token 1000 + k // 1000, second 2000 + k % 1000
 
 
-class DistinctPrompt(Sequence):
+class DistinctPrompt(LazyPrompt):
     """The token ids of prompt ``prompt_id`` of ``n`` tokens, without storing them.
 
     ``(1000 + k // 1000, 2000 + k % 1000, 102, 103, ..., 99 + n)``: the fix PR's prompt
     ``range(100, 100 + n)`` with its first two tokens naming k, so prompts of different k
     differ in their first 64-token block (and so in every block key, which chains), while
-    prompts of the same k share their common prefix.  An hour of traffic is tens of
-    thousands of prompts: stored as tuples they would take hundreds of MB."""
+    prompts of the same k share their common prefix."""
 
     __slots__ = ("prompt_id", "n")
 
@@ -54,32 +52,15 @@ class DistinctPrompt(Sequence):
         k = self.prompt_id
         return (_ID_TOKENS[0] + k // 1000, _ID_TOKENS[1] + k % 1000)[:self.n]
 
-    def __len__(self) -> int:
-        return self.n
-
-    def __iter__(self):
-        yield from self._head()
-        yield from range(PROMPT_FIRST_TOKEN_ID + 2, PROMPT_FIRST_TOKEN_ID + self.n)
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return tuple(self[j] for j in range(*i.indices(self.n)))
-        if i < 0:
-            i += self.n
-        if not 0 <= i < self.n:
-            raise IndexError(i)
+    def _token(self, i: int) -> int:
         return self._head()[i] if i < 2 else PROMPT_FIRST_TOKEN_ID + i
 
-    def __eq__(self, other) -> bool:
-        if isinstance(other, DistinctPrompt):
-            return (self.prompt_id, self.n) == (other.prompt_id, other.n)
-        try:
-            return len(other) == self.n and tuple(other) == tuple(self)
-        except TypeError:
-            return NotImplemented
+    def _ident(self) -> tuple:
+        return self.prompt_id, self.n
 
-    def __hash__(self) -> int:  # equal to the tuple of the same tokens, as __eq__ says
-        return hash(tuple(self))
+    def __iter__(self):  # the head, then one range: faster than token by token
+        yield from self._head()
+        yield from range(PROMPT_FIRST_TOKEN_ID + 2, PROMPT_FIRST_TOKEN_ID + self.n)
 
     def block(self, j: int) -> tuple[int, ...]:
         """Tokens of the j-th full 64-token block (blocks after the first are shared)."""

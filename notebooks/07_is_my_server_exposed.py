@@ -84,7 +84,7 @@ display(dash.widget)
 # %%
 from IPython.display import display
 
-from hisparse_model.views.risk_chart import RiskPanel
+from hisparse_model.views.risk_panel import RiskPanel
 
 risk = RiskPanel(dash, minutes=20)
 display(risk.widget)

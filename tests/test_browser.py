@@ -638,38 +638,20 @@ def test_app_serves_the_dashboards_and_stops_on_ctrl_c(browser, latency, tmp_pat
     assert "app: stopping" in (tmp_path / "app.log").read_text()
 
 
-APP_OVERFLOW_JS = """() => {
-  const panel = [...document.querySelectorAll('.hs-app .lm-TabPanel-stackedPanel,'
-                                              + ' .hs-app .widget-tab-contents > *')]
-    .find(p => p.getBoundingClientRect().width > 0 && !p.classList.contains('lm-mod-hidden'));
-  if (!panel) return [{what: 'no tab shown'}];
-  const a = panel.getBoundingClientRect(), out = [];
-  for (const el of panel.querySelectorAll('*')) {
-    const r = el.getBoundingClientRect();
-    if (r.width > 0 && r.right > a.right + 1) {
-      out.push({what: 'wider', tag: el.tagName, cls: String(el.className.baseVal ?? el.className),
-                right: Math.round(r.right), panel_right: Math.round(a.right)});
-    }
-    const ox = getComputedStyle(el).overflowX;
-    if ((ox === 'auto' || ox === 'scroll') && el.scrollWidth > el.clientWidth + 1) {
-      out.push({what: 'scrolls', tag: el.tagName, cls: String(el.className),
-                scroll: el.scrollWidth, client: el.clientWidth});
-    }
-  }
-  return out.slice(0, 10);
-}"""
+APP_PANELS = ".hs-app .lm-TabPanel-stackedPanel, .hs-app .widget-tab-contents > *"
 
 
 def _app_tabs_overflow(page) -> list[dict]:
     """Open each of the app's tabs in turn: what is wider than its panel or scrolls sideways."""
     found = []
+    assert page.locator(APP_PANELS).count(), "no tab panel found: the app's layout changed"
     tabs = page.locator(".hs-app .lm-TabBar-tab")
     for i in range(tabs.count()):
         tabs.nth(i).click()
         page.wait_for_timeout(300)  # the panel shown and laid out
         page.evaluate(DRAWN_JS)
         found += [{"tab": tabs.nth(i).text_content(), **w}
-                  for w in page.evaluate(APP_OVERFLOW_JS)]
+                  for w in page.evaluate(OVERFLOW_JS, APP_PANELS)]
     tabs.first.click()
     page.evaluate(DRAWN_JS)
     return found
@@ -770,12 +752,14 @@ def test_notebook_2_tables_read_left_to_right(lab, browser):
 NOTEBOOK_NAMES = sorted(os.path.splitext(n)[0] for n in os.listdir(os.path.join(ROOT, "notebooks"))
                         if n.endswith(".ipynb"))
 LEARNER_VIEWPORT = {"width": 1400, "height": 900}  # the walkthrough's window
+NOTEBOOK_OUTPUTS = ".jp-Notebook .jp-OutputArea-output"  # what OVERFLOW_JS measures in Lab
 DOCS_SHOTS = os.path.join(ROOT, "docs", "screenshots")  # HISPARSE_DOCS_SHOTS=1 writes them
-# Elements wider than their output area, and boxes that scroll sideways, in px (1 px slack for
+# Elements wider than their area (an output area in Lab, the shown tab in the app; hidden
+# ones, 0 px wide, skipped), and boxes that scroll sideways, in px (1 px slack for
 # sub-pixel layout).  Elements inside a box that scrolls vertically only are measured too.
-OVERFLOW_JS = """() => {
+OVERFLOW_JS = """(areas) => {
   const out = [];
-  for (const area of document.querySelectorAll('.jp-Notebook .jp-OutputArea-output')) {
+  for (const area of document.querySelectorAll(areas)) {
     const a = area.getBoundingClientRect();
     if (a.width === 0) continue;
     for (const el of area.querySelectorAll('*')) {
@@ -854,7 +838,7 @@ def test_a_learner_at_lab_width_sees_it_all(lab, browser, name):
                                    arg=[summary_sel, before], timeout=UPDATE_S * 1000)
         _settle(page)
         page.evaluate(DRAWN_JS)
-        wide = page.evaluate(OVERFLOW_JS)
+        wide = page.evaluate(OVERFLOW_JS, NOTEBOOK_OUTPUTS)
         assert not wide, json.dumps(wide)
         pictures = page.evaluate(PICTURES_JS)
         assert pictures, "no buffers picture"

@@ -22,7 +22,8 @@ from hisparse_model.traffic_risk import load_traffic
 from hisparse_model.views import engine_runs, traffic
 from hisparse_model.views.engine_runs import live_output_path
 from hisparse_model.views.first_request import static_report
-from hisparse_model.views.risk_chart import RiskPanel, example_traffic_path, risk_view
+from hisparse_model.views.risk_chart import example_traffic_path, risk_view
+from hisparse_model.views.risk_panel import RiskPanel
 from hisparse_model.views.traffic import TrafficDashboard, run_live, schedule_report
 from hisparse_model.workload import synthetic
 

@@ -15,8 +15,9 @@
 ``two_gpus``           notebook 6: two DP ranks side by side, the idle rank's dummy batch,
                        the scenario at every max_num_seqs (a strip)
 ``exposure``           notebook 7: is a server exposed to any traffic, examples, advice
-``risk_chart``         notebook 7's "how soon": the crash odds over time, the RiskPanel
+``risk_chart``         notebook 7's "how soon": the crash odds over time, by kind of step
 ``risk_band``          the same at several step times, when none was measured
+``risk_panel``         the panel that follows notebook 7's dashboard and draws one of them
 ``buffers``            the one picture of the bug: a step's tokens, W workspace rows, C swap rows
 ``exercises``          each notebook's "Try this": questions, the controls each starts from
 ``answers``            the Try-this answers, computed by the model from a question's start

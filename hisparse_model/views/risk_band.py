@@ -11,10 +11,11 @@ them: the spread between the lines is what the missing measurement leaves open.
 from __future__ import annotations
 
 from ..traffic_risk import Estimate
-from .svg import INK, Svg, esc, ticks
+from .risk_chart import LEFT, TOP, WIDTH, share_frame, share_scale
+from .svg import Svg, esc
 
 BAND_STEP_MS = (6.0, 12.0, 25.0)  # ms per engine step: a fast decode ... the fallback
-WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 760, 300, 64, 24, 40, 80
+HEIGHT, BOTTOM = 300, 80  # px: the picture (one legend row) and the room under the plot
 SHADES = ("#08519c", "#4292c6", "#9ecae1", "#c6dbef")  # one per step time, darkest first
 
 
@@ -26,20 +27,10 @@ def band_chart(estimates: list[Estimate]) -> str:
               f"times: vLLM {k.vllm_version}, S={k.max_num_seqs}", cls="hs-chart hs-risk-band")
     svg.data.update({"step-ms": ",".join(f"{e.step_ms:g}" for e in estimates),
                      "shares": ",".join(f"{e.share:.4f}" for e in estimates)})
-    w, h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    h = HEIGHT - TOP - BOTTOM
     svg.text(LEFT, 20, svg.title, size=14, weight="bold")
-
-    def x(minute: float) -> float:
-        return LEFT + w * minute / first.minutes
-
-    def y(share: float) -> float:
-        return TOP + h * (1 - share)
-
-    for share in (0, 0.25, 0.5, 0.75, 1):
-        svg.line(LEFT, y(share), LEFT + w, y(share), stroke="#e0e0e0")
-        svg.text(LEFT - 6, y(share) + 4, f"{100 * share:.0f} %", anchor="end")
-    svg.line(LEFT, y(0), LEFT + w, y(0), stroke=INK)
-    svg.line(LEFT, y(0), LEFT, y(1), stroke=INK)
+    x, y = share_scale(first.minutes, h)
+    share_frame(svg, x, y, first.minutes, "minutes of traffic")
     for i, est in enumerate(estimates):
         times = sorted({0.0, est.minutes, *(min(r.minute(est.step_ms), est.minutes)
                                             for r in est.crashed)})
@@ -49,13 +40,6 @@ def band_chart(estimates: list[Estimate]) -> str:
         d = "M" + " L".join(f"{px:.1f},{py:.1f}" for px, py in points)
         svg.path(d, "none", stroke=SHADES[i % len(SHADES)], stroke_width=3,
                  cls="hs-band-line")
-    for t in ticks(0, int(first.minutes), 12):
-        svg.line(x(t), y(0), x(t), y(0) + 4, stroke=INK)
-        svg.text(x(t), y(0) + 18, str(t), anchor="middle")
-    svg.text(LEFT + w / 2, y(0) + 36, "minutes of traffic", anchor="middle",
-             cls="hs-axis-label")
-    svg.text(LEFT + w, TOP - 6, "y: share of seeds crashed by then", anchor="end",
-             cls="hs-axis-label")
     lx = LEFT
     for i, est in enumerate(estimates):
         label = f"{est.step_ms:g} ms per step: {len(est.crashed)} of {len(est.runs)} crashed"

@@ -36,13 +36,7 @@ def risk_chart(est: Estimate) -> str:
                      "crashed": len(est.crashed)})
     w, h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     svg.text(LEFT, 20, svg.title, size=14, weight="bold")
-
-    def x(minute: float) -> float:
-        return LEFT + w * minute / est.minutes
-
-    def y(share: float) -> float:
-        return TOP + h * (1 - share)
-
+    x, y = share_scale(est.minutes, h)
     order = [kind for kind in KIND_COLOURS if kind in est.kinds] + sorted(
         set(est.kinds) - set(KIND_COLOURS))
     times = sorted({0.0, est.minutes, *(min(r.minute(est.step_ms), est.minutes)
@@ -60,18 +54,9 @@ def risk_chart(est: Estimate) -> str:
         d = "M" + " L".join(f"{px:.1f},{py:.1f}" for px, py in points) + " Z"
         svg.path(d, KIND_COLOURS.get(kind, "#969696"), cls=f"hs-risk-{kind}")
         below = top
-    for share in (0, 0.25, 0.5, 0.75, 1):
-        svg.line(LEFT, y(share), LEFT + w, y(share), stroke="#e0e0e0")
-        svg.text(LEFT - 6, y(share) + 4, f"{100 * share:.0f} %", anchor="end")
-    svg.line(LEFT, y(0), LEFT + w, y(0), stroke=INK)
-    svg.line(LEFT, y(0), LEFT, y(1), stroke=INK)
-    for t in ticks(0, int(est.minutes), 12):
-        svg.line(x(t), y(0), x(t), y(0) + 4, stroke=INK)
-        svg.text(x(t), y(0) + 18, str(t), anchor="middle")
-    svg.text(LEFT + w / 2, y(0) + 36, f"minutes of traffic (one engine step = {est.step_ms:g} "
-             "ms, assumed)", anchor="middle", cls="hs-axis-label")
-    svg.text(LEFT + w, TOP - 6, "y: share of seeds crashed by then", anchor="end",
-             cls="hs-axis-label")
+    measured = est.step_said and "assumed" not in est.step_said
+    share_frame(svg, x, y, est.minutes, f"minutes of traffic (one engine step = "
+                f"{est.step_ms:g} ms, {'measured' if measured else 'assumed'})")
     lx, ly = LEFT, HEIGHT - 30
     for kind in order:  # a row of legend entries, wrapped before the right edge
         label = f"{kind}: {KIND_WORDS.get(kind, kind)}"
@@ -109,91 +94,27 @@ def risk_for(knobs, traffic_path: str | None = None, minutes: float = 20,
     return risk_html(estimate(knobs, traffic, minutes, seeds=seeds, step_ms=step_ms))
 
 
-BAND_SEEDS = 4  # seeds per step time in the band (three estimates: a few seconds each)
+def share_scale(minutes: float, h: float):
+    """``(x, y)``: minute -> px and share of seeds -> px in a risk picture ``h`` px tall."""
+    w = WIDTH - LEFT - RIGHT
+    return (lambda minute: LEFT + w * minute / minutes), (lambda share: TOP + h * (1 - share))
 
 
-class RiskPanel:
-    """Notebook 7's "how soon" for the server its exposure dashboard shows (the pasted
-    command with any knob moved since, or the knobs), under a traffic file (default: the
-    bundled example; a trace with arrival times is replayed): at a measured ``step_ms``, or
-    without one the band over :data:`~.risk_band.BAND_STEP_MS`.  Estimated when built and on
-    a click (seconds: every seed is served to its first crash), greyed with a line saying so
-    while the dashboard shows another server than the one estimated."""
-
-    def __init__(self, dash, traffic_path: str | None = None, minutes: float = 20,
-                 seeds: int | None = None, step_ms: float | None = None):
-        import ipywidgets as W
-
-        self.dash, self.traffic_path, self.minutes = dash, traffic_path, minutes
-        self.step_ms = step_ms
-        self.seeds = seeds or (SEEDS if step_ms is not None else BAND_SEEDS)
-        self.estimated_for = None  # the knobs of the chart shown
-        self.button = W.Button(description="estimate for the server above",
-                               tooltip="serve the traffic to the server the dashboard above "
-                                       "shows, seed by seed (takes seconds)",
-                               layout={"width": "280px"})
-        self.button.add_class("hs-estimate")
-        self.note = W.HTML()
-        self.chart = W.HTML()
-        self.widget = W.VBox([self.button, self.note, self.chart], layout={"width": "100%"})
-        self.widget.add_class("hisparse-dashboard")
-        self.button.on_click(lambda _: self.estimate())
-        for control in dash.controls.values():
-            control.observe(lambda _: self.mark(), names="value")
-        self.estimate()
-
-    def _server(self):
-        """(knobs, where they came from) the dashboard shows, or None where it shows none."""
-        try:
-            return self.dash.deployment()
-        except ValueError:
-            return None
-
-    def estimate(self) -> None:
-        server = self._server()
-        if server is None:
-            self.note.value = ("<div class='hs-note'>The dashboard above shows no server "
-                               "(its command or knobs are refused): nothing to estimate."
-                               "</div>")
-            return
-        knobs, source = server
-        try:
-            if self.step_ms is None:
-                from .risk_band import band_html
-                html = band_html(knobs, self.traffic_path or example_traffic_path(),
-                                 self.minutes, self.seeds)
-            else:
-                html = risk_for(knobs, self.traffic_path, self.minutes, self.seeds,
-                                self.step_ms)
-        except ValueError as exc:
-            self.note.value = f"<div class='hs-error'>{esc(str(exc))}</div>"
-            return
-        self.estimated_for = knobs
-        self.chart.value = (f"<p class='hs-risk-source'>For {esc(source)}: "
-                            f"{esc(server_words(knobs))}.</p>" + html)
-        self.mark()
-
-    def mark(self) -> None:
-        """Grey the chart, and say so, while the dashboard shows another server."""
-        server = self._server()
-        stale = self.estimated_for is not None and (server is None
-                                                    or server[0] != self.estimated_for)
-        if stale:
-            self.chart.add_class("hs-stale-risk")
-            self.note.value = ("<div class='hs-note hs-risk-stale'>The server above changed "
-                               "since this estimate: press <b>estimate for the server "
-                               "above</b> (takes seconds).</div>")
-        else:
-            self.chart.remove_class("hs-stale-risk")
-            self.note.value = ""
-
-
-def server_words(knobs) -> str:
-    """The knobs that size the buffers, in a line: vLLM, S, B, K, max_model_len, backend."""
-    return (f"vLLM {knobs.vllm_version}, max_num_seqs {knobs.max_num_seqs}, "
-            f"max_num_batched_tokens {knobs.max_num_batched_tokens or 'default'}, "
-            f"num_speculative_tokens {knobs.num_speculative_tokens or 0}, max_model_len "
-            f"{knobs.max_model_len}, {knobs.attention_backend}")
+def share_frame(svg: Svg, x, y, minutes: float, x_label: str) -> None:
+    """What every risk picture draws around its data: the grid at each quarter, the two
+    axes, a tick per round minute, and the axis titles."""
+    w = WIDTH - LEFT - RIGHT
+    for share in (0, 0.25, 0.5, 0.75, 1):
+        svg.line(LEFT, y(share), LEFT + w, y(share), stroke="#e0e0e0")
+        svg.text(LEFT - 6, y(share) + 4, f"{100 * share:.0f} %", anchor="end")
+    svg.line(LEFT, y(0), LEFT + w, y(0), stroke=INK)
+    svg.line(LEFT, y(0), LEFT, y(1), stroke=INK)
+    for t in ticks(0, int(minutes), 12):
+        svg.line(x(t), y(0), x(t), y(0) + 4, stroke=INK)
+        svg.text(x(t), y(0) + 18, str(t), anchor="middle")
+    svg.text(LEFT + w / 2, y(0) + 36, x_label, anchor="middle", cls="hs-axis-label")
+    svg.text(LEFT + w, TOP - 6, "y: share of seeds crashed by then", anchor="end",
+             cls="hs-axis-label")
 
 
 def risk_html(est: Estimate) -> str:
