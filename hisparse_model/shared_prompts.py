@@ -17,6 +17,7 @@ A workload names one as ``{"prompt_len": n, "prompt_blocks": [h0, h1, ...]}``.
 from __future__ import annotations
 
 import functools
+from abc import abstractmethod
 from collections.abc import Sequence
 
 from .reproduction import PROMPT_FIRST_TOKEN_ID
@@ -36,11 +37,13 @@ class LazyPrompt(Sequence):
     __slots__ = ()
     n: int
 
+    @abstractmethod
     def _token(self, i: int) -> int:
-        raise NotImplementedError
+        """Token ``i`` (0 <= i < n)."""
 
+    @abstractmethod
     def _ident(self) -> tuple:
-        raise NotImplementedError
+        """What two equal prompts of this kind share (and unequal ones do not)."""
 
     def __len__(self) -> int:
         return self.n

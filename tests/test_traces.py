@@ -250,6 +250,7 @@ def test_prompts_share_exactly_the_blocks_their_ids_share(shared, n):
     ({"prompt_len": 600, "prompt_blocks": [1]},
      "request 1: 1 prompt_blocks, but prompt_len 600 fills 2 blocks of 512 tokens"),
     ({"prompt_len": 5, "prompt_blocks": [-1]}, "request 1: prompt_blocks must be a list"),
+    ({"prompt_len": 5, "prompt_blocks": "7"}, "request 1: prompt_blocks must be a list"),
     ({"prompt_len": 5, "prompt_id": 3, "prompt_blocks": [1]},
      "request 1: prompt_blocks goes with prompt_len alone"),
 ])
@@ -257,3 +258,28 @@ def test_a_bad_prompt_blocks_is_refused_in_one_line(request_, message):
     from hisparse_model.workload import Workload, WorkloadError
     with pytest.raises(WorkloadError, match=re.escape(message)):
         Workload.from_json([request_])
+
+
+@pytest.mark.parametrize("make", [
+    lambda: __import__("hisparse_model.shared_prompts", fromlist=["x"]).BlockPrompt((5, 6), 600),
+    lambda: __import__("hisparse_model.workload", fromlist=["x"]).DistinctPrompt(7, 600),
+])
+def test_a_lazy_prompt_is_the_tuple_of_its_tokens(make):
+    """Indexing (negative, slices, past the end), iteration, equality with its own kind and
+    with the tuple of its tokens, and the hash all agree with that tuple."""
+    prompt = make()
+    tokens = tuple(prompt[i] for i in range(len(prompt)))
+    assert tuple(prompt) == tokens and len(tokens) == 600
+    assert prompt[-1] == tokens[-1] and prompt[510:515] == tokens[510:515]
+    with pytest.raises(IndexError):
+        prompt[600]
+    assert prompt == make() and prompt == tokens and prompt != tokens[:-1]
+    assert hash(prompt) == hash(tokens) and prompt != 3
+    assert type(prompt).__name__ in repr(prompt)
+
+
+def test_block_prompts_of_other_blocks_differ():
+    from hisparse_model.shared_prompts import BlockPrompt
+    assert BlockPrompt((5, 6), 600) != BlockPrompt((5, 7), 600)
+    # block 6's first token names it: 3000 + 6 // 1000, 4000 + 6 % 1000 at positions 512, 513
+    assert BlockPrompt((5, 6), 600)[512:514] == (3000, 4006)
