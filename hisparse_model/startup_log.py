@@ -68,39 +68,18 @@ changed them: the model would answer for another engine).  A log of several star
 
 from __future__ import annotations
 
-import ast
-import re
-from typing import NamedTuple
-
 from .knobs import DEFAULT_ATTENTION_BACKEND, VLLM_VERSIONS, knob_specs
 from .log_text import read_log  # noqa: F401 (tests and users read logs through it)
 from .launch import Launch, check_model, knobs_from_settings, resolve_defaults
-from .vllm_flags import ASSUMED, KNOB_FLAGS
+from .log_lines import (ARCH, ARGS, BACKEND, CHUNKED, ENGINE, HEADS, HOT, WHOLE, Line, cut_line,
+                        flag_for, missing_line, scan, whole_message)
+from .log_repr import Angle, Obj, ReprCut, ReprReader, plain
+from .vllm_flags import ASSUMED
 
 SOURCE = "vLLM start-up log"
 ARCHITECTURE = "DeepseekV32ForCausalLM"  # the architecture the model covers
 DEFAULT_MAX_NUM_SEQS = 1024  # requests/step: vLLM's default on a >= 70 GiB GPU (launch.py)
 
-# How each message starts, and the whole message (a line holding the start but not the
-# whole is cut mid-way).  The numbers end in the message's own "." where it has one, so a
-# cut number (640 -> 64) is never read.
-ARGS, ENGINE, CHUNKED, HOT, BACKEND, ARCH = "args", "engine", "chunked", "hot", "backend", "arch"
-HEADS = {ARGS: "non-default args:", ENGINE: "Initializing a V1 LLM engine",
-         CHUNKED: "Chunked prefill is enabled with",
-         HOT: "Enabled experimental HiSparse HMA hot cache",
-         BACKEND: " attention backend out of potential backends", ARCH: "Resolved architecture:"}
-WHOLE = {ARGS: re.compile(r"non-default args: (?P<value>\{.*)"),
-         ENGINE: re.compile(r"Initializing a V1 LLM engine \(v(?P<value>[^)\s]+)\) with config: "
-                            r"(?P<config>.*)"),
-         CHUNKED: re.compile(r"Chunked prefill is enabled with max_num_batched_tokens="
-                             r"(?P<value>\d+)\."),
-         HOT: re.compile(r"Enabled experimental HiSparse HMA hot cache: .*\bmax_num_seqs="
-                         r"(?P<value>\d+)\."),
-         BACKEND: re.compile(r"Using (?P<value>\w+) attention backend out of potential backends"),
-         ARCH: re.compile(r"Resolved architecture: (?P<value>\S+)\s*$")}
-WHAT = {ARGS: "non-default args: {...}", ENGINE: "Initializing a V1 LLM engine (vX.Y.Z) with "
-        "config: ...", CHUNKED: "Chunked prefill is enabled with max_num_batched_tokens=N",
-        HOT: "Enabled experimental HiSparse HMA hot cache: ... max_num_seqs=N"}
 # The engine line's fields, in the order vLLM writes them: knob -> field.
 ENGINE_FIELDS = {"num_speculative_tokens": "speculative_config", "max_model_len": "max_seq_len",
                  "tensor_parallel_size": "tensor_parallel_size",
@@ -118,272 +97,6 @@ CONFIG_READ = {"attention_config": ("backend", "hisparse_config"),
                "compilation_config": ("cudagraph_mode",)}
 
 
-class Line(NamedTuple):
-    """One message found in the log: its line number and its text from the message on."""
-
-    number: int
-    text: str
-
-    def excerpt(self, width: int = 60) -> str:
-        return self.text if len(self.text) <= width else self.text[:width - 3] + "..."
-
-
-def _flag(knob: str) -> str:
-    """The ``vllm serve`` flag that gives a knob, with a placeholder value."""
-    if knob == "vllm_version":
-        return "check --vllm X.Y.Z -- vllm serve ..."
-    row = next((r for r in KNOB_FLAGS if r.knob == knob), None)
-    if row is None:  # not a knob: the engine's arguments, its model, an assumption
-        return "check -- vllm serve MODEL [flags]"
-    flag = row.flags[0] if row.flags else f"--{row.config[0].replace('_', '-')}.{row.config[1]}"
-    kind = {s.name: s.kind for s in knob_specs()}[knob]
-    value = "" if kind is bool else " N" if kind is int else " " + knob.split("_")[-1].upper()
-    return f"check -- vllm serve ... {flag}{value}"
-
-
-def _missing(knob: str, kind: str) -> ValueError:
-    return ValueError(f'{knob}: no "{WHAT[kind]}" line in the log (give the whole start-up '
-                      f"log, or {_flag(knob)})")
-
-
-def _cut(knob: str, line: Line, before: str = "") -> ValueError:
-    where = f"is cut before {before}" if before else "is cut mid-way"
-    return ValueError(f'{knob}: line {line.number} ("{line.excerpt(48)}") {where} (give the '
-                      f"whole line, or {_flag(knob)})")
-
-
-# -- Python reprs, as vLLM logs them ---------------------------------------------------------
-class _Cut(Exception):
-    """The text ends inside a value."""
-
-
-class Obj(NamedTuple):
-    """``Name(field=value, ...)``: a config object's repr."""
-
-    name: str
-    fields: dict
-
-
-class Angle(str):
-    """``<...>``: an enum member (``<CUDAGraphMode.NONE: 0>``) or an object's default repr."""
-
-    @property
-    def member(self) -> str:
-        m = re.match(r"<\w+\.(\w+):", self)
-        return m.group(1) if m else str(self)
-
-
-_BARE_END = ",)]}:="
-
-
-class _Reader:
-    """A recursive reader of the reprs vLLM logs: dicts, lists, tuples, strings, numbers,
-    None/True/False, ``Name(k=v, ...)``, ``<...>`` and bare words (``torch.bfloat16``)."""
-
-    def __init__(self, text: str):
-        self.s, self.i = text, 0
-
-    def peek(self) -> str:
-        while self.i < len(self.s) and self.s[self.i] in " \t\r":
-            self.i += 1
-        return self.s[self.i] if self.i < len(self.s) else ""
-
-    def take(self, char: str) -> None:
-        got = self.peek()
-        if not got:
-            raise _Cut
-        if got != char:
-            raise ValueError(f"expected {char!r} at character {self.i + 1}, got {got!r}")
-        self.i += 1
-
-    def value(self, stops: str = _BARE_END):
-        c = self.peek()
-        if not c:
-            raise _Cut
-        if c == "{":
-            return self._dict()
-        if c in "[(":
-            items = self._items({"[": "]", "(": ")"}[c])
-            return items if c == "[" else tuple(items)
-        if c in "'\"":
-            return self._string(c)
-        if c == "<":
-            return self._angle()
-        return self._bare(stops)
-
-    def _dict(self) -> dict:
-        self.take("{")
-        out: dict = {}
-        while self.peek() != "}":
-            key = self.value()
-            self.take(":")
-            try:
-                out[key] = self.value()
-            except TypeError:  # unhashable: a dict, list or object as a key
-                raise ValueError(f"a dict key that is not a name before character "
-                                 f"{self.i + 1}") from None
-            if self.peek() != ",":
-                break
-            self.i += 1
-        self.take("}")
-        return out
-
-    def _items(self, close: str) -> list:
-        self.i += 1
-        out = []
-        while self.peek() != close:
-            out.append(self.value())
-            if self.peek() != ",":
-                break
-            self.i += 1
-        self.take(close)
-        return out
-
-    def _string(self, quote: str) -> str:
-        start, j = self.i, self.i + 1
-        while j < len(self.s) and self.s[j] != quote:
-            j += 2 if self.s[j] == "\\" else 1
-        if j >= len(self.s):
-            raise _Cut
-        self.i = j + 1
-        try:
-            return ast.literal_eval(self.s[start:self.i])
-        except (ValueError, SyntaxError):
-            return self.s[start + 1:j]
-
-    def _angle(self) -> Angle:
-        start, depth, j = self.i, 0, self.i
-        while j < len(self.s):
-            c = self.s[j]
-            if c in "'\"":
-                k = self.s.find(c, j + 1)
-                if k < 0:
-                    raise _Cut
-                j = k
-            depth += (c == "<") - (c == ">")
-            j += 1
-            if depth == 0:
-                self.i = j
-                return Angle(self.s[start:j])
-        raise _Cut
-
-    def _bare(self, stops: str):
-        start = self.i
-        while self.i < len(self.s) and self.s[self.i] not in stops + "(":
-            self.i += 1
-        word = self.s[start:self.i].strip()
-        if self.i < len(self.s) and self.s[self.i] == "(" and re.fullmatch(r"[\w.]+", word):
-            return Obj(word, self.kwargs(")"))
-        if not word:
-            raise ValueError(f"a value expected at character {start + 1}")
-        return _word(word)
-
-    def kwargs(self, close: str | None) -> dict:
-        """``k=v, ...`` up to ``close`` (``(`` already read) or, for None, to the end: the
-        fields read; at the end of the text (None) a field the text may have cut is left
-        out and ``self.cut`` says so."""
-        if close:
-            self.i += 1
-        out: dict = {}
-        self.cut = False
-        while self.peek() and self.peek() != close:
-            m = re.compile(r"\s*(\w+)=").match(self.s, self.i)
-            if not m and re.fullmatch(r"\s*\w*", self.s[self.i:]):
-                if close:  # the text ends inside a field's name
-                    raise _Cut
-                self.cut = True
-                return out
-            if not m and not close:
-                raise ValueError(f"a field name expected at character {self.i + 1}")
-            self.i = m.end() if m else self.i  # Name(value, ...): a positional argument
-            try:  # at the top level a bare word runs to the next comma (a path may hold ":")
-                value = self.value(_BARE_END if close else ",")
-            except _Cut:
-                if close:
-                    raise
-                self.cut = True
-                return out
-            bare = isinstance(value, _Bare) or not isinstance(value, (dict, list, tuple, Obj,
-                                                                       Angle, str))
-            if close is None and not self.peek() and bare:
-                self.cut = True  # a bare word the end of the text may have cut (640 -> 64)
-                return out
-            out[m.group(1) if m else len(out)] = value
-            if self.peek() != ",":
-                break
-            self.i += 1
-        if close:
-            self.take(close)
-        elif self.peek():
-            raise ValueError(f"unexpected {self.peek()!r} at character {self.i + 1}")
-        return out
-
-
-def _word(word: str):
-    if word in ("None", "True", "False"):
-        return {"None": None, "True": True, "False": False}[word]
-    for kind in (int, float):
-        try:
-            return kind(word)
-        except ValueError:
-            pass
-    return _Bare(word)
-
-
-class _Bare(str):
-    """A bare word (``cuda``, ``torch.bfloat16``): a str that the cut test tells apart."""
-
-
-def plain(value):
-    """A repr read as JSON-like data: objects as dicts of their fields, enums by name."""
-    if isinstance(value, Obj):
-        return {k: plain(v) for k, v in value.fields.items()}
-    if isinstance(value, Angle):
-        return value.member
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    return str(value) if isinstance(value, str) else value
-
-
-# -- the log -----------------------------------------------------------------------------------
-def scan(text: str) -> tuple[dict[str, list[Line]], list[int]]:
-    """Each message's lines in the first start-up, and the line where each start-up begins.
-
-    A start-up begins at a ``non-default args`` line, or at an engine line that follows
-    another engine line with no arguments line between (an engine restarted)."""
-    found: dict[str, list[Line]] = {kind: [] for kind in HEADS}
-    starts: list[int] = []
-    engine_seen = False
-    for number, raw in enumerate(text.split("\n"), 1):
-        for kind, head in HEADS.items():
-            at = raw.find(head)
-            if at < 0:
-                continue
-            if kind == BACKEND:  # the name comes before the head: from "Using "
-                at = raw.rfind("Using ", 0, at)
-                if at < 0:
-                    continue
-            if kind == ARGS or (kind == ENGINE and (engine_seen or not starts)):
-                starts.append(number)
-            engine_seen = (engine_seen and kind != ARGS) or kind == ENGINE
-            if len(starts) < 2 or number < starts[1]:
-                found[kind].append(Line(number, raw[at:].split("\r")[0]))
-    return found, starts
-
-
-def _whole(kind: str, knob: str, found: dict) -> tuple[Line, re.Match] | None:
-    """The first line of ``kind``, matched whole; None if there is none; cut: refused."""
-    if not found[kind]:
-        return None
-    line = found[kind][0]
-    m = WHOLE[kind].match(line.text)
-    if m is None:
-        raise _cut(knob, line)
-    return line, m
-
-
 def _args(found: dict) -> tuple[Line, dict]:
     if not found[ARGS] and not found[ENGINE]:
         raise ValueError("not a vLLM start-up log: it has no \"non-default args: {...}\" line "
@@ -393,14 +106,14 @@ def _args(found: dict) -> tuple[Line, dict]:
         raise ValueError("engine arguments: no \"non-default args: {...}\" line in the log, "
                          "which says whether HiSparse is on (give the whole start-up log, or "
                          "check -- vllm serve MODEL [flags])")
-    line, m = _whole(ARGS, "engine arguments", found)
-    reader = _Reader(m.group("value"))  # starts with "{": a dict, or an error
+    line, m = whole_message(ARGS, "engine arguments", found)
+    reader = ReprReader(m.group("value"))  # starts with "{": a dict, or an error
     try:
         args = reader.value()
         if reader.peek():
             raise ValueError(f"unexpected {reader.peek()!r} after the arguments")
-    except _Cut:
-        raise _cut("engine arguments", line) from None
+    except ReprCut:
+        raise cut_line("engine arguments", line) from None
     except (ValueError, RecursionError) as exc:
         raise ValueError(f"engine arguments: line {line.number} (\"{line.excerpt(40)}\") is "
                          f"not as vLLM writes it ({exc})") from None
@@ -437,9 +150,9 @@ def _settings(args: dict) -> tuple[str | None, dict, list[str]]:
 
 
 def _engine(found: dict, given: str | None) -> tuple[Line, str, dict, bool]:
-    got = _whole(ENGINE, "vllm_version", found)
+    got = whole_message(ENGINE, "vllm_version", found)
     if got is None:
-        raise _missing("vllm_version", ENGINE)
+        raise missing_line("vllm_version", ENGINE)
     line, m = got
     version = m.group("value")
     built, _, local = version.partition("+")  # a local build tag: 0.31.0+cu130 (CUDA builds)
@@ -452,7 +165,7 @@ def _engine(found: dict, given: str | None) -> tuple[Line, str, dict, bool]:
         raise ValueError(f"--vllm {given}: the log's engine is vLLM {version} (line "
                          f"{line.number}: Initializing a V1 LLM engine (v{version})); drop "
                          "--vllm, the log names the version")
-    reader = _Reader(m.group("config"))
+    reader = ReprReader(m.group("config"))
     try:
         fields = reader.kwargs(None)
     except (ValueError, RecursionError) as exc:
@@ -468,10 +181,10 @@ def _engine_knobs(line: Line, fields: dict, cut: bool, version: str) -> tuple[di
     for knob, field in ENGINE_FIELDS.items():
         if field not in fields:
             if cut:
-                raise _cut(knob, line, f"{field}=")
+                raise cut_line(knob, line, f"{field}=")
             raise ValueError(f"{knob}: line {line.number} has no {field}= (not the engine "
                              f"line vLLM {version} writes; give the whole line, or "
-                             f"{_flag(knob)})")
+                             f"{flag_for(knob)})")
         value = fields[field]
         if knob == "num_speculative_tokens":
             if value is None:
@@ -493,7 +206,7 @@ def _engine_knobs(line: Line, fields: dict, cut: bool, version: str) -> tuple[di
             if not isinstance(value, dict) or not isinstance(value.get("cudagraph_mode"), Angle):
                 raise ValueError(f"{knob}: line {line.number}: compilation_config holds no "
                                  f"'cudagraph_mode': <CUDAGraphMode...> (give the whole line, "
-                                 f"or {_flag(knob)})")
+                                 f"or {flag_for(knob)})")
             mode = value["cudagraph_mode"].member
             sizes = value.get("cudagraph_capture_sizes")
             # FULL_AND_PIECEWISE is vLLM's default, NONE what enforce_eager makes of any
@@ -550,7 +263,7 @@ def from_log_text(text: str, vllm_version: str | None = None) -> Launch:
     except ValueError as exc:
         raise ValueError(f"{at_args}: {exc}") from None
     engine_line, version, fields, cut = _engine(found, vllm_version)
-    arch = _whole(ARCH, "model", found) if found[ARCH] else None
+    arch = whole_message(ARCH, "model", found) if found[ARCH] else None
     if arch is not None and arch[1].group("value") != ARCHITECTURE:
         raise ValueError(f"model: line {arch[0].number}: {arch[0].text}: the model covers "
                          f"DeepSeek-V3.2 only ({ARCHITECTURE})")
@@ -561,10 +274,10 @@ def from_log_text(text: str, vllm_version: str | None = None) -> Launch:
             raise ValueError(f"{at_args}: {exc} (and the log has no \"Resolved "
                              "architecture:\" line)") from None
     values, engine_read, sizes = _engine_knobs(engine_line, fields, cut, version)
-    chunked = _whole(CHUNKED, "max_num_batched_tokens", found)
+    chunked = whole_message(CHUNKED, "max_num_batched_tokens", found)
     if chunked is None:
-        raise _missing("max_num_batched_tokens", CHUNKED)
-    hot = _whole(HOT, "max_num_seqs", found)
+        raise missing_line("max_num_batched_tokens", CHUNKED)
+    hot = whole_message(HOT, "max_num_seqs", found)
     if hot is not None:  # every hot-cache line of the start-up must say the same S
         for other in found[HOT][1:]:
             m = WHOLE[HOT].match(other.text)
@@ -574,7 +287,7 @@ def from_log_text(text: str, vllm_version: str | None = None) -> Launch:
                                  f"max_num_seqs={hot[1].group('value')}, then "
                                  f"{m.group('value')} (one start-up's engine has one S; give "
                                  "the log of one engine)")
-    backend = _whole(BACKEND, "attention_backend", found)
+    backend = whole_message(BACKEND, "attention_backend", found)
 
     tag = WHOLE[ENGINE].search(engine_line.text).group("value")  # as printed: 0.31.0+cu130
     read, defaults = {"vllm_version": f"line {engine_line.number}: Initializing a V1 LLM "
