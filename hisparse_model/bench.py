@@ -268,7 +268,7 @@ def time_simulate_advice(n: int = 2000, late: bool = True, fast: bool = True) ->
 
 def _options(argv: list[str]):
     """The bench's own flags, read before anything is measured (--help, a typo: exit 0 / 2)."""
-    from .cli import _Parser  # one line and exit status 2 for a flag it does not know
+    from .cli_args import _Parser  # one line and exit status 2 for a flag it does not know
 
     p = _Parser(prog="python -m hisparse_model.bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")

@@ -54,13 +54,13 @@ or the KV pool the model assumes may not hold the example, the answer is
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
 
-from .data_parallel import DP_ASSUMPTION, RankBatch, sync_step
-from .dispatch import dispatch, graph
+from .data_parallel import DP_ASSUMPTION
+from .dispatch import dispatch
+from .exposed_steps import ExposedStep, Exposure, example_request
+from .exposure_dp import dummies
 from .knobs import Knobs
 from .plan import Plan, plan
-from .reproduction import MAX_TOKENS
 from .routing import SWAP_IN, router, swap_error
 from .startup import startup_batches
 
@@ -75,49 +75,6 @@ EXPOSURE_DP_ASSUMPTION = (
     "exposure -dp N: any traffic on each rank (its scheduler the single-GPU one); an idle "
     "rank's dummy batch keeps the residency of its last real step; MTP under DP is not "
     "modelled (undecided); the examples are served as " + DP_ASSUMPTION)
-# An idle rank's placeholder (one token, MAX_TOKENS outputs, from step 0) is done after step
-# MAX_TOKENS - 1: the DP examples' traffic arrives at rank 0 from this step on
-IDLE_FROM = MAX_TOKENS
-
-
-class ExposedStep(NamedTuple):
-    """One kind of engine step that kills the server, with traffic that makes it."""
-
-    kind: str  # "startup", "lone_prompt", "last_chunk", "burst"; DP: "dummy_burst", "dummy_decode"
-    what: str  # in words a person acts on
-    tokens: int | None  # tokens of the step (None: start-up)
-    example: dict  # a Workload JSON ({"requests": [...]}) that crashes
-    error: str  # the exact ValueError text
-
-    def as_json(self) -> dict:
-        return {"kind": self.kind, "what": self.what, "tokens": self.tokens,
-                "example": self.example, "error": self.error}
-
-
-class Exposure(NamedTuple):
-    """The verdict for all traffic: exposed (with every step kind), never (why), or undecided."""
-
-    knobs: Knobs
-    exposed: bool | None  # None: the model cannot decide (see ``undecided``)
-    steps: tuple[ExposedStep, ...]
-    never_because: str | None
-    undecided: str | None = None
-
-    def as_json(self) -> dict:
-        return {"exposed": self.exposed, "steps": [s.as_json() for s in self.steps],
-                "never_because": self.never_because, "undecided": self.undecided}
-
-    @property
-    def headline(self) -> str:
-        """One line: the verdict for all traffic."""
-        if self.exposed:
-            first = self.steps[0]
-            return f"EXPOSED: some traffic kills this server ({first.what})"
-        if self.exposed is None:
-            return f"UNDECIDED: {self.undecided}"
-        return f"NOT EXPOSED: no traffic can kill this server ({self.never_because})"
-
-
 def _pieces(n: int, s: int, q: int, max_len: int) -> int | None:
     """The fewest m <= S pieces of q + 1 ... max_len - 1 tokens that add up to n, or None."""
     top = max_len - 1  # the longest prompt vLLM accepts
@@ -125,10 +82,6 @@ def _pieces(n: int, s: int, q: int, max_len: int) -> int | None:
         return None  # every prompt is computed as a decode
     m = -(-n // top)  # fewest pieces of at most `top` tokens
     return m if m <= s and m * (q + 1) <= n else None
-
-
-def _request(n: int, dp: int, **more) -> dict:
-    return {"prompt_len": n, **more, **({"dp_rank": 0} if dp > 1 else {})}
 
 
 def _forms(p: Plan, n: int, m: int) -> list[ExposedStep]:
@@ -144,160 +97,19 @@ def _forms(p: Plan, n: int, m: int) -> list[ExposedStep]:
         cached = (" (or a longer prompt whose uncached part is that long, its cached prefix "
                   "on the GPU)" if k.enable_prefix_caching else "")
         out.append(ExposedStep("lone_prompt", f"{head}: a {n}-token prompt{cached} reaching an "
-                               "idle server", n, {"requests": [_request(n, dp)]}, error))
+                               "idle server", n, {"requests": [example_request(n, dp)]}, error))
         if b + n <= top:
             out.append(ExposedStep(
                 "last_chunk", f"{head}: the last {n}-token chunk of a {b + n}-token prompt "
                 f"(chunked prefill: {b} tokens, then {n}) with no decode running", n,
-                {"requests": [_request(b + n, dp)]}, error))
+                {"requests": [example_request(b + n, dp)]}, error))
     parts = max(m, 2)
     if parts <= s and parts * (q + 1) <= n:
         lens = [n // parts + (i < n % parts) for i in range(parts)]
         out.append(ExposedStep(
             "burst", f"{head}: {parts} prompts arriving together at an idle server that add up "
             f"to {n} ({' + '.join(map(str, lens))}; any mix of prompts longer than "
-            f"q = {q} tokens)", n, {"requests": [_request(x, dp) for x in lens]}, error))
-    return out
-
-
-def _split(total: int, parts: int) -> list[int]:
-    """``total`` tokens in ``parts`` prompts as even as can be (the longer ones first)."""
-    return [total // parts + (i < total % parts) for i in range(parts)]
-
-
-def _busy_lens(t: int, s: int, top: int) -> list[int] | None:
-    """Prompts arriving together at one rank that make a step of ``t`` tokens: a one-token
-    prompt (a decode to the split) and the rest in the fewest pieces of at most ``top``
-    tokens, else the fewest pieces alone; None where more than S would be needed."""
-    if top < 1:
-        return None  # no prompt is shorter than max_model_len
-    for lens in (([1] + _split(t - 1, -(-(t - 1) // top))) if t > 1 else None,
-                 _split(t, -(-t // top))):
-        if lens and len(lens) <= s:
-            return lens
-    return None
-
-
-def _dummy_sync(p: Plan, query_lens, eligible: bool, idle_resident: bool) -> tuple:
-    """``data_parallel.sync_step`` of rank 0's batch (query lengths in the runner's order)
-    beside an idle rank 1 whose last real step left ``idle_resident``: (rank 0's result,
-    the dummy's), each (mode, padded, dummy shape, routed, route, error, decode tokens)."""
-    _, (busy, dummy) = sync_step(p, [RankBatch(tuple(query_lens), eligible, True), None],
-                                 [True, idle_resident])
-    return busy, dummy
-
-
-def _dummies(p: Plan, raising: list[int]) -> tuple[list[ExposedStep], str, list[str]]:
-    """N > 1: the steps after which an idle rank's dummy batch raises (module docstring,
-    5.), for the raising sizes without decode; (kinds, why no dummy raises where none
-    does, undecided notes)."""
-    k = p.knobs
-    b, q, s = p.max_num_batched_tokens, p.max_decode_query_len, k.max_num_seqs
-    top = k.max_model_len - 1  # the longest prompt vLLM accepts
-    reach = min(b, s * top)  # the most tokens a step computes (K = 0: a decode is 1 token)
-    if not raising:
-        return [], ("an idle rank's dummy batch (one request of the padded count, at most "
-                    f"B = {b} tokens: a decode of at most q = {q} tokens, else a batch "
-                    "without decode) is routed by the same rules, so it cannot raise "
-                    "either"), []
-    kinds: list[ExposedStep] = []
-    notes: list[str] = []
-    whys = []
-    for n in raising:
-        steps = []  # the busy-rank step sizes the DP sync pads an idle rank's dummy to n
-        t = n
-        while t >= 1 and graph(p, t, 1, None)[1] == n:
-            steps.insert(0, t)
-            t -= 1
-        hit, modes = None, set()
-        for t in steps:
-            lens = _busy_lens(t, s, top) if t <= reach else None  # None: t > reach
-            if lens is None:
-                continue
-            busy, dummy = _dummy_sync(p, sorted(lens), False, True)
-            if dummy[5]:
-                hit = hit or (t, lens, busy, dummy)
-                continue
-            modes.add(dummy[0])
-            if _dummy_sync(p, sorted(lens), False, False)[1][5]:
-                notes.append(f"a step of {t} tokens pads an idle rank's dummy batch to {n} "
-                             "tokens, which raises when that rank's last real step staged a "
-                             "cached prefix, and whether traffic stages it depends on "
-                             "host-tier timing")
-            if t % q == 0 and t // q <= s and _dummy_sync(p, (q,) * (t // q), True, True)[1][5]:
-                notes.append(f"a uniform decode step of {t} tokens pads an idle rank's dummy "
-                             f"batch to {n} tokens, which raises, and the model has no "
-                             "traffic built for it")
-        if hit:
-            found = _dummy_forms(p, n, *hit)
-            if not found:
-                notes.append(f"a step of {hit[0]} tokens pads an idle rank's dummy batch to "
-                             f"{n} tokens, which raises, and the model has no traffic built "
-                             "for it that rank 0 itself survives")
-            kinds += found
-            continue
-        reachable = [t for t in steps if t <= reach]
-        if not steps:
-            whys.append(f"no step pads it to {n} tokens: the DP sync pads a PIECEWISE dummy "
-                        f"to a CUDA-graph capture size ({_captures_near(p, n)}), {n} is none, "
-                        f"and an eager dummy runs its own q = {q} tokens")
-        elif not reachable:
-            whys.append(f"only a step of {_span(steps)} tokens would pad it to {n}, but no "
-                        "step computes more than min(B, S*(max_model_len - 1)) = "
-                        f"{reach} tokens")
-        else:
-            how = " or ".join(
-                ([f"the DP sync agrees on eager (NONE), where a dummy runs its own q = {q} "
-                  + "tokens"] if "NONE" in modes else [])
-                + (["the dummy replays a FULL graph, which routes nothing"]
-                   if "FULL" in modes else [])) or "the dummy does not raise"
-            which = ("such a step" if reachable == steps
-                     else f"one of {_span(reachable)} tokens (a larger one no step computes)")
-            whys.append(f"only a step of {_span(steps)} tokens would pad it to {n}, but "
-                        f"{which} leaves it unpadded: {how}")
-    why = ("an idle rank's dummy batch (one request of the padded count) raises only with "
-           f"{' or '.join(map(str, raising))} tokens: " + "; ".join(whys))
-    return kinds, why, notes
-
-
-def _span(steps: list[int]) -> str:
-    return str(steps[0]) if len(steps) == 1 else f"{steps[0]}..{steps[-1]}"
-
-
-def _captures_near(p: Plan, n: int) -> str:
-    """The capture sizes either side of ``n``, for a reason (``n`` is none of them)."""
-    near = ([x for x in p.capture_sizes if x < n][-1:] + ["..."]
-            + [x for x in p.capture_sizes if x > n][:1])
-    return ", ".join(map(str, near))
-
-
-def _dummy_forms(p: Plan, n: int, t: int, lens: list[int], busy: tuple,
-                 dummy: tuple) -> list[ExposedStep]:
-    """The traffic that makes rank 0 compute ``t`` tokens in a step while every other rank
-    has nothing scheduled, its dummy batch padded to ``n`` tokens, which raises (``busy``,
-    ``dummy``: :func:`_dummy_sync` of that step)."""
-    k = p.knobs
-    if busy[5]:  # rank 0 raises itself: a one-rank kind, not the dummy's
-        return []
-    dp, top, s = k.data_parallel_size, k.max_model_len - 1, k.max_num_seqs
-    own = (f"rank 0 routes only its decode part ({busy[6]} of {t} tokens)" if busy[6]
-           else f"rank 0 routes its {busy[3]} tokens, at most C = {p.swap_capacity}")
-    tail = (f" while the other ranks have nothing scheduled; {own}, but the DP sync pads an "
-            f"idle rank's dummy batch to the {dummy[0]} graph of {n} tokens: one request, a "
-            "prefill the routing gets whole")
-    head = f"an idle rank's dummy batch padded to exactly {n} tokens"
-    lens = sorted(lens)
-    out = [ExposedStep(
-        "dummy_burst", f"{head}: {len(lens)} prompts arriving together at rank 0 "
-        f"({' + '.join(map(str, lens))} = {t} tokens){tail}", n,
-        {"requests": [_request(x, dp, arrival_step=IDLE_FROM) for x in lens]}, dummy[5])]
-    # one request decoding while a (t - 1)-token prompt arrives: the same step of [1, t - 1]
-    if 2 <= t - 1 <= top and s >= 2:  # max_model_len >= 3: the one-token request decodes
-        out.append(ExposedStep(
-            "dummy_decode", f"{head}: a {t - 1}-token prompt arriving at rank 0 while a "
-            f"request decodes there (a step of 1 + {t - 1} = {t} tokens){tail}", n,
-            {"requests": [_request(1, dp, arrival_step=IDLE_FROM),
-                          _request(t - 1, dp, arrival_step=IDLE_FROM + 1)]}, dummy[5]))
+            f"q = {q} tokens)", n, {"requests": [example_request(x, dp) for x in lens]}, error))
     return out
 
 
@@ -332,7 +144,7 @@ def exposure(knobs: Knobs) -> Exposure:
     if bad is not None:
         what = f"start-up ({bad.phase}: {bad.label}, {bad.num_tokens} tokens): before any traffic"
         return Exposure(knobs, True, (ExposedStep(
-            "startup", what, None, {"requests": [_request(1, knobs.data_parallel_size)]},
+            "startup", what, None, {"requests": [example_request(1, knobs.data_parallel_size)]},
             bad.error),), None)
     c, b, q, s = p.swap_capacity, p.max_num_batched_tokens, p.max_decode_query_len, \
         knobs.max_num_seqs
@@ -364,7 +176,7 @@ def exposure(knobs: Knobs) -> Exposure:
         undecided.append(f"an MTP draft step of {s} requests raises")
     dp_why = None
     if knobs.data_parallel_size > 1:  # an idle rank's dummy batch (K = 0 here)
-        found, dp_why, notes = _dummies(p, [n for n in sizes
+        found, dp_why, notes = dummies(p, [n for n in sizes
                                             if resident(n, 0)[2] or staged(n, 0)[2]])
         exposed += found
         undecided += notes

@@ -39,14 +39,13 @@ clamped to 0..num_drafts, padded placeholder drafts included.
 
 from __future__ import annotations
 
-import functools
 from collections import deque
 from dataclasses import dataclass, field
 
+from .prefix_keys import request_keys
 from .scheduler_config import VERSIONS, SchedulerConfig, acceptance  # noqa: F401
 from .versions import since
-from .shared_prompts import BlockPrompt
-from .workload import Arrivals, DistinctPrompt
+from .workload import Arrivals
 
 
 @dataclass
@@ -90,55 +89,6 @@ class _Req:
         self.chunk, self.done, self.copies_ok = True, False, True
         self.alive, self.pub = True, False  # host tier (_HiSparseRequestState)
         self.planned = self.ready = self.pending = self.pub_pages = self.nsent = 0
-
-
-def _block_keys(ids) -> tuple:
-    """Chained keys of the full 64-token blocks (a block's key covers all before it): a
-    function of the tokens alone, so equal prompts and equal prefixes have equal keys."""
-    keys, prev = [], None
-    for j in range(len(ids) // 64):
-        prev = hash((prev, hash(ids[64 * j:64 * j + 64])))
-        keys.append(prev)
-    return tuple(keys)
-
-
-def _distinct_keys(ids: DistinctPrompt) -> tuple:
-    """:func:`_block_keys` of a :class:`~hisparse_model.workload.DistinctPrompt`, the same
-    values, without building the prompt: its blocks after the first are every such prompt's
-    (their hashes computed once, :func:`_tail_hash`)."""
-    n = len(ids) // 64
-    if not n:
-        return ()
-    prev = hash((None, hash(ids.block(0))))
-    keys = [prev]
-    for j in range(1, n):
-        prev = hash((prev, _tail_hash(j)))
-        keys.append(prev)
-    return tuple(keys)
-
-
-@functools.lru_cache(maxsize=8192)
-def _tail_hash(j: int) -> int:
-    return hash(DistinctPrompt.tail_block(j))
-
-
-def request_keys(workload) -> list[tuple]:
-    """Each request's block keys (:func:`_block_keys`), computed once per distinct prompt."""
-    memo: dict[tuple, tuple] = {}
-    out = []
-    for r in workload.requests:
-        ids = r.prompt_token_ids
-        if isinstance(ids, DistinctPrompt):
-            out.append(_distinct_keys(ids))
-            continue
-        if isinstance(ids, BlockPrompt):  # a trace's shared blocks: keys from piece hashes
-            out.append(ids.keys())
-            continue
-        ids = tuple(ids)
-        if ids not in memo:
-            memo[ids] = _block_keys(ids)
-        out.append(memo[ids])
-    return out
 
 
 class _Sim:

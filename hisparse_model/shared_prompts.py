@@ -93,7 +93,7 @@ class BlockPrompt(LazyPrompt):
 
     def keys(self) -> tuple:
         """The chained keys of its full 64-token pieces, the values
-        ``scheduler._block_keys`` gives for its tokens, from cached piece hashes."""
+        ``prefix_keys.block_keys`` gives for its tokens, from cached piece hashes."""
         keys, prev = [], None
         for p in range(self.n // PIECE):
             b, k = divmod(p * PIECE, TRACE_BLOCK)

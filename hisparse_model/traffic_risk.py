@@ -160,7 +160,7 @@ def first_crash(knobs: Knobs, workload: Workload, accepted=None):
 
 
 def crash_kind(st, workload: Workload, seen=frozenset()) -> str:
-    """The exposure kind of a crash step (``exposure.ExposedStep.kind``): ``lone_prompt``
+    """The exposure kind of a crash step (``exposed_steps.ExposedStep.kind``): ``lone_prompt``
     (one prompt computed whole), ``last_chunk`` (the rest of a prompt chunked before: a
     request in ``seen``, those earlier steps scheduled), ``cached_prefix`` (the rest of a
     prompt whose first blocks were a prefix-cache hit), ``burst`` (several prompts or

@@ -66,7 +66,8 @@ from .advice import SearchCapped
 from .dispatch import decode_graph_eligible
 from .knobs import Knobs
 from .plan import Plan, plan
-from .scheduler import _Req, _Sim, request_keys
+from .prefix_keys import request_keys
+from .scheduler import _Req, _Sim
 from .scheduler_config import SchedulerConfig, scheduler_config
 from .simulate import serving_refusal, simulate
 from .startup import startup_batches

@@ -20,7 +20,7 @@ from hisparse_model.workload import Workload
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "hisparse_model"
 # the text layer: formats what the model returns; the model never imports it
-TEXT_LAYER = ("report", "cli", "views", "chart_data", "chart_keys", "chart_traffic", "app",
+TEXT_LAYER = ("report", "cli", "cli_args", "views", "chart_data", "chart_keys", "chart_traffic", "app",
               "bench", "__main__")
 
 

@@ -229,10 +229,10 @@ def test_shared_blocks_are_cached_and_a_cached_prefix_plus_c_plus_1_crashes(tmp_
 ])
 def test_a_shared_block_prompt_keys_as_its_tokens_do(blocks, n):
     """The lazy keys of a BlockPrompt are the scheduler's keys of its explicit tokens."""
-    from hisparse_model.scheduler import _block_keys
+    from hisparse_model.prefix_keys import block_keys
     from hisparse_model.shared_prompts import BlockPrompt
     prompt = BlockPrompt(blocks, n)
-    assert prompt.keys() == _block_keys(tuple(prompt)) and len(prompt.keys()) == n // 64
+    assert prompt.keys() == block_keys(tuple(prompt)) and len(prompt.keys()) == n // 64
 
 
 @pytest.mark.parametrize("shared, n", [

@@ -16,7 +16,7 @@ from hisparse_model.simulate import simulate
 from hisparse_model.traffic_risk import (Estimate, SeedRun, Traffic, TrafficError, estimate,
                                          first_crash, generate, load_traffic, write_workload)
 from hisparse_model.workload import DistinctPrompt, Workload, load_workload
-from hisparse_model.scheduler import _block_keys, request_keys
+from hisparse_model.prefix_keys import block_keys, request_keys
 
 SWAP = ("ValueError: HiSparse swap rows exceed the configured speculative decode capacity: "
         "stop={}, capacity={}.")
@@ -45,7 +45,7 @@ def test_distinct_prompts_are_their_tokens(k, n, head):
     for m in (64, 200, 700):  # 1, 3 and 10 full blocks: keys from the blocks, not the tuple
         long = DistinctPrompt(k, m)
         w = Workload.from_json([{"prompt_len": m, "prompt_id": k}])
-        assert request_keys(w) == [_block_keys(tuple(long))]
+        assert request_keys(w) == [block_keys(tuple(long))]
         assert Workload.from_json(w.as_json()) == w
     # two ids share no block key; the same id at two lengths shares its common blocks (3)
     a, b, c = (request_keys(Workload.from_json([{"prompt_len": m, "prompt_id": i}]))[0]

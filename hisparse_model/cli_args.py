@@ -1,0 +1,197 @@
+"""The command line's arguments: one parser for every command, the knob flags generated.
+
+Each knob's flag comes from its :class:`~hisparse_model.knobs.Knobs` declaration (its
+default and meaning in ``--help``) and vLLM's own flag names (``vllm_flags.KNOB_FLAGS``);
+:func:`knobs_from_args` reads them back into knobs.  A parse error exits with
+:data:`EXIT_BAD_INPUT` in one line, as every bad input does (``cli.py``'s exit statuses).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from .knobs import VLLM_VERSIONS, Knobs, knob_specs
+from .vllm_flags import KNOB_FLAGS
+
+EXIT_OK, EXIT_CRASH, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_NOT_THIS_BUG = 0, 1, 2, 3, 4
+# Knobs whose flag is not the knob's own name, per command.
+_OWN_FLAGS = {"predict": {"vllm_version": "--vllm"},
+              "live": {"vllm_version": None, "routing": "--vllm-mode"}}
+# vLLM's own short flags (vllm serve -tp / -dp / -pp / -dcp), added next to the long ones:
+# the one table of vLLM's flags per knob (vllm_flags.KNOB_FLAGS, which `check` reads).
+_SHORT_FLAGS = {row.knob: flag for row in KNOB_FLAGS for flag in row.flags
+                if not flag.startswith("--")}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2 (argparse's own convention)
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
+
+
+def _typed(name: str, kind: type):
+    def convert(text: str):
+        if kind is int:
+            try:
+                return int(text)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}")
+        return text
+    return convert
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"prompt_lens must be comma-separated integers, got {text!r}")
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"prompt_lens must be integers >= 1, got {text!r}")
+    return values
+
+
+def add_knob_args(p: argparse.ArgumentParser, command: str) -> None:
+    """One flag per knob, from the declaration (name, default, help, choices)."""
+    own = _OWN_FLAGS.get(command, {})
+    for spec in knob_specs():
+        flag = own.get(spec.name, "--" + spec.name.replace("_", "-"))
+        if flag is None:
+            continue
+        default = None if spec.cli_required else spec.default
+        shown = "required" if spec.cli_required else f"default: {spec.default}"
+        help_text = f"{spec.help} ({shown})"
+        if spec.kind is bool and spec.default:  # on by default: --x / --no-x
+            p.add_argument(flag, dest=spec.name, action=argparse.BooleanOptionalAction,
+                           default=True, help=help_text)
+        elif spec.kind is bool:
+            p.add_argument(flag, dest=spec.name, action="store_true", help=help_text)
+        else:
+            flags = (flag, _SHORT_FLAGS[spec.name]) if spec.name in _SHORT_FLAGS else (flag,)
+            p.add_argument(*flags, dest=spec.name, type=_typed(spec.name, spec.kind),
+                           default=default, metavar=spec.name.upper() if not spec.choices
+                           else "{" + ",".join(spec.choices) + "}", help=help_text)
+
+
+def knobs_from_args(args, **fixed) -> Knobs:
+    values = {s.name: getattr(args, s.name) for s in knob_specs() if hasattr(args, s.name)}
+    values.update(fixed)
+    missing = [s.name for s in knob_specs() if s.cli_required and values.get(s.name) is None]
+    if missing:
+        flags = ", ".join(f"--{m.replace('_', '-')}" for m in missing)
+        raise ValueError(f"{missing[0]} is required ({flags} N)")
+    return Knobs(**values)
+
+
+def _predict_options(p: argparse.ArgumentParser) -> None:
+    """The options ``predict`` and ``check`` share: the prompts and how to answer."""
+    p.add_argument("--prompt-lens", type=_int_list, default=[2, 3, 200],
+                   help="prompt lengths in tokens, comma-separated, each served alone "
+                   "(default: 2,3,200)")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument("--check", action="store_true",
+                   help="exit 1 when any crash is predicted (for CI pipelines)")
+    p.add_argument("--full", action="store_true", help="do not fold identical batches")
+    p.add_argument("--exposure", action="store_true",
+                   help="lead with the verdict for all traffic (check always does); "
+                   "--check then exits 1 when some traffic kills the server")
+    p.add_argument("--check-prompts-only", action="store_true",
+                   help="with --check: exit 1 only when the given prompts crash")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="hisparse",
+                     description="Exact model of vLLM HiSparse buffer sizing and routing.")
+    sub = parser.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("predict", help="sizes, start-up and each prompt served alone")
+    add_knob_args(p, "predict")
+    _predict_options(p)
+
+    p = sub.add_parser("simulate", help="serve a workload: every engine step, routed")
+    add_knob_args(p, "predict")
+    given = p.add_mutually_exclusive_group(required=True)
+    given.add_argument("--workload", metavar="FILE.json",
+                       help='requests: [{"prompt_len": n, "max_tokens": 8, "arrival_step": 0}, '
+                       '...]')
+    given.add_argument("--traffic", metavar="FILE",
+                       help='traffic to estimate the odds of a crash for: {"rate_per_s": 10, '
+                       '"prompt_len": [{"min": 1, "max": 512, "weight": 3}, ...], "max_tokens": '
+                       '8}, or JSON Lines of requests ({"prompt_len": n, "output_len": m} a '
+                       'line) with --rate, or a trace with arrival times, replayed: Azure CSV '
+                       '(TIMESTAMP,ContextTokens,GeneratedTokens), Mooncake JSONL (timestamp '
+                       'ms, input_length, output_length), JSON Lines with arrival_s')
+    p.add_argument("--accepted", type=int, default=None, metavar="N",
+                   help="MTP drafts accepted per verify step (default 0: dummy weights)")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument("--check", action="store_true", help="exit 1 when the workload crashes "
+                   "(--traffic: when any seed does)")
+    p.add_argument("--full", action="store_true", help="do not fold similar steps")
+    from .traffic_risk import SEEDS, STEP_MS
+    traffic = p.add_argument_group("with --traffic")
+    traffic.add_argument("--minutes", type=float, default=60.0,
+                         help="minutes of traffic per seed (default: 60)")
+    traffic.add_argument("--rate", type=float, default=None, metavar="R",
+                         help="requests per second (default: the file's rate_per_s); for a "
+                         "trace with arrival times: Poisson arrivals at R, the trace's lengths")
+    traffic.add_argument("--speed", type=float, default=None, metavar="X",
+                         help="a trace with arrival times is replayed X times as fast "
+                         "(default 1: its own times)")
+    traffic.add_argument("--seeds", type=int, default=SEEDS,
+                         help=f"seeds to serve (default: {SEEDS})")
+    traffic.add_argument("--seed", type=int, default=0, help="the first seed (default: 0)")
+    traffic.add_argument("--step-ms", type=float, default=None,
+                         help=f"time of one engine step (default: read from the server with "
+                         f"the next two options, else {STEP_MS:g} ms, assumed)")
+    traffic.add_argument("--step-ms-from-metrics", metavar="URL", default=None,
+                         help="read the step time from a running vLLM's /metrics (read twice, "
+                         "--metrics-seconds apart: mean inter-token latency)")
+    traffic.add_argument("--metrics-seconds", type=float, default=None, metavar="S",
+                         help="seconds between the two reads of /metrics (default: 10)")
+    traffic.add_argument("--step-ms-from-log", metavar="FILE", default=None,
+                         help="read the step time from a vLLM log's periodic 'Avg prompt "
+                         "throughput ... Running: N reqs' lines")
+    traffic.add_argument("--jobs", type=int, default=None,
+                         help="seeds served at once (default: one per CPU core)")
+    traffic.add_argument("--plot", metavar="FILE.svg", default=None,
+                         help="write the crash probability against time as an SVG picture")
+    traffic.add_argument("--crash-workload", metavar="FILE.json", default=None,
+                         help="write the earliest crash's requests as a workload that "
+                         "simulate --workload replays to the same crash")
+
+    p = sub.add_parser("explain", help="explain a HiSparse error text from a log (exit 4: "
+                       "not a crash this model covers)")
+    p.add_argument("text", nargs="?", default=None,
+                   help='e.g. "ValueError: ... stop=3, capacity=2." (a line or a '
+                   "traceback; EngineCore and \"Worker failed with error '...'\" forms too); "
+                   "- reads standard input (tail LOG | ... explain -)")
+    p.add_argument("--file", metavar="LOG", default=None,
+                   help="read the text from this log file (any size; - is standard input)")
+
+    p = sub.add_parser("check", help="a pasted `vllm serve` command (after --), an "
+                       "engine-args file or a start-up log, answered like predict")
+    p.add_argument("--vllm", dest="vllm_version", default=None,
+                   choices=VLLM_VERSIONS, help="vLLM release the command runs (default: 0.31.0; "
+                   "--from-log: the log's, which --vllm must match)")
+    p.add_argument("--engine-args", metavar="FILE.json", default=None,
+                   help="vllm.LLM keyword arguments as JSON, instead of a command")
+    p.add_argument("--from-log", metavar="FILE", default=None,
+                   help="a vllm serve (or vllm.LLM) log: the engine its first start-up shows, "
+                   "each knob from the line it names, instead of a command; - reads "
+                   "standard input")
+    _predict_options(p)
+    p.add_argument("command", nargs=argparse.REMAINDER,
+                   help="-- vllm serve MODEL [vLLM's own flags]")
+
+    p = sub.add_parser("live", help="run the real engine (GPU + vLLM) and record it")
+    add_knob_args(p, "live")
+    p.add_argument("--prompt-lens", type=_int_list, default=[2, 3, 200])
+    p.add_argument("--workload", default=None, metavar="FILE.json",
+                   help="serve this workload step by step instead of --prompt-lens")
+    p.add_argument("--out", default=None)
+    p.add_argument("--sweep", default=None, help="JSON list of configurations, one child each")
+    p.add_argument("--out-dir", default=None, help="with --sweep: where recordings go")
+    p.add_argument("--timeout", type=float, default=600.0,
+                   help="seconds per child, counted from when it holds the GPU start-up lock")
+    p.add_argument("--jobs", type=int, default=1, help="with --sweep: children at once on one GPU")
+    from .app import add_parser as _app_parser; _app_parser(sub)  # noqa: E702
+    return parser
