@@ -31,10 +31,10 @@ import timeit
 
 import numpy as np
 
-from .knobs import Knobs
-from .plan import plan
-from .predict import predict
-from .sweep import sweep
+from .model.knobs import Knobs
+from .model.plan import plan
+from .answers.predict import predict
+from .answers.sweep import sweep
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -49,7 +49,8 @@ def _configs(n: int, seed: int = 0) -> list[dict]:
 
 
 def _clear_caches() -> None:
-    from . import serving, startup
+    from .model import startup
+    from .schedule import serving
 
     plan.cache_clear()
     startup.startup_batches.cache_clear()
@@ -163,7 +164,7 @@ def crash_workload(minutes: float = 30.0, seed: int = 0):
     16,000 tokens) sent to vllm serve's default 0.31.0 server until its first crash, as the
     workload ``simulate --traffic --crash-workload`` writes (seed 0: 1,761 requests, the crash
     at engine step 7,153), and the server's knobs."""
-    from .traffic_risk import estimate, load_traffic
+    from .answers.traffic_risk import estimate, load_traffic
     from .views.risk_chart import example_traffic_path
 
     knobs = Knobs(**SERVE_DEFAULT)
@@ -200,8 +201,8 @@ def _simulate_figures(n: int = 10_000, version: str = "0.31.0") -> dict:
     """Seconds to simulate an n-request workload, vLLM's own Scheduler on it, and the ratio."""
     from dataclasses import asdict
 
-    from .simulate import scheduler_config, simulate
-    from .workload import synthetic
+    from .answers.simulate import scheduler_config, simulate
+    from .schedule.workload import synthetic
 
     knobs = Knobs(max_num_seqs=64, max_num_batched_tokens=2048)
     work = synthetic(n, prompt_lens=(5, 17, 64, 130, 200), spacing=0)
@@ -222,8 +223,8 @@ def _simulate_figures(n: int = 10_000, version: str = "0.31.0") -> dict:
 
 def time_simulate_dp(n: int = 10_000, dp: int = 8) -> float:
     """Seconds to simulate an n-request workload split over ``dp`` data-parallel ranks."""
-    from .simulate import simulate
-    from .workload import synthetic
+    from .answers.simulate import simulate
+    from .schedule.workload import synthetic
 
     knobs = Knobs(max_num_seqs=64, max_num_batched_tokens=2048, data_parallel_size=dp)
     work = synthetic(n, prompt_lens=(5, 17, 64, 130, 200), spacing=0)
@@ -237,7 +238,7 @@ def advice_workload(n: int, late: bool = True):
     16, 64, 130 and 200 tokens one engine step apart, and a 3- and a 2-token prompt together
     (5 = W tokens in one step), after the others are done (``late``: the crash is the last
     step, so no candidate's simulation stops early) or before them."""
-    from .workload import Workload, synthetic
+    from .schedule.workload import Workload, synthetic
 
     base = synthetic(n - 2, prompt_lens=(16, 64, 130, 200), spacing=1).as_json()["requests"]
     pair = [{"prompt_len": 3}, {"prompt_len": 2}]
@@ -253,9 +254,9 @@ def advice_workload(n: int, late: bool = True):
 def time_simulate_advice(n: int = 2000, late: bool = True, fast: bool = True) -> float:
     """Seconds for ``simulate --max-num-seqs 4`` with its advice on :func:`advice_workload`,
     as the command line runs it (``fast=False``: every candidate re-simulated in full)."""
-    from .advice import SEQS_MAP, advise
-    from .simulate import simulate
-    from .verdict import workload_crashes
+    from .answers.advice import SEQS_MAP, advise
+    from .answers.simulate import simulate
+    from .answers.verdict import workload_crashes
 
     knobs, work = Knobs(max_num_seqs=4), advice_workload(n, late)
     _clear_caches()
@@ -291,7 +292,7 @@ def exposure_configs() -> list[Knobs]:
 
 def time_exposure() -> float:
     """µs per exposure analysis (``exposure.py``), cold: every cache cleared before each."""
-    from . import exposure as exp
+    from .answers import exposure as exp
 
     configs = exposure_configs()
     total = 0.0
@@ -307,7 +308,7 @@ def time_exposure() -> float:
 def time_predict_advice(n: int = 100) -> float:
     """Seconds for ``predict --max-num-seqs 2 --prompt-lens 1,...,n`` and its advice (prefix
     caching on), caches cleared first."""
-    from .advice import SEQS_MAP, advise, prediction_crashes
+    from .answers.advice import SEQS_MAP, advise, prediction_crashes
 
     lens = list(range(1, n + 1))
     knobs = Knobs(max_num_seqs=2)
@@ -331,7 +332,7 @@ def time_traffic_hour(minutes: float = 60.0, seeds: int | None = None,
     at a time (default: one per core)."""
     import tempfile
 
-    from .traffic_risk import SEEDS, estimate, load_traffic
+    from .answers.traffic_risk import SEEDS, estimate, load_traffic
 
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "traffic.json")

@@ -1,6 +1,6 @@
 """Command line: ``predict``, ``simulate``, ``check``, ``explain`` (CPU) and ``live`` (GPU).
 
-The knob flags are generated from the :class:`~hisparse_model.knobs.Knobs`
+The knob flags are generated from the :class:`~hisparse_model.model.knobs.Knobs`
 declaration, so ``--help`` shows every knob's default and meaning.  Exit
 status: 0 ok; 1 ``--check`` (predict, simulate, check) found a crash (check, predict
 --exposure: or the server is exposed to some traffic, or undecided), or a live run failed;
@@ -18,7 +18,7 @@ import sys
 
 from .cli_args import (EXIT_BAD_INPUT, EXIT_CRASH, EXIT_NOT_THIS_BUG, EXIT_OK,  # noqa: F401
                        EXIT_UNAVAILABLE, build_parser, knobs_from_args)
-from .knobs import VLLM_VERSIONS, Knobs
+from .model.knobs import VLLM_VERSIONS, Knobs
 
 def _one_rank(knobs, per_rank: bool = False):
     """``predict`` serves prompts one after another on one engine: DP is a workload question
@@ -33,9 +33,9 @@ def _one_rank(knobs, per_rank: bool = False):
 
 
 def _predict(args) -> int:
-    from .advice import prediction_crashes
-    from .predict import predict
-    from .report import format_table, to_cli_json
+    from .answers.advice import prediction_crashes
+    from .answers.predict import predict
+    from .text.report import format_table, to_cli_json
 
     knobs = _one_rank(knobs_from_args(args))
     pred = predict(knobs, args.prompt_lens)
@@ -44,11 +44,11 @@ def _predict(args) -> int:
 
 
 def _check(args) -> int:
-    from .advice import prediction_crashes
-    from .launch import change_as_flags, from_command, from_engine_args, launch_lines
-    from .predict import predict
-    from .report import format_table, to_cli_json
-    from .startup_log import from_log
+    from .answers.advice import prediction_crashes
+    from .inputs.launch import change_as_flags, from_command, from_engine_args, launch_lines
+    from .answers.predict import predict
+    from .text.report import format_table, to_cli_json
+    from .inputs.startup_log import from_log
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if [bool(command), bool(args.engine_args), args.from_log is not None].count(True) != 1:
@@ -77,11 +77,11 @@ def _answer(args, knobs: Knobs, result, crashed: bool, crashes, to_json, to_text
     """Print a prediction or schedule (with verified advice when it crashes); the exit status.
 
     ``exposure``: lead with the verdict for all traffic (``exposure_report.py``)."""
-    from .advice import SEQS_MAP, advise
-    from .verdict import ADVICE_LONG_STEPS
+    from .answers.advice import SEQS_MAP, advise
+    from .answers.verdict import ADVICE_LONG_STEPS
 
     if exposure:
-        from .exposure_report import answer_with_exposure
+        from .text.exposure_report import answer_with_exposure
 
         return answer_with_exposure(args, knobs, result, crashed, crashes, to_json, to_text,
                                     longest_prompt, name_change)
@@ -101,10 +101,10 @@ def _answer(args, knobs: Knobs, result, crashed: bool, crashes, to_json, to_text
 
 
 def _simulate(args) -> int:
-    from .report import format_schedule, schedule_json
-    from .simulate import simulate
-    from .verdict import advice_budget, workload_crashes
-    from .workload import load_workload
+    from .text.report import format_schedule, schedule_json
+    from .answers.simulate import simulate
+    from .answers.verdict import advice_budget, workload_crashes
+    from .schedule.workload import load_workload
 
     knobs = knobs_from_args(args)
     _check_accepted(args.accepted, knobs.num_speculative_tokens)
@@ -145,8 +145,8 @@ def _simulate_traffic(args, knobs: Knobs) -> int:
     """``simulate --traffic``: the odds of a crash over seeds (``traffic_risk.py``)."""
     import os
 
-    from .traffic_report import estimate_json, estimate_lines
-    from .traffic_risk import estimate, load_traffic, write_text, write_workload
+    from .text.traffic_report import estimate_json, estimate_lines
+    from .answers.traffic_risk import estimate, load_traffic, write_text, write_workload
 
     _check_outputs(args)
     traffic = load_traffic(args.traffic, args.rate, args.speed)
@@ -176,8 +176,8 @@ def _simulate_traffic(args, knobs: Knobs) -> int:
 
 def _step_time(args):
     """The step time ``simulate --traffic`` uses: given, read from the server, or assumed."""
-    from .step_time import METRICS_SECONDS, StepTime, from_log, from_metrics
-    from .traffic_risk import STEP_MS, TrafficError
+    from .inputs.step_time import METRICS_SECONDS, StepTime, from_log, from_metrics
+    from .answers.traffic_risk import STEP_MS, TrafficError
 
     given = [flag for flag, value in (("--step-ms", args.step_ms),
                                       ("--step-ms-from-metrics", args.step_ms_from_metrics),
@@ -213,8 +213,8 @@ def _check_accepted(accepted: int | None, k: int) -> None:
 
 
 def _explain(args) -> int:
-    from .diagnose import COVERED, diagnose
-    from .log_text import read_log
+    from .answers.diagnose import COVERED, diagnose
+    from .inputs.log_text import read_log
 
     if (args.text is None) == (args.file is None):
         raise ValueError("give one of the error text, - (standard input) and --file LOG")
@@ -243,7 +243,7 @@ def _live(args) -> int:
             raise ValueError("--out FILE.json is required (or --sweep FILE)")
         knobs = knobs_from_args(args)
         if args.workload:
-            from .workload import load_workload
+            from .schedule.workload import load_workload
 
             workload = load_workload(args.workload)
             workload.validate(args.max_model_len)

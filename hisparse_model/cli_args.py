@@ -1,6 +1,6 @@
 """The command line's arguments: one parser for every command, the knob flags generated.
 
-Each knob's flag comes from its :class:`~hisparse_model.knobs.Knobs` declaration (its
+Each knob's flag comes from its :class:`~hisparse_model.model.knobs.Knobs` declaration (its
 default and meaning in ``--help``) and vLLM's own flag names (``vllm_flags.KNOB_FLAGS``);
 :func:`knobs_from_args` reads them back into knobs.  A parse error exits with
 :data:`EXIT_BAD_INPUT` in one line, as every bad input does (``cli.py``'s exit statuses).
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import argparse
 
-from .knobs import VLLM_VERSIONS, Knobs, knob_specs
-from .vllm_flags import KNOB_FLAGS
+from .model.knobs import VLLM_VERSIONS, Knobs, knob_specs
+from .inputs.vllm_flags import KNOB_FLAGS
 
 EXIT_OK, EXIT_CRASH, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_NOT_THIS_BUG = 0, 1, 2, 3, 4
 # Knobs whose flag is not the knob's own name, per command.
@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true", help="exit 1 when the workload crashes "
                    "(--traffic: when any seed does)")
     p.add_argument("--full", action="store_true", help="do not fold similar steps")
-    from .traffic_risk import SEEDS, STEP_MS
+    from .answers.traffic_risk import SEEDS, STEP_MS
     traffic = p.add_argument_group("with --traffic")
     traffic.add_argument("--minutes", type=float, default=60.0,
                          help="minutes of traffic per seed (default: 60)")

@@ -26,7 +26,7 @@
 # Notebooks 1–4 served one prompt at a time. A real engine serves requests **together**, and
 # that is where most 0.31.0 crashes come from: on the H200, two short prompts that were fine one
 # at a time killed the engine when they were submitted together. This notebook serves a whole
-# workload through an exact model of vLLM's scheduler (`hisparse_model.simulate`), step by step,
+# workload through an exact model of vLLM's scheduler (`hisparse_model.answers.simulate`), step by step,
 # and routes every step as the engine does.
 #
 # ## What happens in one engine step, in plain words
@@ -60,9 +60,9 @@
 from IPython.display import HTML, display
 
 from hisparse_model import Knobs
-from hisparse_model.simulate import simulate
+from hisparse_model.answers.simulate import simulate
 from hisparse_model.views.traffic import schedule_report
-from hisparse_model.workload import synthetic
+from hisparse_model.schedule.workload import synthetic
 
 
 def show(knobs, workload):
@@ -184,8 +184,8 @@ if recording is not None:
 # one-prompt-at-a-time `predict` assumes instead (`reproduction.ASSUMPTIONS`).
 
 # %%
-from hisparse_model.reproduction import ASSUMPTIONS
-from hisparse_model.simulate import SIMULATE_ASSUMPTIONS
+from hisparse_model.model.reproduction import ASSUMPTIONS
+from hisparse_model.answers.simulate import SIMULATE_ASSUMPTIONS
 
 for line in SIMULATE_ASSUMPTIONS:
     print("-", line)

@@ -7,7 +7,7 @@ cross-checks say of it.
 1. Installs ``vllm==VERSION`` CPU-only into ``.vllm/VERSION`` (``scripts/install_vllm_cpu.sh``,
    as the cross-checks do; nothing goes into the environment).
 2. Takes every citation the code makes of ``OLD`` (default: the newest version the model
-   covers): the ``VersionRules`` table (``hisparse_model/versions.py``) and each textual
+   covers): the ``VersionRules`` table (``hisparse_model/model/versions.py``) and each textual
    ``vllm/<path>:<lines>@OLD `name` `` in the package and the README.  For each it looks for the
    cited text in VERSION's file and says one of
 
@@ -55,7 +55,7 @@ VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 class Cited:
     """One citation of the old version: where the code makes it and what it names."""
 
-    where: str  # "hisparse_model/versions.py: q" or "hisparse_model/scheduler.py:154"
+    where: str  # "hisparse_model/model/versions.py: q" or "hisparse_model/schedule/scheduler.py:154"
     path: str  # inside the vllm package
     start: int
     end: int
@@ -78,7 +78,7 @@ def _norm(text: str) -> str:
 
 def citations(old: str) -> list[Cited]:
     """Every citation of ``old``: the VersionRules table, then the textual ones."""
-    from hisparse_model.versions import RULES
+    from hisparse_model.model.versions import RULES
 
     out, seen = [], set()
     for rules in RULES.values():
@@ -87,7 +87,7 @@ def citations(old: str) -> list[Cited]:
         for key, c in rules.cites.items():
             if (key, c) not in seen:
                 seen.add((key, c))
-                out.append(Cited(f"hisparse_model/versions.py: {key}", c.path, c.start, c.end,
+                out.append(Cited(f"hisparse_model/model/versions.py: {key}", c.path, c.start, c.end,
                                  c.symbol))
     files = sorted((REPO / "hisparse_model").rglob("*.py")) + [REPO / "README.md"]
     for f in files:
@@ -194,8 +194,8 @@ def compare_recordings(directory: str) -> list[tuple[str, list[str]]]:
     its version as a candidate (run with ``HISPARSE_EXTRA_VLLM`` set)."""
     import glob
 
-    from hisparse_model.recordings import compare_recording, load
-    from hisparse_model.workload_recordings import compare_workload_recording
+    from hisparse_model.recorded.recordings import compare_recording, load
+    from hisparse_model.recorded.workload_recordings import compare_workload_recording
 
     out = []
     for path in sorted(glob.glob(os.path.join(directory, "*.json"))):

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from hisparse_model.knobs import VLLM_VERSIONS
-from hisparse_model.versions import candidate
+from hisparse_model.model.knobs import VLLM_VERSIONS
+from hisparse_model.model.versions import candidate
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 INSTALL = REPO / "scripts" / "install_vllm_cpu.sh"

@@ -17,10 +17,10 @@ import os
 import re
 
 from hisparse_model import Knobs, Workload, compare_recording, predict, simulate
-from hisparse_model.chart_data import outcome_key
+from hisparse_model.text.chart_data import outcome_key
 from hisparse_model.engine import parallel
-from hisparse_model.recordings import recording_knobs
-from hisparse_model.workload_recordings import compare_workload_recording
+from hisparse_model.recorded.recordings import recording_knobs
+from hisparse_model.recorded.workload_recordings import compare_workload_recording
 
 # The views (ipywidgets) are imported only by the notebook checks: tests/test_live_gpu.py runs
 # where only ``.[gpu]`` and pytest are installed (docs/gpu.md).
@@ -136,7 +136,7 @@ def check_live_recording(rec: dict) -> None:
 def check_two_gpu_recording(rec: dict, knobs: Knobs) -> None:
     """tests/test_live_gpu_two.py: every process ran with NVLink multicast off, a TP run with
     vLLM's custom all-reduce off, and the recording agrees with the model rank by rank."""
-    from hisparse_model.rank_recordings import compare_dp_recording, compare_tp_recording
+    from hisparse_model.recorded.rank_recordings import compare_dp_recording, compare_tp_recording
 
     assert "startup" in rec, f"engine child produced no recording: {rec}"
     envs = [rec["provenance"]["env"]] + [r["provenance"]["env"] for r in rec.get("ranks", [])

@@ -1,6 +1,6 @@
 """What every committed live recording must say about where it came from (README, Live recordings)."""
 
-from hisparse_model.recordings import SCHEMA_VERSION
+from hisparse_model.recorded.recordings import SCHEMA_VERSION
 
 # versions, GPU, UTC date, engine arguments, routing mode, the command that made it
 PROVENANCE_KEYS = ("vllm", "torch", "gpu", "date", "engine_args", "mode", "command")

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from hisparse_model import Knobs
-from hisparse_model.advice import CRIPPLES, FIX, KEEPS, LOSES, advise, prediction_crashes
+from hisparse_model.answers.advice import CRIPPLES, FIX, KEEPS, LOSES, advise, prediction_crashes
 
 CMD = [sys.executable, "-m", "hisparse_model"]
 
@@ -84,7 +84,7 @@ def test_no_fix_advice_on_a_fixed_version():
 
 def test_ranges_are_written_as_the_maps_write_them():
     """Consecutive values fold into a-b; gaps split; nothing is "none"."""
-    from hisparse_model.advice import ranges
+    from hisparse_model.answers.advice import ranges
 
     assert ranges([2, 3, 5, 6, 7, 64]) == "2-3,5-7,64"
     assert ranges([1]) == "1" and ranges([]) == "none"

@@ -11,11 +11,11 @@ import random
 
 import pytest
 
-from hisparse_model import serving
-from hisparse_model.advice import SEQS_MAP, advise, prediction_crashes
-from hisparse_model.knobs import Knobs
-from hisparse_model.predict import crashes, predict
-from hisparse_model.scheduler import SchedulerConfig
+from hisparse_model.schedule import serving
+from hisparse_model.answers.advice import SEQS_MAP, advise, prediction_crashes
+from hisparse_model.model.knobs import Knobs
+from hisparse_model.answers.predict import crashes, predict
+from hisparse_model.schedule.scheduler import SchedulerConfig
 
 
 def _verdict(f, *args):
@@ -97,8 +97,8 @@ BUDGET_ROWS = [(1, None), (2_000, None),  # short workloads: the advice searches
 def test_long_workloads_bound_their_advice_by_engine_steps():
     """The advice on a workload of over 2,000 replayed steps may re-simulate at most twice as
     many engine steps; past that, a check that would schedule one more step stops its search."""
-    from hisparse_model.advice import SearchCapped
-    from hisparse_model.verdict import StepBudget, advice_budget
+    from hisparse_model.answers.advice import SearchCapped
+    from hisparse_model.answers.verdict import StepBudget, advice_budget
 
     for steps, budget in BUDGET_ROWS:
         got = advice_budget(steps)
@@ -119,8 +119,8 @@ def test_the_crash_of_a_long_trace_shaped_workload_comes_first_and_its_advice_is
     crash step and error; the advice search stops at its budget and says so, and each change
     it gives is one the model verifies (simulate with it: no crash)."""
     from hisparse_model import bench, cli
-    from hisparse_model.simulate import simulate
-    from hisparse_model.traffic_risk import estimate, load_traffic
+    from hisparse_model.answers.simulate import simulate
+    from hisparse_model.answers.traffic_risk import estimate, load_traffic
     from hisparse_model.views.risk_chart import example_traffic_path
 
     knobs, work = bench.crash_workload()

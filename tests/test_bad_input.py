@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hisparse_model import bench, cli, exits
-from hisparse_model.knobs import knob_specs
-from hisparse_model.vllm_flags import all_flags
+from hisparse_model.model.knobs import knob_specs
+from hisparse_model.inputs.vllm_flags import all_flags
 from interrupts import default_sigint
 
 DOCUMENTED = {0, 1, 2, 3, 4, 130}
@@ -184,7 +184,7 @@ def test_far_arrival_answers_at_once(tmp_path, monkeypatch):
     """An arrival step of 10^12 is one jump, not 10^12 idle steps: the schedule is the
     one at step 0 shifted by 10^12 (the 3-token prompt at step 10^12, its decodes after),
     and the engine loop turns a handful of times (it looks up each step's arrivals once)."""
-    from hisparse_model import workload
+    from hisparse_model.schedule import workload
 
     turns = []
 
@@ -329,7 +329,7 @@ HUMAN_INTS = ["1t", "3T", "1e3k", "infk", "-1k", "25.6k", "0.5m", "2K", "1.5K", 
 def test_human_readable_ints_are_vllms(vllm_servers, version):
     """check reads 4k / 2K / 1t exactly as vLLM's own human_readable_int: the same number,
     or refused where vLLM refuses (1e3k, infk, 1.5K)."""
-    from hisparse_model.vllm_flags import parse_int
+    from hisparse_model.inputs.vllm_flags import parse_int
 
     want = vllm_servers.call(version, "vllm_calls:human_readable_ints", HUMAN_INTS,
                              timeout=300)
@@ -628,8 +628,8 @@ def test_ctrl_c_during_traffic_stops_its_workers_at_once(tmp_path):
 
 WORKERS_HELD = r"""
 import os, signal, sys, time
-from hisparse_model import traffic_risk
-from hisparse_model.knobs import Knobs
+from hisparse_model.answers import traffic_risk
+from hisparse_model.model.knobs import Knobs
 from hisparse_model.views.risk_chart import example_traffic_path
 
 def held(job, seed):  # a seed that would take an hour: the worker interrupts the command

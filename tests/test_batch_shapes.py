@@ -9,8 +9,8 @@ import itertools
 
 import pytest
 
-from hisparse_model.batches import spread_decode_tokens
-from hisparse_model.routing import decode_tokens
+from hisparse_model.model.batches import spread_decode_tokens
+from hisparse_model.model.routing import decode_tokens
 from vllm_shapes import split_decode_tokens, spread
 
 THRESHOLDS = (1, 2, 3, 4, 5)  # q = 1 + K for K = 0..4

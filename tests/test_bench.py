@@ -105,7 +105,7 @@ def test_advice_workload_crashes_where_it_says():
     """advice_workload(20) at S = 4 (C = 4, W = 5) on 0.31.0: the 3 + 2 pair, 5 tokens, raises in
     the last step (late) or in step 0 (early); the advice timer runs it."""
     from hisparse_model import Knobs
-    from hisparse_model.simulate import simulate
+    from hisparse_model.answers.simulate import simulate
 
     late = simulate(Knobs(max_num_seqs=4), bench.advice_workload(20))
     assert late.crash["step"] == late.steps[-1].step and late.steps[-1].routed_tokens == 5

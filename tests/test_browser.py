@@ -50,9 +50,9 @@ import urllib.request
 import pytest
 
 from hisparse_model import Knobs, predict
-from hisparse_model.simulate import simulate
+from hisparse_model.answers.simulate import simulate
 from hisparse_model.views.digest import SELECTOR as DIGEST
-from hisparse_model.workload import synthetic
+from hisparse_model.schedule.workload import synthetic
 from interrupts import default_sigint
 
 pytestmark = pytest.mark.browser

@@ -17,7 +17,7 @@ from hisparse_model.views.buffers import (buffer_picture, dp_pick, pick_step, pi
 from hisparse_model.views.off_by_one import off_by_one_dashboard
 from hisparse_model.views.page import app_page
 from hisparse_model.views.two_gpus import two_gpus_dashboard, two_rank_workload
-from hisparse_model.workload import synthetic
+from hisparse_model.schedule.workload import synthetic
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 

@@ -10,13 +10,13 @@ import sys
 import pytest
 
 from hisparse_model.cli import main
-from hisparse_model.knobs import MODEL_MAX_LEN, Knobs, knob_specs
-from hisparse_model.launch import from_command
-from hisparse_model.predict import predict
-from hisparse_model.simulate import simulate
-from hisparse_model.vllm_flags import ASSUMED, KNOB_FLAGS
-from hisparse_model.routing import ERROR_TEMPLATE
-from hisparse_model.workload import Workload
+from hisparse_model.model.knobs import MODEL_MAX_LEN, Knobs, knob_specs
+from hisparse_model.inputs.launch import from_command
+from hisparse_model.answers.predict import predict
+from hisparse_model.answers.simulate import simulate
+from hisparse_model.inputs.vllm_flags import ASSUMED, KNOB_FLAGS
+from hisparse_model.model.routing import ERROR_TEMPLATE
+from hisparse_model.schedule.workload import Workload
 
 CMD = [sys.executable, "-m", "hisparse_model", "check"]
 HS = """--attention-config '{"hisparse_config": {}}'"""  # HiSparse on

@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from hisparse_model.versions import COVERED, RULES
+from hisparse_model.model.versions import COVERED, RULES
 
 pytestmark = pytest.mark.vllm_cpu
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from hisparse_model.routing import ERROR_TEMPLATE
+from hisparse_model.model.routing import ERROR_TEMPLATE
 
 CMD = [sys.executable, "-m", "hisparse_model"]
 

@@ -11,7 +11,7 @@ import pytest
 
 from hisparse_model import cli
 from hisparse_model.engine import live
-from hisparse_model.knobs import Knobs
+from hisparse_model.model.knobs import Knobs
 
 
 @pytest.fixture

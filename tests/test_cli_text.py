@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from hisparse_model import Knobs, predict
-from hisparse_model.report import REQUESTS_WIDTH, requests_column
-from hisparse_model.workload import Workload, WorkloadError
+from hisparse_model.text.report import REQUESTS_WIDTH, requests_column
+from hisparse_model.schedule.workload import Workload, WorkloadError
 
 CMD = [sys.executable, "-m", "hisparse_model"]
 

@@ -14,13 +14,13 @@ import random
 
 import pytest
 
-from hisparse_model.versions import cross_checked
+from hisparse_model.model.versions import cross_checked
 
-from hisparse_model import data_parallel
-from hisparse_model.data_parallel import RankBatch, sync_step
-from hisparse_model.knobs import Knobs
-from hisparse_model.plan import plan
-from hisparse_model.routing import decode_tokens, routed_path
+from hisparse_model.schedule import data_parallel
+from hisparse_model.schedule.data_parallel import RankBatch, sync_step
+from hisparse_model.model.knobs import Knobs
+from hisparse_model.model.plan import plan
+from hisparse_model.model.routing import decode_tokens, routed_path
 
 pytestmark = pytest.mark.vllm_cpu
 

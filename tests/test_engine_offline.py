@@ -6,8 +6,8 @@ import os
 import pytest
 
 from hisparse_model.engine import llm_args
-from hisparse_model.knobs import Knobs
-from hisparse_model.recordings import write_json_atomic
+from hisparse_model.model.knobs import Knobs
+from hisparse_model.recorded.recordings import write_json_atomic
 
 
 def test_llm_kwargs_match_the_pr():

@@ -18,10 +18,10 @@ import ipywidgets as W
 import pytest
 
 from hisparse_model import Knobs, predict, simulate
-from hisparse_model.chart_data import prompt_lanes
-from hisparse_model.launch import from_command
-from hisparse_model.plan import plan
-from hisparse_model.recordings import load_all, summary_row
+from hisparse_model.text.chart_data import prompt_lanes
+from hisparse_model.inputs.launch import from_command
+from hisparse_model.model.plan import plan
+from hisparse_model.recorded.recordings import load_all, summary_row
 from hisparse_model.views import (off_by_one_dashboard, recordings_dashboard,
                                   startup_dashboard, versions_dashboard)
 from hisparse_model.views.controls import UI_RANGE, widen_to
@@ -29,7 +29,7 @@ from hisparse_model.views.exercises import EXERCISES, try_this_html
 from hisparse_model.views.exposure import exposure_dashboard
 from hisparse_model.views.traffic import TrafficDashboard
 from hisparse_model.views.two_gpus import two_gpus_dashboard, two_rank_workload
-from hisparse_model.workload import Workload, synthetic
+from hisparse_model.schedule.workload import Workload, synthetic
 
 DASHBOARDS = {"off_by_one": off_by_one_dashboard, "startup": startup_dashboard,
               "versions": versions_dashboard, "recordings": recordings_dashboard,

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from hisparse_model.diagnose import (ENGINE_DEAD, NOT_THIS_BUG, OFF_BY_ONE, WARMUP_INDEX_ERROR,
+from hisparse_model.answers.diagnose import (ENGINE_DEAD, NOT_THIS_BUG, OFF_BY_ONE, WARMUP_INDEX_ERROR,
                                      diagnose)
 
 ERR = ("HiSparse swap rows exceed the configured speculative decode capacity: "

@@ -16,11 +16,11 @@ import random
 
 import pytest
 
-from hisparse_model.exposure import exposure, verify
-from hisparse_model.knobs import Knobs
-from hisparse_model.plan import plan
-from hisparse_model.simulate import simulate
-from hisparse_model.workload import Workload
+from hisparse_model.answers.exposure import exposure, verify
+from hisparse_model.model.knobs import Knobs
+from hisparse_model.model.plan import plan
+from hisparse_model.answers.simulate import simulate
+from hisparse_model.schedule.workload import Workload
 
 SWAP = ("ValueError: HiSparse swap rows exceed the configured speculative decode capacity: "
         "stop={}, capacity={}.")

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from hisparse_model.deployment_advice import deployment_advice, deployment_advice_lines
-from hisparse_model.exposure import exposure
-from hisparse_model.knobs import Knobs
+from hisparse_model.answers.deployment_advice import deployment_advice, deployment_advice_lines
+from hisparse_model.answers.exposure import exposure
+from hisparse_model.model.knobs import Knobs
 
 CHECK = [sys.executable, "-m", "hisparse_model", "check"]
 SERVE = ["--", "vllm", "serve", "deepseek-ai/DeepSeek-V3.2", "--attention-config",

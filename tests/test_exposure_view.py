@@ -96,7 +96,7 @@ def test_the_controls_show_the_values_in_effect_and_say_where_each_came_from():
     import html
     import shlex
 
-    from hisparse_model.launch import from_command
+    from hisparse_model.inputs.launch import from_command
     from hisparse_model.views.exposure import SERVE_DEFAULT, exposure_dashboard
 
     dash = exposure_dashboard(SERVE_DEFAULT)

@@ -1,4 +1,4 @@
-"""hisparse_model/forked.py: map_forked gives the answer of a plain loop, in order, for any
+"""hisparse_model/answers/forked.py: map_forked gives the answer of a plain loop, in order, for any
 number of workers, raises a worker's error, and leaves no worker behind on any way out."""
 
 import multiprocessing
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from hisparse_model.forked import map_forked
+from hisparse_model.answers.forked import map_forked
 
 
 def square(x):

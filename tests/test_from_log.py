@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from hisparse_model.cli import main
-from hisparse_model.knobs import Knobs
-from hisparse_model.startup_log import from_log, from_log_text, read_log
+from hisparse_model.model.knobs import Knobs
+from hisparse_model.inputs.startup_log import from_log, from_log_text, read_log
 
 ROOT = pathlib.Path(__file__).resolve().parent / "recorded"
 LOGS = ROOT / "logs"

@@ -41,7 +41,7 @@ def test_moved_names_each_module_whose_numbers_differ(runs, want):
 
 
 def test_views_line_lists_only_views_modules_in_order():
-    reached = {V + "svg.py": [10, 11], "hisparse_model/plan.py": [5, 5], V + "charts.py": [3, 4]}
+    reached = {V + "svg.py": [10, 11], "hisparse_model/model/plan.py": [5, 5], V + "charts.py": [3, 4]}
     assert _series().views_line(reached) == "charts 3/4  svg 10/11"
 
 

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from hisparse_model import Knobs, simulate
-from hisparse_model.reproduction import ASSUMPTIONS
+from hisparse_model.model.reproduction import ASSUMPTIONS
 from hisparse_model.views.two_gpus import timelines_html, two_rank_workload
 
 NB1 = pathlib.Path(__file__).resolve().parents[1] / "notebooks" / "01_off_by_one.py"

@@ -10,8 +10,8 @@ keys refused (extra="forbid"), ``device_buffer_size`` an integer > 0 (lax: "5", 
 
 import pytest
 
-from hisparse_model.hisparse_config import hisparse_on
-from hisparse_model.launch import from_command
+from hisparse_model.inputs.hisparse_config import hisparse_on
+from hisparse_model.inputs.launch import from_command
 
 # value, True (on) / False (off) / "refused"
 CASES = [

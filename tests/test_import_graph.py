@@ -1,5 +1,6 @@
-"""The package's layers import downward only: no import circle, and no model module imports the
-text layer (report, cli, views, chart_*, app, bench); imports inside functions count too.
+"""The package's layers import downward only: no import circle, and no module imports a layer
+above its own (``hisparse_model/layers.py`` declares the layers once); imports inside
+functions count too.
 
 The graph is built from the source with ``ast``: every ``import`` / ``from ... import``
 statement anywhere in a module (module level, inside functions, under ``if``) is an edge to
@@ -14,44 +15,14 @@ import pathlib
 
 import pytest
 
-from hisparse_model.knobs import Knobs
-from hisparse_model.simulate import simulate
-from hisparse_model.workload import Workload
+from hisparse_model.layers import LAYERS, import_graph, layer_of
+from hisparse_model.model.knobs import Knobs
+from hisparse_model.answers.simulate import simulate
+from hisparse_model.schedule.workload import Workload
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "hisparse_model"
-# the text layer: formats what the model returns; the model never imports it
-TEXT_LAYER = ("report", "cli", "cli_args", "views", "chart_data", "chart_keys", "chart_traffic", "app",
-              "bench", "__main__")
-
-
-def module_name(root: pathlib.Path, path: pathlib.Path) -> str:
-    parts = list(path.relative_to(root.parent).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def import_graph(root: pathlib.Path) -> dict[str, set[str]]:
-    """Module -> the package's modules it imports (anywhere in its source)."""
-    files = {module_name(root, p): p for p in sorted(root.rglob("*.py"))}
-    graph = {}
-    for name, path in files.items():
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        edges = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = package.split(".")[:len(package.split(".")) - node.level + 1]
-                    mod = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    mod = node.module or ""
-                targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in files else mod
-                           for a in node.names]
-            else:
-                continue
-            edges |= {t for t in targets if t in files and t != name}
-        graph[name] = edges
-    return graph
+TOP_MODULES = 12  # at most this many modules directly under hisparse_model/ (issue 41)
+MAX_LINES = 400  # no module longer
 
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -96,15 +67,10 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def is_text(module: str) -> bool:
-    parts = module.split(".")
-    return len(parts) > 1 and parts[1] in TEXT_LAYER
-
-
-def upward(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
-    """(model module, text-layer module it imports); the package's ``__init__`` is neither."""
+def upward(graph: dict[str, set[str]], layer=layer_of) -> list[tuple[str, str]]:
+    """(module, module of a higher layer it imports)."""
     return sorted((m, t) for m, targets in graph.items() for t in targets
-                  if "." in m and not is_text(m) and is_text(t))
+                  if layer(t) > layer(m))
 
 
 GRAPH = import_graph(PACKAGE)
@@ -115,18 +81,61 @@ def test_no_import_circle():
     assert circles(GRAPH) == []
 
 
-def test_the_model_never_imports_the_text_layer():
-    """Model modules (simulate, data_parallel, predict, engine, ...) import no text module."""
+def test_no_layer_imports_one_above_it():
+    """Every import goes to the importer's own layer or one below (layers.py's order)."""
     assert upward(GRAPH) == []
+
+
+def test_every_subpackage_is_a_declared_layer_and_says_what_it_is():
+    """Each folder of hisparse_model/ with code is a layer, its __init__ says what it is for."""
+    folders = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    assert folders == {name for name, _ in LAYERS if name}
+    for name in folders:
+        doc = ast.get_docstring(ast.parse((PACKAGE / name / "__init__.py").read_text()))
+        assert doc and "Imports" in doc or name in ("views", "engine", "crosscheck"), name
+
+
+def test_the_top_is_small_and_no_module_is_long():
+    """At most a dozen modules directly under hisparse_model/; none over 400 lines."""
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= TOP_MODULES, top
+    long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert long == {}
+
+
+def test_the_architecture_picture_is_drawn_from_todays_code():
+    """docs/ARCHITECTURE.md's picture is what scripts/architecture.py draws from the imports
+    today, and every file it names for a change exists."""
+    import re
+    import subprocess
+    import sys
+
+    root = PACKAGE.parent
+    done = subprocess.run([sys.executable, "scripts/architecture.py", "--check"], cwd=root,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    text = (root / "docs" / "ARCHITECTURE.md").read_text()
+    named = set(re.findall(r"`((?:[a-z_]+/)*[a-z_]+\.py)`", text))
+    assert len(named) > 20
+    files = {p.name for p in PACKAGE.rglob("*.py")}
+    missing = [n for n in named if not any((base / n).exists() for base in (
+        PACKAGE, root, root / "scripts")) and ("/" in n or n not in files)]
+    assert missing == []
 
 
 def test_the_graph_sees_imports_inside_functions():
     """The real graph holds edges that only function-level imports make (the CLI's lazy ones),
     and the one path's edges: simulate -> data_parallel, never the reverse."""
     # cli imports simulate only inside _simulate (it starts without the model loaded)
-    assert "hisparse_model.simulate" in GRAPH["hisparse_model.cli"]
-    assert "hisparse_model.data_parallel" in GRAPH["hisparse_model.simulate"]
-    assert "hisparse_model.simulate" not in GRAPH["hisparse_model.data_parallel"]
+    assert "hisparse_model.answers.simulate" in GRAPH["hisparse_model.cli"]
+    assert "hisparse_model.schedule.data_parallel" in GRAPH["hisparse_model.answers.simulate"]
+    assert "hisparse_model.answers.simulate" not in GRAPH["hisparse_model.schedule.data_parallel"]
+
+
+def _planted_layer(module: str) -> int:
+    """layer_of for the synthetic package "pkg" (its folders named as the real layers)."""
+    return layer_of("hisparse_model" + module[len("pkg"):])
 
 
 # name -> (files of a synthetic package "pkg", circles expected, upward imports expected)
@@ -138,16 +147,22 @@ PLANTED = {
         {"a.py": "from .b import y\n", "b.py": "from . import c\n",
          "c.py": "import pkg.a\n"},
         [["pkg.a", "pkg.b", "pkg.c"]], []),
-    "model imports the text layer inside a function": (
-        {"simulate.py": "def f():\n    from .report import g\n", "report.py": "x = 1\n"},
-        [], [("pkg.simulate", "pkg.report")]),
-    "subpackage importing up two levels into views": (
+    "the model imports the text layer inside a function": (
+        {"model/__init__.py": "", "model/plan.py": "def f():\n    from ..text.report import g\n",
+         "text/__init__.py": "", "text/report.py": "x = 1\n"},
+        [], [("pkg.model.plan", "pkg.text.report")]),
+    "a subpackage importing up two levels into views": (
         {"engine/__init__.py": "", "engine/live.py": "from ..views import page\n",
          "views/__init__.py": "", "views/page.py": ""},
         [], [("pkg.engine.live", "pkg.views.page")]),
+    "a layer importing the entry points": (
+        {"answers/__init__.py": "", "answers/simulate.py": "from .. import cli\n",
+         "cli.py": ""},
+        [], [("pkg.answers.simulate", "pkg.cli")]),
     "downward only": (
-        {"report.py": "from .simulate import s\n", "simulate.py": "from .plan import p\n",
-         "plan.py": "import os\n"},
+        {"text/__init__.py": "", "text/report.py": "from ..answers.simulate import s\n",
+         "answers/__init__.py": "", "answers/simulate.py": "from ..model.plan import p\n",
+         "model/__init__.py": "", "model/plan.py": "import os\n"},
         [], []),
 }
 
@@ -162,7 +177,7 @@ def test_the_checks_catch_a_planted_circle_or_upward_import(tmp_path, name):
         (root / rel).write_text(text)
     graph = import_graph(root)
     assert circles(graph) == want_circles
-    assert upward(graph) == want_upward
+    assert upward(graph, _planted_layer) == want_upward
 
 
 def test_one_rank_and_n_ranks_are_one_schedule_type():

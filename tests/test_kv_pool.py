@@ -10,10 +10,10 @@ import json
 
 import pytest
 
-from hisparse_model import Knobs, plan, predict, simulate
-from hisparse_model.kv_pool import admission_blocks, warmup_request_cap, worker_groups
-from hisparse_model.recordings import recorded_dir
-from hisparse_model.workload import Workload
+from hisparse_model import Knobs, predict, simulate, plan
+from hisparse_model.model.kv_pool import admission_blocks, warmup_request_cap, worker_groups
+from hisparse_model.recorded.recordings import recorded_dir
+from hisparse_model.schedule.workload import Workload
 
 # (K, max_model_len, B, smallest pool vLLM admits): found by bisecting num_gpu_blocks_override
 # over vLLM's own planner on CPU (crosscheck/scheduler_build.plan_kv_cache, async scheduling

@@ -6,10 +6,10 @@ serve parser and runs its batch defaulting with the platform answering as the H2
 
 import pytest
 
-from hisparse_model.knobs import VLLM_VERSIONS
+from hisparse_model.model.knobs import VLLM_VERSIONS
 
-from hisparse_model.launch import ENGINE_ARGS, SERVE, resolve_defaults
-from hisparse_model.vllm_flags import CONFIG_KEYS, all_flags
+from hisparse_model.inputs.launch import ENGINE_ARGS, SERVE, resolve_defaults
+from hisparse_model.inputs.vllm_flags import CONFIG_KEYS, all_flags
 
 pytestmark = pytest.mark.vllm_cpu
 VERSIONS = VLLM_VERSIONS  # every version the model covers (and a release-check candidate)

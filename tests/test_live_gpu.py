@@ -13,8 +13,8 @@ import os
 
 import pytest
 
-from hisparse_model.knobs import Knobs
-from hisparse_model.recordings import recorded_dir
+from hisparse_model.model.knobs import Knobs
+from hisparse_model.recorded.recordings import recorded_dir
 
 from live_checks import assert_engine_ran, check_live_recording, real_engine_version
 

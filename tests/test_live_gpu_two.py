@@ -3,7 +3,7 @@
 Runs every configuration of ``scripts/sweeps/two-gpu-v031.json`` (TP=2 serving and
 start-up crashes, DP=2 with an idle rank crashing, a DP=2 control) through the
 project's runner, each in its own child(ren) with a timeout, and compares the
-recording with the model rank by rank (:mod:`hisparse_model.rank_recordings`).
+recording with the model rank by rank (:mod:`hisparse_model.recorded.rank_recordings`).
 With fewer than two GPUs, or without vLLM, every test skips with the reason
 ``check_available(2)`` gives.  ``--record`` writes ``tests/recorded/two_gpu/<name>.json``
 (and each process's console log beside it), which the CPU suite then compares
@@ -17,7 +17,7 @@ import os
 import pytest
 
 from hisparse_model.engine.live import validate_sweep
-from hisparse_model.recordings import recorded_dir
+from hisparse_model.recorded.recordings import recorded_dir
 
 from live_checks import assert_engine_ran, check_two_gpu_recording, real_engine_version
 

@@ -22,7 +22,7 @@ import pytest
 
 from hisparse_model.engine import live, parallel, processes, rank_log
 from hisparse_model.engine.dp_live import run_dp
-from hisparse_model.knobs import Knobs
+from hisparse_model.model.knobs import Knobs
 from test_traffic_offline import FakeScheduler  # the same one-token-per-step fake
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -149,8 +149,8 @@ def fakes(tmp_path, monkeypatch):
 def test_runner_shares_are_the_examples_contiguous_split(n, size, shares):
     """Rank r serves [r*floor + min(r, rem), (r+1)*floor + min(r+1, rem)) of n requests, and
     a rank left empty serves the placeholder appended for it, as the runner hands them out."""
-    from hisparse_model.data_parallel import with_placeholders
-    from hisparse_model.workload import Workload
+    from hisparse_model.schedule.data_parallel import with_placeholders
+    from hisparse_model.schedule.workload import Workload
 
     work = with_placeholders(Workload.from_json([{"prompt_len": 2}] * n), size)
     raw = work.as_json()["requests"]
@@ -488,7 +488,7 @@ def _as_tp2(path: str) -> dict:
 
 def test_tp_comparison_checks_every_rank_on_its_own():
     """Both workers logging the one-GPU rows agree; a difference in rank 1 alone is named."""
-    from hisparse_model.rank_recordings import compare_tp_recording
+    from hisparse_model.recorded.rank_recordings import compare_tp_recording
 
     rec = _as_tp2(os.path.join(REPO, "tests", "recorded", "v0.31.0-stock-s2.json"))
     assert compare_tp_recording(rec) == []
@@ -513,8 +513,8 @@ def test_tp_comparison_checks_every_rank_on_its_own():
 @pytest.mark.parametrize("path", TWO_GPU_RECORDINGS, ids=os.path.basename)
 def test_two_gpu_recording_agrees_with_the_model(path):
     """Each committed TP / DP recording (tests/recorded/two_gpu/) agrees with the model per rank."""
-    from hisparse_model.rank_recordings import compare_dp_recording, compare_tp_recording
-    from hisparse_model.recordings import check_provenance
+    from hisparse_model.recorded.rank_recordings import compare_dp_recording, compare_tp_recording
+    from hisparse_model.recorded.recordings import check_provenance
 
     with open(path) as f:
         rec = json.load(f)

@@ -24,8 +24,8 @@ import pytest
 from hisparse_model.engine import parallel
 from hisparse_model.engine.live import LiveUnavailable, check_available, run_one
 from hisparse_model.engine.replay import REPLAY_ENV, ReplayMismatch
-from hisparse_model.knobs import Knobs
-from hisparse_model.recordings import recorded_dir
+from hisparse_model.model.knobs import Knobs
+from hisparse_model.recorded.recordings import recorded_dir
 
 from live_checks import (assert_engine_ran, check_live_recording, check_two_gpu_recording,
                          real_engine_version)

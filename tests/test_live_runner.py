@@ -19,7 +19,7 @@ import time
 import pytest
 
 from hisparse_model.engine import live
-from hisparse_model.knobs import Knobs
+from hisparse_model.model.knobs import Knobs
 
 FAKE_CHILD = r'''
 import json, os, sys, time
@@ -273,7 +273,7 @@ def test_shipped_sweeps_validate():
 RUNNER = r'''
 import os, sys
 from hisparse_model.engine import live
-from hisparse_model.knobs import Knobs
+from hisparse_model.model.knobs import Knobs
 live.kill_children_on_termination()
 live.run_one(Knobs(max_num_seqs=9), [2], sys.argv[1], timeout=300.0, command="test",
              lock_path=sys.argv[2], child_argv=[sys.executable, sys.argv[3]])

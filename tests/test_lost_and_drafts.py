@@ -7,12 +7,12 @@ step's K - 1 one-token draft steps replay a FULL graph or run (and route) eagerl
 
 import pytest
 
-from hisparse_model.draft_steps import draft_graph_sizes, draft_steps
-from hisparse_model.knobs import Knobs
-from hisparse_model.lost import COMPUTED, RUNNING, Lost, lost_line, returned_and_lost
-from hisparse_model.plan import plan
-from hisparse_model.report import cli_request
-from hisparse_model.scheduler import Step
+from hisparse_model.model.draft_steps import draft_graph_sizes, draft_steps
+from hisparse_model.model.knobs import Knobs
+from hisparse_model.answers.lost import COMPUTED, RUNNING, Lost, lost_line, returned_and_lost
+from hisparse_model.model.plan import plan
+from hisparse_model.text.report import cli_request
+from hisparse_model.schedule.scheduler import Step
 from hisparse_model.views.traffic_charts import request_name
 
 
@@ -92,9 +92,9 @@ def test_draft_graph_sizes_are_capture_sizes_up_to_max_num_seqs():
 def test_the_text_output_lists_eager_draft_steps():
     """S=4, K=2, eager: step 1 (r0 verifies 3, r1's prompt is 3 <= q: all decodes) routes
     3 + 3 = 6 tokens, then K - 1 = 1 draft step of one token for each of its 2 requests."""
-    from hisparse_model.report import format_schedule
-    from hisparse_model.simulate import simulate
-    from hisparse_model.workload import Workload
+    from hisparse_model.text.report import format_schedule
+    from hisparse_model.answers.simulate import simulate
+    from hisparse_model.schedule.workload import Workload
 
     knobs = Knobs(vllm_version="0.31.0", max_num_batched_tokens=256, max_num_seqs=4,
                   num_speculative_tokens=2, enforce_eager=True, enable_prefix_caching=False)

@@ -6,8 +6,10 @@ modules), not copied from the model's output.
 
 import pytest
 
-from hisparse_model import Knobs, plan, predict, routing
-from hisparse_model.versions import RULES
+from hisparse_model import Knobs, predict, plan
+
+from hisparse_model.model import routing
+from hisparse_model.model.versions import RULES
 
 ERR = routing.ERROR_TEMPLATE
 

@@ -17,15 +17,15 @@ import re
 import pytest
 
 from hisparse_model import Knobs, predict
-from hisparse_model.simulate import simulate
-from hisparse_model.traffic_risk import load_traffic
+from hisparse_model.answers.simulate import simulate
+from hisparse_model.answers.traffic_risk import load_traffic
 from hisparse_model.views import engine_runs, traffic
 from hisparse_model.views.engine_runs import live_output_path
 from hisparse_model.views.first_request import static_report
 from hisparse_model.views.risk_chart import example_traffic_path, risk_view
 from hisparse_model.views.risk_panel import RiskPanel
 from hisparse_model.views.traffic import TrafficDashboard, run_live, schedule_report
-from hisparse_model.workload import synthetic
+from hisparse_model.schedule.workload import synthetic
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -175,7 +175,7 @@ def test_the_risk_panel_follows_the_server_the_dashboard_shows():
 def test_without_a_step_time_the_panel_shows_the_band():
     """No step time measured: one line per step time (6, 12, 25 ms), each that estimate's
     share of seeds crashed, as the traffic risk model gives it at that step time."""
-    from hisparse_model.traffic_risk import estimate
+    from hisparse_model.answers.traffic_risk import estimate
     from hisparse_model.views.exposure import SERVE_DEFAULT, exposure_dashboard
 
     dash = exposure_dashboard(SERVE_DEFAULT)

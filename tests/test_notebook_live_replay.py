@@ -24,7 +24,7 @@ import os
 import pytest
 
 from hisparse_model.engine.replay import REPLAY_ENV
-from hisparse_model.recordings import recorded_dir
+from hisparse_model.recorded.recordings import recorded_dir
 from hisparse_model.views import live_output_path
 from hisparse_model.views.engine_runs import LIVE_OUT_ENV
 from hisparse_model.views.digest import WIDGET_STATE, read_digests, saved_digests, summary_html

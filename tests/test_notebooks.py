@@ -3,7 +3,7 @@
 The tests read each dashboard's state (its hidden digest, read with
 :func:`hisparse_model.views.digest.saved_digests`, e.g. ``B=640 q=1 C=2 W=3
 crash_size=3``) and what a reader sees, its numbers, from the widget state nbclient saves, and the
-HTML the notebook displays; they compare them with :func:`hisparse_model.predict`
+HTML the notebook displays; they compare them with :func:`hisparse_model.answers.predict`
 computed here, so a notebook that runs but shows the wrong numbers fails.
 
 The six notebooks run once per session (a module fixture), each cell under the kernels'
@@ -22,12 +22,14 @@ import kernels
 import nbformat
 import pytest
 
-from hisparse_model import VLLM_VERSIONS, Knobs, compare_recording, predict, routing
-from hisparse_model.recordings import load_all, recorded_dir
-from hisparse_model.simulate import SIMULATE_ASSUMPTIONS, simulate
-from hisparse_model.workload import synthetic
-from hisparse_model.workload_recordings import compare_workload_recording
-from hisparse_model.versions import RULES
+from hisparse_model import VLLM_VERSIONS, Knobs, compare_recording, predict
+
+from hisparse_model.model import routing
+from hisparse_model.recorded.recordings import load_all, recorded_dir
+from hisparse_model.answers.simulate import SIMULATE_ASSUMPTIONS, simulate
+from hisparse_model.schedule.workload import synthetic
+from hisparse_model.recorded.workload_recordings import compare_workload_recording
+from hisparse_model.model.versions import RULES
 from hisparse_model.views.digest import saved_digests
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

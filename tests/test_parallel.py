@@ -8,16 +8,16 @@ import sys
 
 import pytest
 
-from hisparse_model.data_parallel import assign_ranks, with_placeholders
-from hisparse_model.diagnose import OFF_BY_ONE, diagnose
-from hisparse_model.knobs import Knobs
-from hisparse_model.parallel import caller_error, error_surface, split_requests, worker_failed
-from hisparse_model.plan import plan
-from hisparse_model.predict import predict
-from hisparse_model.recordings import load_all, recording_knobs
-from hisparse_model.simulate import simulate
-from hisparse_model.versions import swap_error
-from hisparse_model.workload import Workload, WorkloadError
+from hisparse_model.schedule.data_parallel import assign_ranks, with_placeholders
+from hisparse_model.answers.diagnose import OFF_BY_ONE, diagnose
+from hisparse_model.model.knobs import Knobs
+from hisparse_model.model.parallel import caller_error, error_surface, split_requests, worker_failed
+from hisparse_model.model.plan import plan
+from hisparse_model.answers.predict import predict
+from hisparse_model.recorded.recordings import load_all, recording_knobs
+from hisparse_model.answers.simulate import simulate
+from hisparse_model.model.versions import swap_error
+from hisparse_model.schedule.workload import Workload, WorkloadError
 
 CMD = [sys.executable, "-m", "hisparse_model"]
 ERR = ("ValueError: HiSparse swap rows exceed the configured speculative decode capacity: "

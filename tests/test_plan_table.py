@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from hisparse_model.knobs import VLLM_VERSIONS
+from hisparse_model.model.knobs import VLLM_VERSIONS
 
 from hisparse_model import Knobs, plan
 
@@ -189,7 +189,7 @@ def test_034_sizing_warmup_divides_by_max_model_len_minus_one(max_model_len, err
     """0.34.0's sizing warmup splits prefills into max_model_len - 1 tokens each and divides by
     it (vllm/v1/worker/gpu/warmup.py:191@0.34.0 `max_prefill_len = model_runner.max_model_len - 1`):
     max_model_len 1 raises at start-up; 0.33.0 has no such step."""
-    from hisparse_model.startup import startup_batches
+    from hisparse_model.model.startup import startup_batches
 
     def first_error(version):
         p = plan(Knobs(vllm_version=version, max_num_seqs=2, max_model_len=max_model_len))

@@ -9,12 +9,12 @@ computes every token of a workload once, within B tokens and S requests a step.
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from hisparse_model.knobs import Knobs
-from hisparse_model.plan import plan
-from hisparse_model.predict import predict
-from hisparse_model.scheduler import SchedulerConfig, schedule
-from hisparse_model.simulate import simulate
-from hisparse_model.workload import Workload
+from hisparse_model.model.knobs import Knobs
+from hisparse_model.model.plan import plan
+from hisparse_model.answers.predict import predict
+from hisparse_model.schedule.scheduler import SchedulerConfig, schedule
+from hisparse_model.answers.simulate import simulate
+from hisparse_model.schedule.workload import Workload
 
 # vLLM's text, as the bug report quotes it
 SWAP_ERROR = ("ValueError: HiSparse swap rows exceed the configured speculative decode "

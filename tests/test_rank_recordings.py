@@ -16,7 +16,7 @@ import os
 
 import pytest
 
-from hisparse_model.rank_recordings import compare_dp_recording
+from hisparse_model.recorded.rank_recordings import compare_dp_recording
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ERR = ("ValueError: HiSparse swap rows exceed the configured speculative decode capacity: "

@@ -23,10 +23,10 @@ import nbformat
 import pytest
 
 from hisparse_model import Knobs, predict, simulate
-from hisparse_model import chart_data as cd
-from hisparse_model.reproduction import ASSUMPTIONS
-from hisparse_model.simulate import SIMULATE_ASSUMPTIONS
-from hisparse_model.versions import RULES
+from hisparse_model.text import chart_data as cd
+from hisparse_model.model.reproduction import ASSUMPTIONS
+from hisparse_model.answers.simulate import SIMULATE_ASSUMPTIONS
+from hisparse_model.model.versions import RULES
 from hisparse_model.views import off_by_one_dashboard, recordings_dashboard, startup_dashboard
 from hisparse_model.views import versions_dashboard
 from hisparse_model.views.digest import read_digests
@@ -34,7 +34,7 @@ from hisparse_model.views.page import app_page
 from hisparse_model.views.svg import PALETTE
 from hisparse_model.views.traffic import TrafficDashboard, WorkloadRecordingsDashboard
 from hisparse_model.views.traffic_charts import REQUEST_COLOURS
-from hisparse_model.workload import synthetic
+from hisparse_model.schedule.workload import synthetic
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SVG_NS = "{http://www.w3.org/2000/svg}"

@@ -11,10 +11,10 @@ import os
 
 import pytest
 
-from hisparse_model.recordings import compare_recording, expected_log
-from hisparse_model.knobs import Knobs
-from hisparse_model.predict import predict
-from hisparse_model.recordings import load_all, recorded_dir
+from hisparse_model.recorded.recordings import compare_recording, expected_log
+from hisparse_model.model.knobs import Knobs
+from hisparse_model.answers.predict import predict
+from hisparse_model.recorded.recordings import load_all, recorded_dir
 from provenance import check_provenance
 
 RECORDINGS = load_all()

@@ -20,11 +20,11 @@ import re
 
 import pytest
 
-from hisparse_model.versions import cross_checked
-from hisparse_model.knobs import ATTENTION_BACKENDS, CUDAGRAPH_MODES
+from hisparse_model.model.versions import cross_checked
+from hisparse_model.model.knobs import ATTENTION_BACKENDS, CUDAGRAPH_MODES
 from knob_sampling import distinct
-from hisparse_model.knobs import Knobs
-from hisparse_model.predict import predict
+from hisparse_model.model.knobs import Knobs
+from hisparse_model.answers.predict import predict
 from hisparse_model.crosscheck.client import DriverError
 
 pytestmark = pytest.mark.vllm_cpu

@@ -14,7 +14,7 @@ import pathlib
 import subprocess
 import sys
 
-from hisparse_model.versions import COVERED
+from hisparse_model.model.versions import COVERED
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OLD = "def f():\n    a = 1\n    return a\n\ndef g():\n    return 2\n"
@@ -62,18 +62,18 @@ def test_each_citation_is_same_moved_changed_or_gone(tmp_path):
 
 def test_the_newest_versions_citations_are_all_collected():
     """Every VersionRules citation of the newest covered version, and the textual ones."""
-    from hisparse_model.versions import COVERED, RULES
+    from hisparse_model.model.versions import COVERED, RULES
 
     cites = _check().citations(COVERED[-1])
-    table = [c for c in cites if c.where.startswith("hisparse_model/versions.py: ")]
+    table = [c for c in cites if c.where.startswith("hisparse_model/model/versions.py: ")]
     assert len(table) == len(RULES[COVERED[-1]].cites)
-    assert any(c.where.startswith("hisparse_model/scheduler.py:") for c in cites)
+    assert any(c.where.startswith("hisparse_model/schedule/scheduler.py:") for c in cites)
 
 
 def test_a_candidate_takes_the_newest_rules_and_nothing_else_changes():
     """HISPARSE_EXTRA_VLLM=9.9.9: the model offers 9.9.9 with the newest covered version's
     rules (no citations); a covered version or a non-release is no candidate."""
-    code = ("from hisparse_model import VLLM_VERSIONS; from hisparse_model.versions import "
+    code = ("from hisparse_model import VLLM_VERSIONS; from hisparse_model.model.versions import "
             "RULES, COVERED; import dataclasses as d; n = RULES[COVERED[-1]]; c = RULES.get("
             "'9.9.9'); print(VLLM_VERSIONS[-1], c is not None and d.replace(c, key=n.key, "
             "vllm_version=n.vllm_version) == n, c is not None and c.cites == {})")
@@ -117,7 +117,7 @@ def test_a_failing_crosscheck_is_named_with_its_first_reason(tmp_path):
 def test_each_driver_runs_for_every_covered_version_but_its_pending_ones():
     """versions.cross_checked(driver): every covered release, less those whose driver is not
     ported yet (DRIVERS_PENDING, said in the README); nothing pending is left unnamed."""
-    from hisparse_model.versions import DRIVERS_PENDING, cross_checked
+    from hisparse_model.model.versions import DRIVERS_PENDING, cross_checked
 
     assert cross_checked() == COVERED  # the scheduler, rejection, config-path and TP drivers
     for driver in ("startup", "dp_sync"):

@@ -1,4 +1,4 @@
-"""Table-driven checks of the workload scheduler model (hisparse_model/scheduler.py).
+"""Table-driven checks of the workload scheduler model (hisparse_model/schedule/scheduler.py).
 
 Expected steps are worked out by hand from vLLM's rules (cited in the module),
 arithmetic in the comments; "async" is vLLM's default for this setup, so a
@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from hisparse_model.routing import decode_tokens
-from hisparse_model.scheduler import SchedulerConfig, Step, acceptance, schedule
-from hisparse_model.workload import Workload, WorkloadError, load_workload, synthetic
+from hisparse_model.model.routing import decode_tokens
+from hisparse_model.schedule.scheduler import SchedulerConfig, Step, acceptance, schedule
+from hisparse_model.schedule.workload import Workload, WorkloadError, load_workload, synthetic
 
 BIG = 8192  # a token budget no prompt here reaches
 

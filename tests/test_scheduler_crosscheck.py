@@ -8,7 +8,7 @@ one call of the test run's driver server (conftest's ``vllm_servers``) runs
 ``AsyncScheduler`` with the HiSparse connector's scheduler side, fed step by
 step.  Every step -- engine step number, tokens per request, drafts, computed
 tokens before, finished requests, runner order, ``all_context_pages_resident``
--- must equal ``hisparse_model.scheduler.schedule`` exactly.
+-- must equal ``hisparse_model.schedule.scheduler.schedule`` exactly.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from collections import Counter
 
 import pytest
 
-from hisparse_model.versions import cross_checked
+from hisparse_model.model.versions import cross_checked
 from hisparse_model.crosscheck.client import DriverError
-from hisparse_model.scheduler import SchedulerConfig, schedule
-from hisparse_model.workload import Workload
+from hisparse_model.schedule.scheduler import SchedulerConfig, schedule
+from hisparse_model.schedule.workload import Workload
 
 pytestmark = pytest.mark.vllm_cpu
 

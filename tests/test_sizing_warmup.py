@@ -13,8 +13,8 @@ goes all-resident in 0.34.0.
 
 import pytest
 
-from hisparse_model.knobs import Knobs
-from hisparse_model.predict import predict
+from hisparse_model.model.knobs import Knobs
+from hisparse_model.answers.predict import predict
 
 
 def _rows(knobs: Knobs, phase: str) -> list[tuple]:

@@ -37,13 +37,13 @@ import sys
 
 import pytest
 
-from hisparse_model.versions import RULES, cross_checked
-from hisparse_model.knobs import ATTENTION_BACKENDS, CUDAGRAPH_MODES
+from hisparse_model.model.versions import RULES, cross_checked
+from hisparse_model.model.knobs import ATTENTION_BACKENDS, CUDAGRAPH_MODES
 from knob_sampling import distinct
 from vllm_shapes import spread
-from hisparse_model.knobs import Knobs
-from hisparse_model.predict import predict
-from hisparse_model.recordings import PHASE_ALIASES
+from hisparse_model.model.knobs import Knobs
+from hisparse_model.answers.predict import predict
+from hisparse_model.recorded.recordings import PHASE_ALIASES
 from hisparse_model.crosscheck.client import DriverError
 
 pytestmark = pytest.mark.vllm_cpu
@@ -376,8 +376,8 @@ def test_reversed_spread_fails_the_crosscheck(startup_run, monkeypatch):
     cross-check must then report disagreements that the unmodified model does
     not have.
     """
-    from hisparse_model import batches
-    from hisparse_model.routing import decode_tokens
+    from hisparse_model.model import batches
+    from hisparse_model.model.routing import decode_tokens
 
     version, knobs, out, _ = startup_run
     orig_dec = batches.spread_decode_tokens
@@ -458,7 +458,7 @@ def test_driver_reproduces_the_live_recordings(recorded_run):
     the memory-profiling captures, the JIT warmup and the captures; the driver's
     batches, expanded per pass and per layer, must give the same rows.
     """
-    from hisparse_model import reproduction
+    from hisparse_model.model import reproduction
 
     target = getattr(reproduction, "TARGET_LAYERS", 8)
     drafter = getattr(reproduction, "DRAFTER_LAYERS", 1)
@@ -491,9 +491,9 @@ SERVING_COMPARED = ("runner", "cudagraph_mode", "num_tokens", "num_decode_tokens
 def model_serving_step(version: str, kn: dict, n: int, kind: str) -> list[dict]:
     """simulate's routed batches of a verify step of n requests, q tokens each, or of a
     mixed one (the last request a first prefill chunk of q + 1 tokens instead)."""
-    from hisparse_model.plan import plan
-    from hisparse_model.scheduler import Step
-    from hisparse_model.simulate import route_step
+    from hisparse_model.model.plan import plan
+    from hisparse_model.schedule.scheduler import Step
+    from hisparse_model.answers.simulate import route_step
 
     p = plan(model_knobs(version, kn))
     q, k = p.max_decode_query_len, kn["num_speculative_tokens"]

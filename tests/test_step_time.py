@@ -21,7 +21,7 @@ import threading
 
 import pytest
 
-from hisparse_model.step_time import StepTimeError, from_log, from_metrics
+from hisparse_model.inputs.step_time import StepTimeError, from_log, from_metrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WARM = os.path.join(ROOT, "tests", "recorded", "metrics", "v0.34.0-azure-warm")

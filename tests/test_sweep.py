@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from hisparse_model.knobs import Knobs
-from hisparse_model.predict import predict
-from hisparse_model.sweep import sweep
+from hisparse_model.model.knobs import Knobs
+from hisparse_model.answers.predict import predict
+from hisparse_model.answers.sweep import sweep
 
 
 def _sample(seed: int, n: int):

@@ -12,11 +12,11 @@ import random
 
 import pytest
 
-from hisparse_model.versions import cross_checked
+from hisparse_model.model.versions import cross_checked
 
-from hisparse_model.knobs import Knobs
-from hisparse_model.plan import plan
-from hisparse_model.routing import router
+from hisparse_model.model.knobs import Knobs
+from hisparse_model.model.plan import plan
+from hisparse_model.model.routing import router
 
 pytestmark = pytest.mark.vllm_cpu
 

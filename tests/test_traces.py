@@ -19,7 +19,7 @@ import sys
 import pytest
 
 from hisparse_model import Knobs
-from hisparse_model.traffic_risk import TrafficError, estimate, generate, load_traffic
+from hisparse_model.answers.traffic_risk import TrafficError, estimate, generate, load_traffic
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AZURE = os.path.join(ROOT, "tests", "traces", "azure-code-2023-excerpt.csv")
@@ -229,8 +229,8 @@ def test_shared_blocks_are_cached_and_a_cached_prefix_plus_c_plus_1_crashes(tmp_
 ])
 def test_a_shared_block_prompt_keys_as_its_tokens_do(blocks, n):
     """The lazy keys of a BlockPrompt are the scheduler's keys of its explicit tokens."""
-    from hisparse_model.prefix_keys import block_keys
-    from hisparse_model.shared_prompts import BlockPrompt
+    from hisparse_model.schedule.prefix_keys import block_keys
+    from hisparse_model.schedule.shared_prompts import BlockPrompt
     prompt = BlockPrompt(blocks, n)
     assert prompt.keys() == block_keys(tuple(prompt)) and len(prompt.keys()) == n // 64
 
@@ -240,7 +240,7 @@ def test_a_shared_block_prompt_keys_as_its_tokens_do(blocks, n):
     ((7, 8), 8), ((7, 9), 8), ((6, 8), 0),
 ])
 def test_prompts_share_exactly_the_blocks_their_ids_share(shared, n):
-    from hisparse_model.shared_prompts import BlockPrompt
+    from hisparse_model.schedule.shared_prompts import BlockPrompt
     a, b = BlockPrompt((7, 8), 1024).keys(), BlockPrompt(shared, 1024).keys()
     agree = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), len(a))
     assert agree == (16 if shared == (7, 8) else n)
@@ -255,14 +255,14 @@ def test_prompts_share_exactly_the_blocks_their_ids_share(shared, n):
      "request 1: prompt_blocks goes with prompt_len alone"),
 ])
 def test_a_bad_prompt_blocks_is_refused_in_one_line(request_, message):
-    from hisparse_model.workload import Workload, WorkloadError
+    from hisparse_model.schedule.workload import Workload, WorkloadError
     with pytest.raises(WorkloadError, match=re.escape(message)):
         Workload.from_json([request_])
 
 
 @pytest.mark.parametrize("make", [
-    lambda: __import__("hisparse_model.shared_prompts", fromlist=["x"]).BlockPrompt((5, 6), 600),
-    lambda: __import__("hisparse_model.workload", fromlist=["x"]).DistinctPrompt(7, 600),
+    lambda: __import__("hisparse_model.schedule.shared_prompts", fromlist=["x"]).BlockPrompt((5, 6), 600),
+    lambda: __import__("hisparse_model.schedule.workload", fromlist=["x"]).DistinctPrompt(7, 600),
 ])
 def test_a_lazy_prompt_is_the_tuple_of_its_tokens(make):
     """Indexing (negative, slices, past the end), iteration, equality with its own kind and
@@ -279,7 +279,7 @@ def test_a_lazy_prompt_is_the_tuple_of_its_tokens(make):
 
 
 def test_block_prompts_of_other_blocks_differ():
-    from hisparse_model.shared_prompts import BlockPrompt
+    from hisparse_model.schedule.shared_prompts import BlockPrompt
     assert BlockPrompt((5, 6), 600) != BlockPrompt((5, 7), 600)
     # block 6's first token names it: 3000 + 6 // 1000, 4000 + 6 % 1000 at positions 512, 513
     assert BlockPrompt((5, 6), 600)[512:514] == (3000, 4006)

@@ -11,12 +11,12 @@ import re
 import pytest
 
 from hisparse_model import cli
-from hisparse_model.knobs import Knobs
-from hisparse_model.simulate import simulate
-from hisparse_model.traffic_risk import (Estimate, SeedRun, Traffic, TrafficError, estimate,
+from hisparse_model.model.knobs import Knobs
+from hisparse_model.answers.simulate import simulate
+from hisparse_model.answers.traffic_risk import (Estimate, SeedRun, Traffic, TrafficError, estimate,
                                          first_crash, generate, load_traffic, write_workload)
-from hisparse_model.workload import DistinctPrompt, Workload, load_workload
-from hisparse_model.prefix_keys import block_keys, request_keys
+from hisparse_model.schedule.workload import DistinctPrompt, Workload, load_workload
+from hisparse_model.schedule.prefix_keys import block_keys, request_keys
 
 SWAP = ("ValueError: HiSparse swap rows exceed the configured speculative decode capacity: "
         "stop={}, capacity={}.")

@@ -1,6 +1,6 @@
 """Notebook 5's dashboards, driven without a browser: what they show is ``simulate``'s.
 
-Every expectation is computed here from :func:`hisparse_model.simulate.simulate`
+Every expectation is computed here from :func:`hisparse_model.answers.simulate.simulate`
 (or from the arithmetic in the case tables), never read back from the view code.
 Knobs not named keep their defaults: vLLM 0.31.0, stock routing, FLASH_ATTN_MLA_SPARSE,
 max_model_len 320, B = min(S * 320, 16384), no speculation, prefix caching on.
@@ -16,17 +16,17 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from hisparse_model import Knobs
-from hisparse_model import chart_data as cd
-from hisparse_model.advice import SEARCH, SearchCapped, advise
+from hisparse_model.text import chart_data as cd
+from hisparse_model.answers.advice import SEARCH, SearchCapped, advise
 from hisparse_model.cli import build_parser, knobs_from_args
-from hisparse_model.recordings import load_all, recorded_dir
-from hisparse_model.routing import swap_error
-from hisparse_model.simulate import simulate
+from hisparse_model.recorded.recordings import load_all, recorded_dir
+from hisparse_model.model.routing import swap_error
+from hisparse_model.answers.simulate import simulate
 from hisparse_model.views import svg as plots
 from hisparse_model.views import traffic
 from hisparse_model.views.traffic import TrafficDashboard, WorkloadRecordingsDashboard
-from hisparse_model.workload import WorkloadError, synthetic
-from hisparse_model.workload_recordings import compare_workload_recording
+from hisparse_model.schedule.workload import WorkloadError, synthetic
+from hisparse_model.recorded.workload_recordings import compare_workload_recording
 
 WORKLOADS_DIR = os.path.join(recorded_dir(), "workloads")
 

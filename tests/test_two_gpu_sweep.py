@@ -13,11 +13,11 @@ import os
 import pytest
 
 from hisparse_model.engine.live import validate_sweep
-from hisparse_model.parallel import caller_error
-from hisparse_model.plan import plan
-from hisparse_model.predict import predict
-from hisparse_model.simulate import simulate
-from hisparse_model.workload import Workload
+from hisparse_model.model.parallel import caller_error
+from hisparse_model.model.plan import plan
+from hisparse_model.answers.predict import predict
+from hisparse_model.answers.simulate import simulate
+from hisparse_model.schedule.workload import Workload
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENTRIES = {e["name"]: e for e in validate_sweep(

@@ -8,7 +8,7 @@ import kernels
 import nbformat
 import pytest
 
-from hisparse_model import chart_data as cd
+from hisparse_model.text import chart_data as cd
 from hisparse_model.views.two_gpus import dp_strip, two_gpus_dashboard
 from hisparse_model import Knobs
 

@@ -1,13 +1,13 @@
-"""The fast verdicts behind simulate's advice (hisparse_model/verdict.py) give the advice of the
+"""The fast verdicts behind simulate's advice (hisparse_model/answers/verdict.py) give the advice of the
 exhaustive search that re-simulates every candidate: same changes, same order, same costs."""
 
 import pytest
 
 from hisparse_model import Knobs
-from hisparse_model.advice import SEQS_MAP, advise
-from hisparse_model.scheduler import SchedulerConfig, _Sim, schedule
-from hisparse_model.verdict import workload_crashes
-from hisparse_model.workload import Workload, synthetic
+from hisparse_model.answers.advice import SEQS_MAP, advise
+from hisparse_model.schedule.scheduler import SchedulerConfig, _Sim, schedule
+from hisparse_model.answers.verdict import workload_crashes
+from hisparse_model.schedule.workload import Workload, synthetic
 
 
 def _w(*reqs) -> Workload:
@@ -92,7 +92,7 @@ def test_fast_advice_is_the_exhaustive_searchs(knobs, workload):
 def test_the_table_has_crashes_of_each_kind():
     """The scenarios include start-up crashes, serving crashes (early and late) and safe ones,
     so each shortcut of verdict.py is taken somewhere."""
-    from hisparse_model.simulate import simulate
+    from hisparse_model.answers.simulate import simulate
 
     kinds = set()
     for _, knobs, workload in SCENARIOS:
@@ -118,7 +118,7 @@ def test_schedules_that_part_and_meet_again_share_the_rest():
     steps 3-4 (151 - 3 decodes = 148, then 52; 150 - 3 = 147, then 53), after which the
     engine-loop states are equal (once step 4's batch is no longer in flight, after step 5)
     and every later step is the same."""
-    from hisparse_model.verdict import _state
+    from hisparse_model.answers.verdict import _state
 
     runs = {}
     for b in (151, 150):
@@ -138,7 +138,7 @@ def test_schedules_that_part_and_meet_again_share_the_rest():
 def test_fast_verdicts_take_rule_7(monkeypatch):
     """MEET's advice at S = 4 reaches verdicts through a met schedule (rule 7), and they are
     the exhaustive search's (test_fast_advice_is_the_exhaustive_searchs, meet-s4)."""
-    from hisparse_model import verdict
+    from hisparse_model.answers import verdict
 
     taken = []
     real = verdict._met
@@ -152,8 +152,8 @@ def test_the_compared_state_is_all_the_simulator_holds():
     """Every attribute of the simulator is configuration, bookkeeping or compared state, and
     every field of a request but its prompt (P, keys) and max_tokens (M) is compared: a field
     added to the scheduler must be placed here (verdict.py's SIM_* sets) before rule 7 holds."""
-    from hisparse_model.scheduler import _Req
-    from hisparse_model.verdict import _REQ_STATE, SIM_BOOKKEEPING, SIM_CONFIG, SIM_STATE
+    from hisparse_model.schedule.scheduler import _Req
+    from hisparse_model.answers.verdict import _REQ_STATE, SIM_BOOKKEEPING, SIM_CONFIG, SIM_STATE
 
     sim = _Sim(SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=1280), MEET, None)
     assert set(vars(sim)) == SIM_CONFIG | SIM_BOOKKEEPING | SIM_STATE
@@ -167,7 +167,7 @@ def test_the_state_tells_apart_any_change_of_what_it_compares():
     """MEET under B = 150 after 12 engine steps: changing any compared attribute of the
     simulator, or any compared field of a running request, changes ``_state`` (so a schedule
     is never taken as met when one of them differs)."""
-    from hisparse_model.verdict import _REQ_STATE, _state
+    from hisparse_model.answers.verdict import _REQ_STATE, _state
 
     sim = _Sim(SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=150), MEET, None)
     steps = sim.lazily(MEET)

@@ -27,10 +27,10 @@ import random
 
 import pytest
 
-from hisparse_model.versions import RULES, cross_checked
+from hisparse_model.model.versions import RULES, cross_checked
 from hisparse_model import Knobs, plan
-from hisparse_model.plan import recorded_capture_sizes
-from hisparse_model.routing import router
+from hisparse_model.model.plan import recorded_capture_sizes
+from hisparse_model.model.routing import router
 from hisparse_model.crosscheck.client import DriverError
 
 pytestmark = pytest.mark.vllm_cpu

@@ -1,7 +1,7 @@
 """The notebooks' dashboards, driven without a browser (set ``.value``, read what they show).
 
 Every expectation is computed here from the model's own API
-(:func:`hisparse_model.predict`) or from the arithmetic in the case tables, never
+(:func:`hisparse_model.answers.predict`) or from the arithmetic in the case tables, never
 read back from the widget code.
 """
 
@@ -17,12 +17,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hisparse_model import VLLM_VERSIONS, Knobs, predict, routing
-from hisparse_model import chart_data as cd
+from hisparse_model import VLLM_VERSIONS, Knobs, predict
+
+from hisparse_model.model import routing
+from hisparse_model.text import chart_data as cd
 from hisparse_model import views as widgets
-from hisparse_model.knobs import knob_specs
-from hisparse_model.recordings import compare_recording, expected_log, load_all
-from hisparse_model.versions import RULES
+from hisparse_model.model.knobs import knob_specs
+from hisparse_model.recorded.recordings import compare_recording, expected_log, load_all
+from hisparse_model.model.versions import RULES
 from hisparse_model.views import primer
 from hisparse_model.views import svg as plots
 from hisparse_model.views import traffic

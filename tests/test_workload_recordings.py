@@ -16,10 +16,10 @@ import os
 
 import pytest
 
-from hisparse_model.recordings import load, recorded_dir, recording_knobs
-from hisparse_model.simulate import simulate
-from hisparse_model.workload import Workload
-from hisparse_model.workload_recordings import compare_workload_recording
+from hisparse_model.recorded.recordings import load, recorded_dir, recording_knobs
+from hisparse_model.answers.simulate import simulate
+from hisparse_model.schedule.workload import Workload
+from hisparse_model.recorded.workload_recordings import compare_workload_recording
 from provenance import check_provenance
 
 PATHS = sorted(glob.glob(os.path.join(recorded_dir(), "workloads", "*.json")))
@@ -163,7 +163,7 @@ def test_uncaptured_draft_steps_are_logged(name, steps):
 
 def test_without_draft_steps_the_model_misses_rows(monkeypatch):
     """A model without serving draft steps disagrees with the K = 2 eager recording."""
-    step_record = importlib.import_module("hisparse_model.step_record")  # one rank's forward
+    step_record = importlib.import_module("hisparse_model.model.step_record")  # one rank's forward
     monkeypatch.setattr(step_record, "draft_steps", lambda *a, **k: None)
     rec = RECORDINGS[IDS.index("w-v0.31.0-stock-mtp2-eager.json")]
     assert any(d.startswith("routing row") for d in compare_workload_recording(rec))
@@ -171,7 +171,7 @@ def test_without_draft_steps_the_model_misses_rows(monkeypatch):
 
 def test_counting_the_unreturned_output_as_finished_is_caught(monkeypatch):
     """A model that counts the step before the crash as returned disagrees with the engine."""
-    sim = importlib.import_module("hisparse_model.simulate")
+    sim = importlib.import_module("hisparse_model.answers.simulate")
 
     def old(steps, crash, arrivals):  # every step that ran before the crash handed back
         ran = [st for st in steps if crash is None or st.index < crash]
@@ -201,8 +201,8 @@ def test_each_changed_field_is_caught(field, change, needle):
 
 def test_after_a_startup_crash_no_step_is_logged():
     """S=1 dies on the 2-token capture (C = 1, stop = 2): the expected log ends there, no step rows."""
-    from hisparse_model.knobs import Knobs
-    from hisparse_model.workload_recordings import expected_workload_log
+    from hisparse_model.model.knobs import Knobs
+    from hisparse_model.recorded.workload_recordings import expected_workload_log
 
     sched = simulate(Knobs(max_num_seqs=1), Workload.from_json([{"prompt_len": 3}]))
     rows = expected_workload_log(sched)
@@ -274,7 +274,7 @@ def test_skip_drafts_fires_in_some_steps_only(name, kinds):
 @pytest.mark.parametrize("name", sorted(V032_OF_V033))
 def test_without_skip_drafts_the_model_adds_rows(monkeypatch, name):
     """A model that drafts after every 0.33.0 step disagrees with these recordings."""
-    sim = importlib.import_module("hisparse_model.simulate")
+    sim = importlib.import_module("hisparse_model.answers.simulate")
     real = sim.schedule
 
     def always_drafting(*args, **kwargs):
@@ -291,7 +291,7 @@ def test_without_skip_drafts_the_model_adds_rows(monkeypatch, name):
 @pytest.mark.parametrize("name033,name032", sorted(V032_OF_V033.items()))
 def test_skip_drafts_on_v032_misses_rows(monkeypatch, name033, name032):
     """A model that skips 0.32.0's draft steps where 0.33.0 skipped them disagrees with 0.32.0."""
-    sim = importlib.import_module("hisparse_model.simulate")
+    sim = importlib.import_module("hisparse_model.answers.simulate")
     real = sim.schedule
     skipped = {step for step, kind in SKIP_DRAFTS[name033].items() if kind == "skipped"}
     assert skipped  # 0.33.0 skipped some steps (hand arithmetic above)

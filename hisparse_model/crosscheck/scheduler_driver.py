@@ -6,9 +6,9 @@ Run in a subprocess against one vLLM tree installed ``--no-deps`` by
     PYTHONPATH=.vllm/0.31.0:. python -m hisparse_model.crosscheck.scheduler_driver < in.json
 
 stdin: ``{"cases": [{"config", "workload", "accepted"}, ...], "jobs": n}`` --
-``config`` holds the fields of :class:`hisparse_model.scheduler.SchedulerConfig`,
+``config`` holds the fields of :class:`hisparse_model.schedule.scheduler.SchedulerConfig`,
 ``workload`` a list of ``{"prompt_token_ids", "max_tokens", "arrival_step"}``,
-``accepted`` an acceptance spec (:func:`hisparse_model.scheduler.acceptance`),
+``accepted`` an acceptance spec (:func:`hisparse_model.schedule.scheduler.acceptance`),
 ``jobs`` forked workers -- or ``{"time_10k": {"config", "workload"}}`` to time one
 run.  stdout: one JSON object ``{"vllm_version", "vllm_file", "results"}``, one
 result per case: ``{"steps": [{"index", "scheduled", "spec", "computed_before",
@@ -54,7 +54,7 @@ post-forward transfers when the next step starts).  ``alloc_failures`` counts
 refused allocations and reuses of unpinned HiSparse pages: the pools ran short,
 outside what the model covers.
 
-The rules ``hisparse_model/scheduler.py`` cites (0.31.0 lines) sit in 0.32.0 /
+The rules ``hisparse_model/schedule/scheduler.py`` cites (0.31.0 lines) sit in 0.32.0 /
 0.33.0 at:
 
 * vllm/v1/engine/core.py:698@0.32.0 `def step_with_batch_queue`; vllm/v1/engine/core.py:708@0.33.0 `def step_with_batch_queue`
@@ -129,7 +129,7 @@ __all__ = [  # BLOCK_SIZE .. run_workload: re-exported from scheduler_build / sc
 def time_10k(cfg: dict, workload: list[dict]) -> dict:
     """Seconds vLLM's own scheduler loop takes for ``workload`` (schedule, fake
     outputs, update_from_output; after building the scheduler and warming up)."""
-    from hisparse_model.scheduler import acceptance
+    from hisparse_model.schedule.scheduler import acceptance
 
     run_workload(cfg, workload[:50], acceptance(None))  # warm imports and caches
     timings: dict = {}
@@ -142,7 +142,7 @@ def time_10k(cfg: dict, workload: list[dict]) -> dict:
 
 
 def _run_case(case: dict) -> dict:
-    from hisparse_model.scheduler import acceptance
+    from hisparse_model.schedule.scheduler import acceptance
 
     gc.disable()
     try:

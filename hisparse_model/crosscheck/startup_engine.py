@@ -20,7 +20,7 @@ from types import SimpleNamespace
 from hisparse_model.crosscheck.startup_recorder import _Meta
 from hisparse_model.crosscheck.startup_setup import _V, _setup
 from hisparse_model.crosscheck.startup_warmup import _WarmupWorker
-from hisparse_model.reproduction import BLOCK_SIZE
+from hisparse_model.model.reproduction import BLOCK_SIZE
 
 DEFAULT_NUM_GPU_BLOCKS = 10**6  # "plenty": the H200 at 30 % holds far more than any S needs
 

@@ -34,7 +34,7 @@ from types import SimpleNamespace
 from hisparse_model.crosscheck.standins import _as_h200, _patched
 from hisparse_model.crosscheck.startup_engine import _ConfigView
 from hisparse_model.crosscheck.startup_recorder import _Meta
-from hisparse_model.reproduction import BLOCK_SIZE
+from hisparse_model.model.reproduction import BLOCK_SIZE
 
 
 def extensible(cfg, knobs: dict, device: dict) -> bool:

@@ -19,8 +19,8 @@ import sys
 import tempfile
 import time
 
-from ..knobs import Knobs
-from ..recordings import SCHEMA_VERSION, write_json_atomic
+from ..model.knobs import Knobs
+from ..recorded.recordings import SCHEMA_VERSION, write_json_atomic
 from . import instrument, llm_args, parallel, rank_log, serve_engine
 from .llm_args import LL_BF16_ENV
 from .processes import CONTROL_ENV, LOCK_ENV
@@ -112,7 +112,7 @@ def _error_text(log: instrument.RouteLog, phase_prefix: str, exc: BaseException)
 
 def _caller_error(knobs: Knobs, exc: BaseException) -> dict:
     """Under TP, what ``LLM`` raised in the caller (the executor's wrap of the worker's
-    text, :func:`hisparse_model.parallel.caller_error`), kept beside the worker's own
+    text, :func:`hisparse_model.model.parallel.caller_error`), kept beside the worker's own
     ``error``."""
     if knobs.tensor_parallel_size == 1:
         return {}
@@ -245,7 +245,7 @@ def _serve_workload(llm, log: instrument.RouteLog, raw, startup: dict,
                     dp_rank: int | None = None, dp_size: int = 1) -> dict:
     """A workload recording's body: the workload, every step, the crash, finished requests
     (for a DP rank: its share, served in step with the other ranks, dp_serve.py)."""
-    from ..workload import Workload
+    from ..schedule.workload import Workload
     from . import dp_serve, traffic
 
     work = Workload.from_json(raw)

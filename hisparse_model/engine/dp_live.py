@@ -34,9 +34,9 @@ import subprocess
 import tempfile
 import time
 
-from ..data_parallel import with_placeholders
-from ..recordings import SCHEMA_VERSION, write_json_atomic
-from ..workload import Workload
+from ..schedule.data_parallel import with_placeholders
+from ..recorded.recordings import SCHEMA_VERSION, write_json_atomic
+from ..schedule.workload import Workload
 from . import parallel, processes, rank_log
 
 HANG_GRACE_S = 120.0  # a rank still running this long after another ended is hung
@@ -85,7 +85,7 @@ def run_dp(knobs, workload: list[dict], out: str, *, timeout: float,
     """Run ``knobs`` with ``data_parallel_size`` ranks on ``workload``; the recording.
 
     The ranks serve ``workload`` with a placeholder request for a rank given none, as the
-    model does (:func:`hisparse_model.data_parallel.with_placeholders`); the recording's
+    model does (:func:`hisparse_model.schedule.data_parallel.with_placeholders`); the recording's
     ``workload`` is that one."""
     size = knobs.data_parallel_size
     workload = with_placeholders(Workload.from_json(workload), size).as_json()["requests"]

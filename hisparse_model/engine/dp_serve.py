@@ -25,7 +25,7 @@ the same on every rank and decided only by what every rank knows:
   still to arrive (each rank knows the whole workload).
 
 A rank given no request of its own serves the placeholder request the runner
-added for it (:func:`hisparse_model.data_parallel.with_placeholders`, as vLLM's
+added for it (:func:`hisparse_model.schedule.data_parallel.with_placeholders`, as vLLM's
 example gives an empty rank a placeholder prompt).
 A rank whose engine raises stops; the other rank may then wait in its next
 collective until the runner kills it (:mod:`.dp_live` records it as ``hung``).

@@ -37,9 +37,9 @@ import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
-from ..knobs import Knobs
-from ..recordings import write_json_atomic
-from ..workload import Workload
+from ..model.knobs import Knobs
+from ..recorded.recordings import write_json_atomic
+from ..schedule.workload import Workload
 from . import parallel, replay
 from .dp_live import run_dp
 from .processes import (  # noqa: F401 - re-exported: the runner's public names
@@ -93,9 +93,9 @@ def validate_sweep(path: str) -> list[dict]:
 
     A sweep is a JSON list of ``{"name", "knobs", "prompt_lens"}`` (optionally
     ``"timeout"``, ``"engine"``: ``"llm"`` or ``"async"``, ``"gpu_memory_utilization"``),
-    or with ``"workload"`` (:mod:`hisparse_model.workload`'s
+    or with ``"workload"`` (:mod:`hisparse_model.schedule.workload`'s
     JSON) instead of ``"prompt_lens"``.  Returns the entries with ``"knobs"``
-    turned into :class:`~hisparse_model.knobs.Knobs` (so every knob is checked
+    turned into :class:`~hisparse_model.model.knobs.Knobs` (so every knob is checked
     as the command line checks it), ready for :func:`run_sweep`.  Needs no GPU.
     """
     try:

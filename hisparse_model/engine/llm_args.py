@@ -1,4 +1,4 @@
-"""Engine arguments of the fix PR's reproduction, built from :class:`~hisparse_model.knobs.Knobs`.
+"""Engine arguments of the fix PR's reproduction, built from :class:`~hisparse_model.model.knobs.Knobs`.
 
 The tiny DeepSeek-V3.2 is the public config.json (``hisparse_model/data/
 dsv32-config.json``) shrunk by the PR's ``hf_overrides``.  The overrides are
@@ -14,9 +14,9 @@ import json
 import os
 from importlib import resources
 
-from ..knobs import DEFAULT_ATTENTION_BACKEND, Knobs
+from ..model.knobs import DEFAULT_ATTENTION_BACKEND, Knobs
 
-from ..reproduction import (  # noqa: F401 - re-exported for the engine child
+from ..model.reproduction import (  # noqa: F401 - re-exported for the engine child
     BLOCK_SIZE,
     GPU_MEMORY_UTILIZATION,
     HOST_POOL_GIB,

@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 
-from ..knobs import Knobs
+from ..model.knobs import Knobs
 from . import llm_args
 
 
@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     from vllm.usage.usage_lib import UsageContext
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    from ..traces import read_trace
+    from ..inputs.traces import read_trace
 
     os.makedirs(args.out, exist_ok=True)
     trace = read_trace(args.trace)

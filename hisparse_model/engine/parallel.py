@@ -5,7 +5,7 @@ and the engine child (:mod:`.child`) need to start a two-GPU run, kept apart so
 every piece is testable on a CPU.
 
 Sizes.  ``tensor_parallel_size`` and ``data_parallel_size`` are knobs
-(:class:`~hisparse_model.knobs.Knobs` declares and validates them; the ``live``
+(:class:`~hisparse_model.model.knobs.Knobs` declares and validates them; the ``live``
 flags are the knob flags, ``-tp`` / ``-dp``, and a sweep entry's ``knobs`` object
 goes through ``Knobs``).  What the runner adds is :func:`check_live`: TP or DP,
 not both; DP on a workload only; no pipeline or decode-context parallelism.
@@ -22,7 +22,7 @@ caller as ``RuntimeError: Worker failed with error '<the worker's text>'``
 (vllm/v1/executor/multiproc_executor.py:438-442 `Worker failed with error`,
 the text is ``str(exception)`` from vllm/v1/executor/multiproc_executor.py:998-999
 `ResponseStatus.FAILURE`), not ``EngineDeadError`` (that is what a caller sees when
-the engine core is its own process; :func:`hisparse_model.parallel.caller_error`
+the engine core is its own process; :func:`hisparse_model.model.parallel.caller_error`
 says which); the per-rank rows carry the worker's own ``ValueError``.
 
 DP = N runs N engine children, one per rank, as vLLM's offline data-parallel
@@ -35,9 +35,9 @@ vllm/entrypoints/llm.py:284-296 `data_parallel_size`).  Both GPUs stay visible:
 rank r's worker takes ``cuda:r`` itself (vllm/v1/worker/gpu_worker.py:409-420
 `dp_local_rank`).  Each rank serves the requests the model gives it
 (:func:`rank_requests`: a request's ``dp_rank``, else the example's contiguous
-split, :func:`hisparse_model.data_parallel.assign_ranks`), an empty rank the
+split, :func:`hisparse_model.schedule.data_parallel.assign_ranks`), an empty rank the
 one-token placeholder the runner adds for it, as the model does
-(:func:`hisparse_model.data_parallel.with_placeholders`).
+(:func:`hisparse_model.schedule.data_parallel.with_placeholders`).
 
 Which engine core a DP rank gets.  The example keeps vLLM's default
 (``VLLM_ENABLE_V1_MULTIPROCESSING=1``): the engine core is its own process, a
@@ -97,7 +97,7 @@ ENGINE_CORE = ("in-process EngineCore; LLMEngine all-reduces 'unfinished' on eve
 def check_live(knobs, has_workload: bool) -> None:
     """What ``live`` runs of the parallel knobs: TP or DP (not both), DP on a workload
     only, and neither pipeline nor decode-context parallelism (not passed to the engine;
-    HiSparse refuses both, :mod:`hisparse_model.parallel`)."""
+    HiSparse refuses both, :mod:`hisparse_model.model.parallel`)."""
     tp, dp = knobs.tensor_parallel_size, knobs.data_parallel_size
     for name in ("pipeline_parallel_size", "decode_context_parallel_size"):
         if getattr(knobs, name) > 1:
@@ -150,11 +150,11 @@ def free_port() -> int:
 
 def rank_requests(workload: list[dict], rank: int, size: int) -> list[int]:
     """The indices of the requests DP rank ``rank`` serves, as the model assigns them
-    (:func:`hisparse_model.data_parallel.assign_ranks`: a request's own ``dp_rank``, else
+    (:func:`hisparse_model.schedule.data_parallel.assign_ranks`: a request's own ``dp_rank``, else
     vLLM's offline example's contiguous split); ``workload`` holds every rank's requests,
-    an idle rank's placeholder included (:func:`hisparse_model.data_parallel.with_placeholders`)."""
-    from ..data_parallel import assign_ranks
-    from ..workload import Workload
+    an idle rank's placeholder included (:func:`hisparse_model.schedule.data_parallel.with_placeholders`)."""
+    from ..schedule.data_parallel import assign_ranks
+    from ..schedule.workload import Workload
 
     ranks = assign_ranks(Workload.from_json(workload), size)
     return [i for i, r in enumerate(ranks) if r == rank]

@@ -21,9 +21,9 @@ import json
 import os
 import time
 
-from ..knobs import Knobs
-from ..recordings import recording_knobs, write_json_atomic
-from ..workload import Workload
+from ..model.knobs import Knobs
+from ..recorded.recordings import recording_knobs, write_json_atomic
+from ..schedule.workload import Workload
 from . import parallel
 from .processes import LiveUnavailable
 

@@ -177,7 +177,7 @@ def lost_at_crash(workload: list[dict], submitted: list[int], finished: list[int
     else ``"still running"``; ``"unknown"`` when the unreturned output could not
     be read.
     """
-    from ..lost import COMPUTED, RUNNING
+    from ..answers.lost import COMPUTED, RUNNING
 
     out = []
     for i in sorted(submitted):

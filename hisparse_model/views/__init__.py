@@ -27,8 +27,8 @@
 ``page``               every dashboard on one page (the standalone app)
 =====================  ==========================================================
 
-The data behind each picture comes from :mod:`hisparse_model.chart_data` and
-:func:`hisparse_model.recordings.summary_row`; nothing here routes a batch.
+The data behind each picture comes from :mod:`hisparse_model.text.chart_data` and
+:func:`hisparse_model.recorded.recordings.summary_row`; nothing here routes a batch.
 """
 
 from .engine_runs import live_output_path, recordings_dashboard

@@ -12,14 +12,14 @@ from __future__ import annotations
 import shlex
 from typing import NamedTuple
 
-from .. import chart_data as cd
-from ..advice import ranges
-from ..exposure import exposure
-from ..knobs import Knobs
-from ..launch import from_command
-from ..predict import predict
-from ..simulate import simulate
-from ..workload import synthetic
+from ..text import chart_data as cd
+from ..answers.advice import ranges
+from ..answers.exposure import exposure
+from ..model.knobs import Knobs
+from ..inputs.launch import from_command
+from ..answers.predict import predict
+from ..answers.simulate import simulate
+from ..schedule.workload import synthetic
 from .controls import SPECS, UI_RANGE, knob_value, parse_prompt_lens
 from .first_request import prompt_name
 
@@ -220,7 +220,7 @@ def mtp_workload(start: dict) -> Answer:
 
 
 def _recording_rows() -> list[dict]:
-    from ..recordings import load_all, summary_row
+    from ..recorded.recordings import load_all, summary_row
     return [summary_row(r) for r in load_all()]
 
 

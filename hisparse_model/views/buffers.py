@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .. import chart_data as cd
-from ..versions import ERROR_TEMPLATE
+from ..text import chart_data as cd
+from ..model.versions import ERROR_TEMPLATE
 from .svg import INK, PALETTE, Svg
 
 WIDTH, LEFT, CELL_MAX = 900, 200, 40  # px: picture, row labels' column, widest cell
@@ -79,7 +79,7 @@ def buffer_picture(c: int, w: int, n: int, route: str | None, *, title: str,
                    says: tuple[str, str] | None = None) -> str:
     """One forward's ``n`` routed tokens into W workspace rows and C swap rows.
 
-    ``route`` is the model's for that forward (:data:`~hisparse_model.chart_data.SWAP_IN`,
+    ``route`` is the model's for that forward (:data:`~hisparse_model.text.chart_data.SWAP_IN`,
     ``ALL_RESIDENT``, ``CRASH`` or None); ``labels`` names token i (1-based) when given
     (a request name such as ``r2``); ``note`` is one more line under the picture; ``says``
     replaces the two lines of :func:`sentence` where the forward is not a routing story

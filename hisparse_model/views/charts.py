@@ -1,4 +1,4 @@
-"""The dashboards' charts, drawn as SVG from :mod:`hisparse_model.chart_data`'s lists.
+"""The dashboards' charts, drawn as SVG from :mod:`hisparse_model.text.chart_data`'s lists.
 
 * :func:`lane_chart`: one lane per routing rule or vLLM version, one cell per
   n (notebooks 1 and 3); crash cells are always at least 3 px wide and marked.
@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from .. import chart_data as cd
+from ..text import chart_data as cd
 from .svg import HIGHLIGHT, INK, PALETTE, Svg, runs, ticks
 
 WIDTH = 900
@@ -58,7 +58,7 @@ def lane_chart(ns: list[int], lanes: dict[str, list[str]], *, title: str, x_labe
 
     ``ns`` may skip values: each skip is one narrow "⋯" column, drawn pale in the colour of
     the cell left of it (the caller leaves out only n whose outcome is its left neighbour's:
-    :func:`~hisparse_model.chart_data.key_lengths`).  The legend lists the keys drawn, in
+    :func:`~hisparse_model.text.chart_data.key_lengths`).  The legend lists the keys drawn, in
     ``legend_keys`` order when given.
     """
     lane_h, gap, top = 28, 24, 72

@@ -1,6 +1,6 @@
 """Dashboard controls, generated from the knob declaration (``knobs.knob_specs()``).
 
-:func:`knob_control` builds the control of one :class:`~hisparse_model.knobs.KnobSpec`:
+:func:`knob_control` builds the control of one :class:`~hisparse_model.model.knobs.KnobSpec`:
 
 * int knob: a slider paired with a number box (type 3, or drag 1 ... 256; the
   dashboard keeps the two equal);
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import ipywidgets as W
 
-from ..knobs import KnobSpec, knob_specs
-from ..knobs import _check as _check_knob
+from ..model.knobs import KnobSpec, knob_specs
+from ..model.knobs import _check as _check_knob
 from .prompt_box import PromptBox
 
 SPECS = {s.name: s for s in knob_specs()}

@@ -5,10 +5,10 @@ A dashboard, drivable without a browser (set a control's ``.value``, read the re
 ``controls``         ipywidgets keyed by knob name (generated from the knob declaration)
 ``number_boxes``     the number box paired with each slider
 ``state``            the knobs (and prompt lengths) behind the screen
-``last_prediction``  the :class:`~hisparse_model.predict.Prediction` shown
+``last_prediction``  the :class:`~hisparse_model.answers.predict.Prediction` shown
 ``labels``           every number shown, as strings; ``labels["summary"]`` is a parseable digest,
                      also in the page hidden (tests read it; a reader never sees it)
-``plot_data``        the data behind the chart (from :mod:`hisparse_model.chart_data`)
+``plot_data``        the data behind the chart (from :mod:`hisparse_model.text.chart_data`)
 ``error``            the message shown instead of numbers, else None
 ``numbers``          the numbers (:class:`~hisparse_model.views.numbers_pane.NumbersPane`)
 ``chart`` / ``message``   HTML widgets; ``widget`` the box to display
@@ -36,12 +36,12 @@ from typing import NamedTuple
 
 import ipywidgets as W
 
-from ..knobs import Knobs
+from ..model.knobs import Knobs
 from . import outbox
 from .controls import (SPECS, PromptLensTypo, control_rows, knob_value, moves, no_echo,
                        synced_trait, typed_refusal, value_at, widen_to)
 from .numbers_pane import NumbersPane, state_part
-from ..reproduction import ASSUMPTIONS
+from ..model.reproduction import ASSUMPTIONS
 from .tables import CSS, assumptions_html, esc, summary_html
 
 AHEAD_AFTER_S = 0.05  # after an update, the kernel idle this long: compute the screens ahead

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import re
 
-from .. import chart_data as cd
-from ..predict import predict
-from ..recordings import load_all, summary_row
+from ..text import chart_data as cd
+from ..answers.predict import predict
+from ..recorded.recordings import load_all, summary_row
 from .buffers import picture_for_prediction, picture_html
 from .charts import recordings_chart
 from .controls import choice_control

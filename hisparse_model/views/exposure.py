@@ -1,10 +1,10 @@
 """Notebook 7: "Is my server exposed?" -- the verdict for all traffic, its example, the advice.
 
 Paste a ``vllm serve`` command (read as ``check`` reads it, ``launch.py``) or leave the box
-empty and move the knobs; the dashboard shows :func:`~hisparse_model.exposure.exposure`'s
+empty and move the knobs; the dashboard shows :func:`~hisparse_model.answers.exposure.exposure`'s
 verdict, each exposed step kind with its example traffic replayed through ``simulate``
-(:func:`~hisparse_model.exposure.verify`), and the changes that make the server safe for
-all traffic (:func:`~hisparse_model.deployment_advice.deployment_advice`).
+(:func:`~hisparse_model.answers.exposure.verify`), and the changes that make the server safe for
+all traffic (:func:`~hisparse_model.answers.deployment_advice.deployment_advice`).
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import shlex
 
-from ..deployment_advice import deployment_advice
-from ..exposure import EXPOSURE_ASSUMPTIONS, EXPOSURE_DP_ASSUMPTION, exposure, verify
-from .. import chart_data as cd
-from ..launch import change_as_flags, from_command
-from ..plan import plan
+from ..answers.deployment_advice import deployment_advice
+from ..answers.exposure import EXPOSURE_ASSUMPTIONS, EXPOSURE_DP_ASSUMPTION, exposure, verify
+from ..text import chart_data as cd
+from ..inputs.launch import change_as_flags, from_command
+from ..model.plan import plan
 from .buffers import buffer_picture, picture_for_plan, picture_html
 import ipywidgets as W
 

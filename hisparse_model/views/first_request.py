@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .. import chart_data as cd
-from ..advice import ranges
-from ..predict import predict
+from ..text import chart_data as cd
+from ..answers.advice import ranges
+from ..answers.predict import predict
 from .charts import strip_chart
 from .controls import SPECS, knob_control, parse_prompt_lens, text_control
 from .buffers import picture_for_prediction, picture_html

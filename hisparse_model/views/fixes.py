@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .. import chart_data as cd
-from ..knobs import VLLM_VERSIONS
+from ..text import chart_data as cd
+from ..model.knobs import VLLM_VERSIONS
 from .buffers import picture_for_prediction, picture_html
 from .charts import lane_chart
 from .controls import SPECS, knob_control, parse_prompt_lens, text_control

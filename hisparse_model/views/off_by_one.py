@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import ipywidgets as W
 
-from .. import chart_data as cd
-from ..predict import predict
-from ..versions import RULES
+from ..text import chart_data as cd
+from ..answers.predict import predict
+from ..model.versions import RULES
 from .charts import lane_chart
 from .controls import SPECS, knob_control
 from .dashboard import Dashboard, Screen

@@ -1,13 +1,13 @@
 """Notebook 1's primer: where in vLLM each rule lives.
 
 :func:`where_in_vllm` is a collapsible table of every rule the model follows,
-read from :attr:`VersionRules.cites <hisparse_model.versions.VersionRules.cites>`.
+read from :attr:`VersionRules.cites <hisparse_model.model.versions.VersionRules.cites>`.
 The buffers' picture, for any knobs, is :mod:`hisparse_model.views.buffers`'.
 """
 
 from __future__ import annotations
 
-from ..versions import RULES
+from ..model.versions import RULES
 from .tables import cite_html, esc, table
 
 # What each cited rule is, in words (every name in VersionRules.cites has one).
@@ -44,7 +44,7 @@ MEANING = {
 
 
 def where_in_vllm(key: str = "0.31.0", open_: bool = False) -> str:
-    """A collapsible "Where in vLLM" table for one :data:`~hisparse_model.versions.RULES` key."""
+    """A collapsible "Where in vLLM" table for one :data:`~hisparse_model.model.versions.RULES` key."""
     rules = RULES[key]
     rows = [[esc(MEANING[name]), cite_html(cite)] for name, cite in rules.cites.items()]
     return (f"<details class='hs-where'{' open' if open_ else ''}><summary><b>Where in vLLM "

@@ -2,7 +2,7 @@
 
 An estimate turns arrival times into engine steps with one step time (``traffic_risk``),
 and its answer swings with it (a step of 6 ms packs fewer arrivals into a step than one of
-25 ms).  Without a measured step time (``hisparse_model.step_time``: a server's /metrics or
+25 ms).  Without a measured step time (``hisparse_model.inputs.step_time``: a server's /metrics or
 its log), :func:`band_html` estimates the same server under the same traffic at each of
 :data:`BAND_STEP_MS` and draws the share of seeds crashed by each minute for every one of
 them: the spread between the lines is what the missing measurement leaves open.
@@ -10,7 +10,7 @@ them: the spread between the lines is what the missing measurement leaves open.
 
 from __future__ import annotations
 
-from ..traffic_risk import Estimate
+from ..answers.traffic_risk import Estimate
 from .risk_chart import LEFT, TOP, WIDTH, share_frame, share_scale
 from .svg import Svg, esc
 
@@ -52,14 +52,14 @@ def band_chart(estimates: list[Estimate]) -> str:
 def band_html(knobs, traffic_path: str, minutes: float, seeds: int,
               step_times=BAND_STEP_MS) -> str:
     """The odds at each step time in words, then :func:`band_chart`."""
-    from ..traffic_risk import estimate, load_traffic
+    from ..answers.traffic_risk import estimate, load_traffic
 
     traffic = load_traffic(traffic_path)
     ests = [estimate(knobs, traffic, minutes, seeds=seeds, step_ms=ms) for ms in step_times]
     words = "; ".join(f"at {e.step_ms:g} ms per step <b>{len(e.crashed)} of {len(e.runs)}"
                       f"</b> seeds crashed within {e.minutes:g} minutes" for e in ests)
     return (f"<p class='hs-risk-odds'>No step time was measured, so the answer is shown at "
-            f"{len(ests)} step times: {words}. Measure yours (<code>hisparse_model.step_time"
+            f"{len(ests)} step times: {words}. Measure yours (<code>hisparse_model.inputs.step_time"
             f".from_metrics(URL)</code>, or <code>simulate --step-ms-from-metrics URL</code>) "
             f"to pick one line.</p>" + band_chart(ests)
             + f"<p>Traffic: {esc(traffic.source.rsplit('/', 1)[-1])}, "

@@ -1,6 +1,6 @@
 """How likely, and how soon: the share of seeds crashed by each minute, by kind of step.
 
-:func:`risk_chart` draws an :class:`~hisparse_model.traffic_risk.Estimate`'s curve (a step
+:func:`risk_chart` draws an :class:`~hisparse_model.answers.traffic_risk.Estimate`'s curve (a step
 function: a seed's crash moves it up by 1 / seeds), stacked by the exposure kind of each
 crash step; :func:`risk_html` puts the odds in words above it.  Notebook 7 shows it for the
 bundled example traffic (``data/traffic-example.json``) and the README shows the picture
@@ -9,8 +9,8 @@ bundled example traffic (``data/traffic-example.json``) and the README shows the
 
 from __future__ import annotations
 
-from ..traffic_report import KIND_WORDS
-from ..traffic_risk import SEEDS, STEP_MS, TRAFFIC_ASSUMPTIONS, Estimate
+from ..text.traffic_report import KIND_WORDS
+from ..answers.traffic_risk import SEEDS, STEP_MS, TRAFFIC_ASSUMPTIONS, Estimate
 from .svg import INK, Svg, esc, ticks
 
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 760, 320, 64, 24, 40, 90
@@ -79,7 +79,7 @@ def risk_view(command: str, traffic_path: str | None = None, minutes: float = 20
     example), ``seeds`` seeds of ``minutes`` each, as HTML."""
     import shlex
 
-    from ..launch import from_command
+    from ..inputs.launch import from_command
 
     knobs = from_command(shlex.split(command), vllm_version).knobs
     return risk_for(knobs, traffic_path, minutes, seeds)
@@ -88,7 +88,7 @@ def risk_view(command: str, traffic_path: str | None = None, minutes: float = 20
 def risk_for(knobs, traffic_path: str | None = None, minutes: float = 20,
              seeds: int = SEEDS, step_ms: float = STEP_MS) -> str:
     """The risk of ``knobs``' server under a traffic file (default: the bundled example)."""
-    from ..traffic_risk import estimate, load_traffic
+    from ..answers.traffic_risk import estimate, load_traffic
 
     traffic = load_traffic(traffic_path or example_traffic_path())
     return risk_html(estimate(knobs, traffic, minutes, seeds=seeds, step_ms=step_ms))

@@ -7,7 +7,7 @@ of :func:`~.risk_band.band_html` over several when none was measured.
 
 from __future__ import annotations
 
-from ..traffic_risk import SEEDS
+from ..answers.traffic_risk import SEEDS
 from .risk_band import band_html
 from .risk_chart import example_traffic_path, risk_for
 from .svg import esc

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 
-from .. import chart_data as cd
+from ..text import chart_data as cd
 
 PALETTE = {
     cd.SWAP_IN: "#1a9850", "ok": "#1a9850", cd.SAFE: "#1a9850",

@@ -6,8 +6,8 @@ highlighted (``hs-crash`` rows stay visible when the table scrolls).
 
 from __future__ import annotations
 
-from .. import chart_data as cd
-from ..reproduction import ASSUMPTIONS
+from ..text import chart_data as cd
+from ..model.reproduction import ASSUMPTIONS
 from .digest import summary_html  # noqa: F401 (the one digest writer; dashboards import it here)
 from .svg import PALETTE, esc
 

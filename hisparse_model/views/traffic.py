@@ -10,15 +10,15 @@ from itertools import groupby
 
 import ipywidgets as W
 
-from .. import chart_data as cd
-from ..knobs import KnobSpec, knob_specs
-from ..lost import lost_line
-from ..predict import Prediction
-from ..recordings import load_all, recorded_dir, recording_knobs
-from ..report import _step_key
-from ..simulate import SIMULATE_ASSUMPTIONS, simulate
-from ..workload import Workload, synthetic
-from ..workload_recordings import compare_workload_recording
+from ..text import chart_data as cd
+from ..model.knobs import KnobSpec, knob_specs
+from ..answers.lost import lost_line
+from ..answers.predict import Prediction
+from ..recorded.recordings import load_all, recorded_dir, recording_knobs
+from ..text.report import _step_key
+from ..answers.simulate import SIMULATE_ASSUMPTIONS, simulate
+from ..schedule.workload import Workload, synthetic
+from ..recorded.workload_recordings import compare_workload_recording
 from . import outbox
 from .controls import SPECS, choice_control, knob_control, parse_prompt_lens, \
     text_control

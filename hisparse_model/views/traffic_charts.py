@@ -5,12 +5,12 @@ kept away from the route colours) over the tokens the step handed to the routing
 against the C and W lines, the crash marked; an engine that died at start-up gets a
 sentence instead of empty axes.  :func:`seqs_chart` is what the same traffic does under
 each max_num_seqs 1 … 64, the current value boxed (or pointed at past the map's end).
-Both draw :mod:`hisparse_model.chart_data`'s lists and nothing else.
+Both draw :mod:`hisparse_model.text.chart_data`'s lists and nothing else.
 """
 
 from __future__ import annotations
 
-from .. import chart_data as cd
+from ..text import chart_data as cd
 from .svg import INK, PALETTE, Svg, ticks
 
 WIDTH_PX, LEFT, RIGHT = 900, 90, 64

@@ -6,19 +6,19 @@ so step 2 is one decode plus an S-token prefill, S + 1 = C + 1 tokens, of which 
 decode is routed; rank 1's one request arrives at step ``late``.  Rank 1 is idle at step 2, so it runs vLLM's dummy batch padded to
 the graph of rank 0's count: when S + 1 is a capture size, one request of C + 1
 tokens, a prefill the routing sends to swap_in on 0.31.0.  Everything shown comes
-from :func:`hisparse_model.simulate.simulate` with ``data_parallel_size=2``.
+from :func:`hisparse_model.answers.simulate.simulate` with ``data_parallel_size=2``.
 """
 
 from __future__ import annotations
 
-from .. import chart_data as cd
-from ..advice import ranges
-from ..knobs import Knobs
-from ..lost import lost_line
-from ..parallel import error_surface
-from ..report import crash_where
-from ..simulate import DP_ASSUMPTIONS, Schedule, simulate
-from ..workload import Workload
+from ..text import chart_data as cd
+from ..answers.advice import ranges
+from ..model.knobs import Knobs
+from ..answers.lost import lost_line
+from ..model.parallel import error_surface
+from ..text.report import crash_where
+from ..answers.simulate import DP_ASSUMPTIONS, Schedule, simulate
+from ..schedule.workload import Workload
 from .charts import strip_chart
 from .controls import SPECS, knob_control
 from .buffers import dp_pick, picture_for_dp_step, picture_for_step, picture_html

@@ -1,0 +1,61 @@
+"""What the verdict for all traffic answers with: each step kind that kills, and the verdict.
+
+:class:`ExposedStep` is one kind of engine step that raises, with a minimal example
+workload that makes it; :class:`Exposure` the verdict (exposed, never, undecided).
+``exposure.py`` builds them for one engine, ``exposure_dp.py`` for an idle rank's dummy
+batch under data parallelism.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..model.knobs import Knobs
+from ..model.reproduction import MAX_TOKENS
+
+# An idle rank's placeholder (one token, MAX_TOKENS outputs, from step 0) is done after step
+# MAX_TOKENS - 1: the DP examples' traffic arrives at rank 0 from this step on
+IDLE_FROM = MAX_TOKENS
+
+
+class ExposedStep(NamedTuple):
+    """One kind of engine step that kills the server, with traffic that makes it."""
+
+    kind: str  # "startup", "lone_prompt", "last_chunk", "burst"; DP: "dummy_burst", "dummy_decode"
+    what: str  # in words a person acts on
+    tokens: int | None  # tokens of the step (None: start-up)
+    example: dict  # a Workload JSON ({"requests": [...]}) that crashes
+    error: str  # the exact ValueError text
+
+    def as_json(self) -> dict:
+        return {"kind": self.kind, "what": self.what, "tokens": self.tokens,
+                "example": self.example, "error": self.error}
+
+
+class Exposure(NamedTuple):
+    """The verdict for all traffic: exposed (with every step kind), never (why), or undecided."""
+
+    knobs: Knobs
+    exposed: bool | None  # None: the model cannot decide (see ``undecided``)
+    steps: tuple[ExposedStep, ...]
+    never_because: str | None
+    undecided: str | None = None
+
+    def as_json(self) -> dict:
+        return {"exposed": self.exposed, "steps": [s.as_json() for s in self.steps],
+                "never_because": self.never_because, "undecided": self.undecided}
+
+    @property
+    def headline(self) -> str:
+        """One line: the verdict for all traffic."""
+        if self.exposed:
+            first = self.steps[0]
+            return f"EXPOSED: some traffic kills this server ({first.what})"
+        if self.exposed is None:
+            return f"UNDECIDED: {self.undecided}"
+        return f"NOT EXPOSED: no traffic can kill this server ({self.never_because})"
+
+
+def example_request(n: int, dp: int, **more) -> dict:
+    """One request of an example workload: ``n`` tokens (on rank 0 under DP), ``more`` keys."""
+    return {"prompt_len": n, **more, **({"dp_rank": 0} if dp > 1 else {})}

@@ -1,0 +1,352 @@
+"""How likely, and how soon: traffic served seed by seed, until the first crash.
+
+``hisparse simulate --traffic FILE --minutes N`` answers what an operator asks
+after *exposed*: with my traffic, how long until it dies, and how often within N minutes?
+
+1. **The traffic** (:func:`~hisparse_model.inputs.traffic_file.load_traffic`): a description with
+   a rate and length histograms, JSON Lines of real requests, or a trace with its own arrival
+   times, replayed (``traffic_file.py``, ``traces.py``).
+2. **One seed** (:func:`generate`): requests arrive as a Poisson process of the rate
+   (exponential gaps), each its own prompt (``prompt_id``: real users' prompts share no
+   prefix), over N minutes; an engine step takes ``step_ms`` (an assumption: set it to your
+   server's measured time per output token), so a request arriving at t seconds joins
+   before engine step floor(1000 t / step_ms).  Prompts vLLM refuses (not shorter than
+   max_model_len) are refused one by one, as the server refuses them, and counted.
+3. **Its first crash** (:func:`first_crash`): the one-rank serving path ``simulate`` takes
+   (start-up, then the scheduler's steps, each dispatched and routed by ``route_step``),
+   stopping at the first step that raises; a step of at most C tokens is not routed (it
+   routes at most its own tokens, ``verdict.py`` rule 5).  The crash step of a seed is the
+   crash step ``simulate --workload`` reports for the requests that arrived by then
+   (:meth:`SeedRun.workload`; later arrivals join after it): the tests replay it.
+4. **Many seeds** (:func:`estimate`): the share of seeds crashed by each time (the crash
+   probability curve), the median time to the first crash, and the exposure kind of each
+   crash step (``exposure.py``'s names: a lone prompt, the last chunk of a longer prompt,
+   prompts arriving together).  Where the verdict for all traffic is *never*
+   (``exposure``), no traffic can crash the server and no seed is served.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import random
+from dataclasses import dataclass, field
+
+from ..model.knobs import Knobs
+from ..schedule.shared_prompts import BlockPrompt
+from ..inputs.traffic_file import (  # noqa: F401 - the traffic a seed serves; re-exported for callers
+    STEP_MS, Lengths, Traffic, TrafficError, load_traffic)
+from ..schedule.workload import DistinctPrompt, PROMPT_IDS, Request, Workload
+
+SEEDS = 8  # seeds per estimate (8 seed-hours at 10 requests/s: about 9 s on 2 cores)
+CURVE_POINTS = 60  # times at which the crash probability curve is given
+MAX_MINUTES = 7 * 24 * 60  # a week of traffic per seed
+MAX_SEEDS = 1_000
+MAX_REQUESTS_PER_SEED = 10_000_000  # rate x minutes x 60: a seed's arrivals are held in memory
+TRAFFIC_ASSUMPTIONS = (
+    "traffic: Poisson arrivals at the given rate, lengths drawn independently from the file "
+    "(a trace with arrival times: its own times and lengths, replayed once), each request "
+    "its own prompt (no shared prefix), except a trace's requests with hash_ids, whose "
+    "equal 512-token blocks are equal content that prefix caching reuses; every engine step "
+    "takes step_ms "
+    "(assumed; the engine's real step time varies with the batch); a prompt not shorter "
+    "than max_model_len is refused on its own, as vLLM refuses it; one engine (no data "
+    "parallelism); the seeds' share is an estimate, each seed's crash is exact",
+)
+
+
+@dataclass
+class SeedRun:
+    """One seed's traffic, served until its first crash or its end."""
+
+    seed: int
+    requests: tuple  # (arrival_step, prompt_len, max_tokens) of every accepted request
+    refused: int  # prompts vLLM refuses (not shorter than max_model_len)
+    crash_step: int | None = None  # engine step of the first crash (None: no serving crash)
+    error: str | None = None
+    kind: str | None = None  # exposure kind of the crash step
+    tokens: int | None = None  # tokens the crash step computed
+    startup: bool = False  # the engine died at start-up, before any traffic
+    blocks: tuple = ()  # each accepted request's shared prompt blocks (a trace's hash_ids)
+
+    @property
+    def crashed(self) -> bool:
+        return self.startup or self.crash_step is not None
+
+    def minute(self, step_ms: float) -> float | None:
+        """When it crashed, in minutes from the first request (0 at start-up)."""
+        if self.startup:
+            return 0.0
+        return None if self.crash_step is None else self.crash_step * step_ms / 60000
+
+    def workload(self) -> Workload:
+        """The requests that arrived by the crash step (all of them without a crash), as a
+        workload ``simulate --workload`` serves to the same crash."""
+        cut = self.crash_step if self.crash_step is not None else math.inf
+        blocks = self.blocks or (None,) * len(self.requests)
+        return Workload(tuple(
+            Request(DistinctPrompt(i, n) if b is None else BlockPrompt(b, n), m, a)
+            for i, ((a, n, m), b) in enumerate(zip(self.requests, blocks)) if a <= cut))
+
+    def as_json(self, step_ms: float) -> dict:
+        return {"seed": self.seed, "crashed": self.crashed, "minute": self.minute(step_ms),
+                "crash_step": self.crash_step, "kind": self.kind, "tokens": self.tokens,
+                "error": self.error, "requests": len(self.requests), "refused": self.refused}
+
+
+def generate(traffic: Traffic, minutes: float, seed: int, step_ms: float,
+             max_model_len: int) -> SeedRun:
+    """One seed's requests over ``minutes`` (module docstring, 2)."""
+    rng = random.Random(seed)
+    end = minutes * 60.0
+    out, refused, blocks = [], 0, []
+    per_step = step_ms / 1000.0
+    for t, n, m, b in _arrivals(traffic, rng):
+        if t >= end:
+            break
+        if n >= max_model_len:
+            refused += 1  # vLLM refuses it at the door (workload.py validate)
+            continue
+        out.append((int(t / per_step), n, m))
+        blocks.append(b)
+    if len(out) > PROMPT_IDS:
+        raise TrafficError(f"--minutes {minutes}: {len(out):,} requests, more than the "
+                           f"{PROMPT_IDS:,} distinct prompts a workload can name")
+    return SeedRun(seed, tuple(out), refused,
+                   blocks=tuple(blocks) if traffic.blocks else ())
+
+
+def _arrivals(traffic: Traffic, rng: random.Random):
+    """(seconds, prompt_len, max_tokens) of each arrival in time order: a trace's own, or
+    Poisson arrivals at the rate with lengths drawn by ``rng``."""
+    if traffic.replayed:
+        yield from zip(traffic.arrivals_s, traffic.prompt_len.samples,
+                       traffic.max_tokens.samples, traffic.blocks or
+                       (None,) * len(traffic.arrivals_s))
+        return
+    t = 0.0
+    while True:
+        t += rng.expovariate(traffic.rate_per_s)
+        yield t, traffic.prompt_len.draw(rng), traffic.max_tokens.draw(rng), None
+
+
+def first_crash(knobs: Knobs, workload: Workload, accepted=None):
+    """``(engine step, error, scheduler Step, requests scheduled before it)`` of the first
+    crash serving ``workload`` on one rank after a clean start-up (as ``simulate`` finds
+    it), or None."""
+    from ..model.plan import plan
+    from ..schedule.scheduler import _Sim
+    from ..schedule.scheduler_config import acceptance, scheduler_config
+    from .simulate import serving_refusal
+    from ..model.step_record import route_step
+
+    p = plan(knobs)
+    serving_refusal(knobs, workload)
+    if not p.rules.crashes:
+        return None  # only 0.31.0's routing sends more than C rows to swap_in (verdict.py 3)
+    sim = _Sim(scheduler_config(knobs, p), workload, acceptance(accepted))
+    c = p.swap_capacity
+    seen: set[int] = set()  # requests some earlier step scheduled (their chunks)
+    for st in sim.lazily(workload):
+        del sim.steps[:]  # nothing reads the list: keep memory flat over an hour
+        if st.num_tokens > c:
+            error = route_step(p, st).error
+            if error:
+                return st.index, error, st, seen
+        seen.update(st.scheduled)
+    return None
+
+
+def crash_kind(st, workload: Workload, seen=frozenset()) -> str:
+    """The exposure kind of a crash step (``exposed_steps.ExposedStep.kind``): ``lone_prompt``
+    (one prompt computed whole), ``last_chunk`` (the rest of a prompt chunked before: a
+    request in ``seen``, those earlier steps scheduled), ``cached_prefix`` (the rest of a
+    prompt whose first blocks were a prefix-cache hit), ``burst`` (several prompts or
+    pieces, no decode), ``mixed`` (with decodes)."""
+    if any(k != "prefill" for k in st.kinds.values()):
+        return "mixed"
+    if len(st.scheduled) > 1:
+        return "burst"
+    (i,) = st.scheduled
+    if not st.num_computed_before[i]:
+        return "lone_prompt"
+    return "last_chunk" if i in seen else "cached_prefix"
+
+
+@dataclass
+class Estimate:
+    """Seeds served under one deployment; what ``simulate --traffic`` prints."""
+
+    knobs: Knobs
+    traffic: Traffic
+    minutes: float
+    step_ms: float
+    runs: list[SeedRun] = field(default_factory=list)
+    never_because: str | None = None  # the verdict for all traffic is never: nothing served
+    accepted: object = None
+    step_said: str | None = None  # where step_ms came from (step_time.StepTime.line())
+
+    @property
+    def crashed(self) -> list[SeedRun]:
+        return [r for r in self.runs if r.crashed]
+
+    @property
+    def share(self) -> float:
+        """Share of seeds that crashed within the minutes."""
+        return len(self.crashed) / len(self.runs)
+
+    def by(self, minute: float) -> float:
+        """Share of seeds crashed by ``minute``."""
+        return sum(1 for r in self.crashed if r.minute(self.step_ms) <= minute) / len(self.runs)
+
+    @property
+    def median_minutes(self) -> float | None:
+        """Median time to the first crash over all seeds (None: half or more survived)."""
+        times = sorted(r.minute(self.step_ms) for r in self.crashed)
+        half = (len(self.runs) + 1) // 2  # the median seed, surviving seeds counted last
+        return times[half - 1] if len(times) >= half else None
+
+    def curve(self, points: int = CURVE_POINTS) -> list[dict]:
+        """The crash probability at ``points`` evenly spaced times, and by kind."""
+        out = []
+        for j in range(1, points + 1):
+            t = self.minutes * j / points
+            kinds: dict[str, float] = {}
+            for r in self.crashed:
+                if r.minute(self.step_ms) <= t:
+                    kinds[r.kind] = kinds.get(r.kind, 0) + 1 / len(self.runs)
+            out.append({"minute": t, "share": sum(kinds.values()), "kinds": kinds})
+        return out
+
+    @property
+    def served(self) -> int:
+        """Requests the seeds served (every accepted arrival, up to each seed's crash)."""
+        return sum(len(r.requests) for r in self.runs)
+
+    @property
+    def refused(self) -> int:
+        """Requests vLLM refuses over all seeds (prompts not shorter than max_model_len)."""
+        return sum(r.refused for r in self.runs)
+
+    @property
+    def kinds(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.crashed:
+            out[r.kind] = out.get(r.kind, 0) + 1
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+    def as_json(self) -> dict:
+        from ..model.plan import plan
+
+        k = self.knobs
+        return {"knobs": {"vllm_version": k.vllm_version, "max_num_seqs": k.max_num_seqs,
+                          "max_num_batched_tokens": plan(k).max_num_batched_tokens,
+                          "max_model_len": k.max_model_len},
+                "refused": self.refused, "requests": self.served,
+                "traffic": self.traffic.as_json(), "minutes": self.minutes,
+                "step_ms": self.step_ms, "step_said": self.step_said, "seeds": [r.as_json(self.step_ms) for r in self.runs],
+                "crashed_share": self.share, "median_minutes": self.median_minutes,
+                "kinds": self.kinds, "curve": self.curve(), "never_because": self.never_because}
+
+
+def check_traffic_knobs(knobs: Knobs, minutes: float, step_ms: float, seeds: int,
+                        traffic: Traffic | None = None) -> None:
+    """ValueError (one line naming the option) where the estimate cannot answer."""
+    if not (isinstance(minutes, (int, float)) and math.isfinite(minutes) and minutes > 0):
+        raise TrafficError(f"--minutes {minutes}: must be a number > 0")
+    if minutes > MAX_MINUTES:
+        raise TrafficError(f"--minutes {minutes:g}: at most {MAX_MINUTES:,} (a week) per seed")
+    if not (math.isfinite(step_ms) and step_ms > 0):
+        raise TrafficError(f"--step-ms {step_ms}: must be a number > 0")
+    if seeds < 1:
+        raise TrafficError(f"--seeds {seeds}: must be >= 1")
+    if seeds > MAX_SEEDS:
+        raise TrafficError(f"--seeds {seeds}: at most {MAX_SEEDS:,} (the share of seeds "
+                           "crashed is then known to a tenth of a percent)")
+    if traffic is not None:
+        arrivals = traffic.rate_per_s * minutes * 60
+        if arrivals > MAX_REQUESTS_PER_SEED:
+            raise TrafficError(f"--minutes {minutes:g} at {traffic.rate_per_s:g} requests/s: "
+                               f"{arrivals:,.0f} requests per seed, more than "
+                               f"{MAX_REQUESTS_PER_SEED:,}; serve fewer minutes")
+        if traffic.prompt_len.lowest >= knobs.max_model_len:
+            raise TrafficError(f"traffic {traffic.source}: every prompt is "
+                               f"{traffic.prompt_len.lowest:,} tokens or longer, not shorter "
+                               f"than max_model_len {knobs.max_model_len:,}: vLLM refuses "
+                               "them all, nothing is served")
+    if knobs.data_parallel_size > 1:
+        raise TrafficError("data_parallel_size: --traffic serves one engine; under data "
+                           "parallelism give a workload with dp_rank (simulate -dp N "
+                           "--workload FILE)")
+    if knobs.num_gpu_blocks_override is not None:
+        raise TrafficError("num_gpu_blocks_override: --traffic assumes the KV pool never runs "
+                           "short, which a set pool under an hour of traffic may; leave it "
+                           "unset")
+
+
+def estimate(knobs: Knobs, traffic: Traffic, minutes: float, *, seeds: int = SEEDS,
+             first_seed: int = 0, step_ms: float = STEP_MS, accepted=None,
+             jobs: int = 1, step_said: str | None = None) -> Estimate:
+    """Serve ``seeds`` seeds of ``traffic`` for ``minutes`` each (module docstring), ``jobs``
+    seeds at a time in forked processes (the same answer for any ``jobs``)."""
+    from .exposure import exposure
+    from ..model.plan import plan
+    from ..model.startup import startup_batches
+
+    check_traffic_knobs(knobs, minutes, step_ms, seeds, traffic)
+    if jobs < 1:
+        raise TrafficError(f"--jobs {jobs}: must be >= 1")
+    out = Estimate(knobs, traffic, minutes, step_ms, accepted=accepted, step_said=step_said)
+    p = plan(knobs)  # vLLM's refusals of the knobs first, as simulate
+    startup = next((b.error for b in startup_batches(p) if b.error), None)
+    never = exposure(knobs).exposed is False and not startup
+    if never:
+        out.never_because = exposure(knobs).never_because
+    job = (knobs, traffic, minutes, step_ms, accepted, startup, never)
+    if traffic.replayed:  # the trace fixes every arrival and length: one replay
+        seeds = 1
+    order = range(first_seed, first_seed + seeds)
+    if jobs == 1 or seeds == 1:
+        out.runs = [serve_seed(job, seed) for seed in order]
+        return out
+    from functools import partial
+
+    from .forked import map_forked
+
+    out.runs = map_forked(partial(serve_seed, job), order, jobs)
+    return out
+
+
+def serve_seed(job: tuple, seed: int) -> SeedRun:
+    """One seed of :func:`estimate`: its requests, served to their first crash."""
+    knobs, traffic, minutes, step_ms, accepted, startup, never = job
+    run = generate(traffic, minutes, seed, step_ms, knobs.max_model_len)
+    if startup:
+        run.startup, run.error, run.kind = True, startup, "startup"
+    elif not never and run.requests:  # never: no traffic crashes it, nothing to serve
+        work = run.workload()
+        found = first_crash(knobs, work, accepted)
+        if found is not None:
+            run.crash_step, run.error, st, seen = found
+            run.kind, run.tokens = crash_kind(st, work, seen), st.num_tokens
+    return run
+
+
+def write_workload(run: SeedRun, path: str) -> None:
+    """Write ``run``'s requests up to its crash as a workload file, all or nothing."""
+    write_text(path, json.dumps(run.workload().as_json()) + "\n")
+
+
+def write_text(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (a temporary file, then a rename)."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise TrafficError(f"{path}: {exc.strerror or exc}") from None

@@ -1,0 +1,11 @@
+"""Reading what the user gives: a launch command, vLLM's flags, a start-up log, a trace, a server.
+
+``check -- vllm serve ...`` (:mod:`.launch`, :mod:`.vllm_flags`, :mod:`.hisparse_config`),
+``check --from-log`` (:mod:`.startup_log` with :mod:`.log_lines`, :mod:`.log_repr`,
+:mod:`.log_text`), ``simulate --traffic`` files and traces (:mod:`.traffic_file`,
+:mod:`.traces`) and the step time of a running server (:mod:`.step_time`).  Each refuses bad
+input in one line naming the value.
+
+Imports: :mod:`hisparse_model.model` and :mod:`hisparse_model.schedule`.  A new input
+format goes here.
+"""

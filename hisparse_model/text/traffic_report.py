@@ -1,0 +1,77 @@
+"""What ``simulate --traffic`` prints: the odds, the curve, each crash and how to replay it."""
+
+from __future__ import annotations
+
+from ..answers.simulate import SIMULATE_ASSUMPTIONS
+from ..answers.traffic_risk import TRAFFIC_ASSUMPTIONS, Estimate
+
+KIND_WORDS = {  # exposure.py's kinds, and the two a served step adds
+    "startup": "start-up, before any traffic",
+    "lone_prompt": "a prompt computed whole with no decode running",
+    "last_chunk": "the last chunk of a chunked prompt with no decode running",
+    "cached_prefix": "a prompt's uncached rest after a prefix-cache hit, no decode running",
+    "burst": "prompts arriving together, no decode running",
+    "mixed": "a step mixing decodes with prefill",
+}
+CURVE_MINUTES = (1, 5, 10, 30, 60)  # the text's table of P(crash by t), within --minutes
+ASSUMPTIONS = SIMULATE_ASSUMPTIONS[:3] + TRAFFIC_ASSUMPTIONS
+
+
+def _minutes(m: float) -> str:
+    return f"{m:.1f} min" if m >= 1 else f"{m * 60:.0f} s"
+
+
+def estimate_lines(est: Estimate, replay: str | None = None) -> list[str]:
+    """The answer in words: traffic, odds, median, curve, kinds, the first crashes."""
+    k, t = est.knobs, est.traffic
+    n = len(est.runs)
+    seeds = f"seeds {est.runs[0].seed}..{est.runs[-1].seed}" if n > 1 else f"seed {est.runs[0].seed}"
+    lines = [f"vLLM {k.vllm_version}{' + upstream fix' if k.routing == 'fix' else ''}  "
+             f"S={k.max_num_seqs} B={k.max_num_batched_tokens} max_model_len={k.max_model_len}"
+             f"  {k.attention_backend}",
+             f"Traffic {t.source}: {t.rate_per_s:g} requests/s ({t.arrivals_words()}), "
+             f"prompt_len {t.prompt_len.describe()}, max_tokens {t.max_tokens.describe()}",
+             (f"Served: the first {_minutes(est.minutes)} of the trace, one replay (the trace "
+              "fixes every arrival and length: a seed has nothing to vary)" if t.replayed else
+              f"Served: {_minutes(est.minutes)} per seed, {n} {seeds}")
+             + f", one engine step = {est.step_ms:.3g} ms",
+             est.step_said or f"Step time: {est.step_ms:.3g} ms per engine step (assumed)"]
+    arrived = est.served + est.refused
+    if est.refused:  # prompts not shorter than max_model_len: vLLM refuses them at the door
+        lines.append(f"Refused: {est.refused:,} of {arrived:,} requests "
+                     f"({100 * est.refused / arrived:.0f} %): prompts not shorter than "
+                     f"max_model_len {k.max_model_len:,}, which vLLM refuses; the rest served")
+    lines.append("")
+    crashed = est.crashed
+    lines.append(f"Crashed within {_minutes(est.minutes)}: {len(crashed)} of {n} seeds "
+                 f"({100 * est.share:.0f} %)")
+    if est.never_because:
+        lines.append(f"  no traffic can crash this server ({est.never_because}): no seed was "
+                     "served")
+    median = est.median_minutes
+    if crashed:
+        first = min(r.minute(est.step_ms) for r in crashed)
+        lines.append("Time to first crash: median " + (
+            _minutes(median) if median is not None
+            else f"over {_minutes(est.minutes)} (half the seeds or more survived)")
+            + f", earliest {_minutes(first)}")
+        points = [m for m in CURVE_MINUTES if m < est.minutes] + [est.minutes]
+        lines.append("P(crashed by t): " + "   ".join(
+            f"{_minutes(m)} {100 * est.by(m):.0f} %" for m in points))
+        lines.append("By kind of step: " + ", ".join(
+            f"{kind} {count} ({KIND_WORDS.get(kind, kind)})" for kind, count in est.kinds.items()))
+        lines.append("")
+        for r in sorted(crashed, key=lambda r: r.minute(est.step_ms))[:5]:
+            where = "at start-up" if r.startup else (
+                f"at {_minutes(r.minute(est.step_ms))} (engine step {r.crash_step}, a "
+                f"{r.tokens}-token {r.kind} step, after {len(r.workload())} requests)")
+            lines.append(f"  seed {r.seed}: crashed {where}")
+            lines.append(f"    {r.error}")
+        if replay:
+            lines.append(f"  {replay}")
+    lines += ["", "Assumptions:"] + [f"  - {a}" for a in ASSUMPTIONS]
+    return lines
+
+
+def estimate_json(est: Estimate) -> dict:
+    return {**est.as_json(), "assumptions": list(ASSUMPTIONS)}
