@@ -175,3 +175,20 @@ def test_simulate_says_which_step_time_it_used_and_its_value():
 def test_step_time_options_are_refused_in_one_line(args, message):
     out = _simulate(*args)
     assert out.returncode == 2 and message in out.stderr and out.stderr.count("\n") == 1
+
+
+def test_a_gzipped_or_coloured_log_reads_as_the_plain_one(tmp_path):
+    """The log is read as check --from-log reads one (log_text.read_log): gzipped (as log
+    rotation leaves it) or with terminal colour codes, the same step time."""
+    import gzip
+
+    text = _read(WARM, "console.log")
+    plain = from_log(os.path.join(WARM, "console.log")).ms
+    zipped = tmp_path / "serve.log.gz"
+    zipped.write_bytes(gzip.compress(text.encode()))
+    coloured = tmp_path / "colour.log"
+    coloured.write_text(text.replace("Avg prompt throughput",
+                                     "\x1b[32mAvg prompt\x1b[0m throughput"))
+    assert from_log(str(zipped)).ms == plain == from_log(str(coloured)).ms
+    with pytest.raises(StepTimeError, match=r"^--step-ms-from-log: log .*missing\.log: "):
+        from_log(str(tmp_path / "missing.log"))

@@ -34,6 +34,8 @@ import time
 import urllib.request
 from dataclasses import dataclass
 
+from .log_text import read_log
+
 ITL = "vllm:inter_token_latency_seconds"
 ITERATIONS = "vllm:iteration_tokens_total"
 LOG_LINE = re.compile(r"Avg prompt throughput: ([\d.]+) tokens/s, Avg generation throughput: "
@@ -120,11 +122,10 @@ def _fetch(url: str) -> str:
 
 def from_log(path: str) -> StepTime:
     """The median over vLLM's periodic throughput lines in ``path`` (module docstring)."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
-    except OSError as exc:
-        raise StepTimeError(f"--step-ms-from-log {path}: {exc.strerror or exc}") from None
+    try:  # read as check --from-log reads a log: gzipped, coloured, CR-only, stdin (-)
+        lines = read_log(path).splitlines()
+    except ValueError as exc:
+        raise StepTimeError(f"--step-ms-from-log: {exc}") from None
     said = [(float(g), int(n)) for m in map(LOG_LINE.search, lines) if m
             for _, g, n in [m.groups()]]
     if not said:

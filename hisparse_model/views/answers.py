@@ -314,13 +314,12 @@ def dp_crash(start: dict) -> Answer:
 
 
 def dp_crashing_seqs(start: dict) -> Answer:
-    from .two_gpus import DP, dp_strip, scenario
+    from .two_gpus import DP, by_outcome, dp_strip, scenario
     knobs = start_knobs(start, data_parallel_size=DP)
     strip = dp_strip(knobs, start["joining_prompt"])
-    crashing = [s for s, o in zip(strip["max_num_seqs"], strip["outcome"])
-                if o == cd.RUNTIME_CRASH]
-    started = [s for s, o in zip(strip["max_num_seqs"], strip["outcome"])
-               if o in (cd.SAFE, cd.RUNTIME_CRASH)]  # start-up survived
+    by = by_outcome(strip)
+    crashing = by.get(cd.RUNTIME_CRASH, [])
+    started = sorted(by.get(cd.SAFE, []) + crashing)  # start-up survived
     captured = [s for s in started
                 if s + 1 in predict(knobs.replace(max_num_seqs=s)).capture_sizes]
     why = (": of those whose start-up survives, exactly the ones where S + 1 = W is a "

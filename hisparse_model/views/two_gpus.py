@@ -23,6 +23,7 @@ from .charts import strip_chart
 from .controls import SPECS, knob_control
 from .buffers import dp_pick, picture_for_dp_step, picture_for_step, picture_html
 from .dashboard import Dashboard, Screen
+from .first_request import ranges_text
 from .svg import PALETTE, Svg
 from .tables import esc
 from .traffic import NUMBERING, advice_html, step_control, workload_slider
@@ -67,13 +68,22 @@ def dp_strip(knobs: Knobs, joining: int = 0, max_seqs: int = DP_SEQS) -> dict:
     return out
 
 
-def strip_html(strip: dict, current: int, joining: int) -> str:
-    """The strip drawn with its caption: which max_num_seqs crash the scenario, which not."""
-    said = ((cd.STARTUP_CRASH, "start-up crashes"), (cd.RUNTIME_CRASH, "a rank crashes"),
-            (cd.SAFE, "safe"), (cd.INVALID, "refused"))
-    cells = list(zip(strip["max_num_seqs"], strip["outcome"]))
-    caption = "; ".join(f"{words} at {ranges(hit)}" for k, words in said
-                        if (hit := [s for s, o in cells if o == k]))
+STRIP_WORDS = ((cd.STARTUP_CRASH, "start-up crashes"), (cd.RUNTIME_CRASH, "a rank crashes"),
+               (cd.SAFE, "safe"), (cd.INVALID, "refused"))  # the strip's caption, in order
+
+
+def by_outcome(strip: dict) -> dict[str, list[int]]:
+    """The strip as ``{outcome: [max_num_seqs with it]}``, outcomes in strip order."""
+    out: dict[str, list[int]] = {}
+    for s, o in zip(strip["max_num_seqs"], strip["outcome"]):
+        out.setdefault(o, []).append(s)
+    return out
+
+
+def strip_html(strip: dict, by: dict[str, list[int]], current: int, joining: int) -> str:
+    """The strip drawn with its caption (``by``: :func:`by_outcome` of it): which
+    max_num_seqs crash the scenario, which not."""
+    caption = ranges_text((words, by.get(k, [])) for k, words in STRIP_WORDS)
     which = ("the joining prompt follows max_num_seqs" if not joining
              else f"the joining prompt has {joining} tokens")
     return strip_chart(strip, current, title=f"This scenario at every max_num_seqs ({which})",
@@ -147,12 +157,11 @@ class TwoGpusDashboard(Dashboard):
         picture = picture_html(picture_for_dp_step(sched, *pick) if pick
                                else picture_for_step(sched))
         strip = dp_strip(knobs, joining)
-        cells = list(zip(strip["max_num_seqs"], strip["outcome"]))
-        labels["strip"] = " ".join(f"{k}={ranges([s for s, o in cells if o == k])}"
-                                   for k in sorted(set(strip["outcome"])))
+        by = by_outcome(strip)
+        labels["strip"] = " ".join(f"{k}={ranges(by[k])}" for k in sorted(by))
         body = (f"{verdict}{picture}<div class='hs-note'>C = {p.swap_capacity}, W = "
                 f"{p.workspace_rows}, capture sizes {list(p.capture_sizes)}</div>"
-                f"{strip_html(strip, knobs.max_num_seqs, joining)}"
+                f"{strip_html(strip, by, knobs.max_num_seqs, joining)}"
                 f"{timelines_html(sched)}"
                 + (advice_html(found, list(self.controls)) if found else ""))
         state = {**knobs.as_dict(), "workload": work.as_json()["requests"]}
