@@ -87,7 +87,7 @@ class SeedRun:
         cut = self.crash_step if self.crash_step is not None else math.inf
         blocks = self.blocks or (None,) * len(self.requests)
         return Workload(tuple(
-            Request(DistinctPrompt(i, n) if b is None else BlockPrompt(b, n), m, a)
+            Request(prompt_of(i, n, b), m, a)
             for i, ((a, n, m), b) in enumerate(zip(self.requests, blocks)) if a <= cut))
 
     def as_json(self, step_ms: float) -> dict:
@@ -96,21 +96,37 @@ class SeedRun:
                 "error": self.error, "requests": len(self.requests), "refused": self.refused}
 
 
-def generate(traffic: Traffic, minutes: float, seed: int, step_ms: float,
-             max_model_len: int) -> SeedRun:
-    """One seed's requests over ``minutes`` (module docstring, 2)."""
+def prompt_of(i: int, n: int, blocks=None):
+    """The token ids the model serves as accepted request ``i`` of ``n`` tokens: its own
+    prompt, or the shared content blocks a trace's ``hash_ids`` name."""
+    return DistinctPrompt(i, n) if blocks is None else BlockPrompt(blocks, n)
+
+
+def accepted_arrivals(traffic: Traffic, minutes: float, seed: int,
+                      max_model_len: int) -> tuple[list[tuple], int]:
+    """``([(seconds, prompt_len, max_tokens, blocks), ...], refused)``: the requests of one
+    seed that arrive within ``minutes`` and that vLLM accepts, in arrival order (request
+    ``i`` of a workload is the ``i``-th of them), and how many it refuses at the door."""
     rng = random.Random(seed)
     end = minutes * 60.0
-    out, refused, blocks = [], 0, []
-    per_step = step_ms / 1000.0
+    out, refused = [], 0
     for t, n, m, b in _arrivals(traffic, rng):
         if t >= end:
             break
         if n >= max_model_len:
             refused += 1  # vLLM refuses it at the door (workload.py validate)
             continue
-        out.append((int(t / per_step), n, m))
-        blocks.append(b)
+        out.append((t, n, m, b))
+    return out, refused
+
+
+def generate(traffic: Traffic, minutes: float, seed: int, step_ms: float,
+             max_model_len: int) -> SeedRun:
+    """One seed's requests over ``minutes`` (module docstring, 2)."""
+    rows, refused = accepted_arrivals(traffic, minutes, seed, max_model_len)
+    per_step = step_ms / 1000.0
+    out = [(int(t / per_step), n, m) for t, n, m, _ in rows]
+    blocks = [b for _, _, _, b in rows]
     if len(out) > PROMPT_IDS:
         raise TrafficError(f"--minutes {minutes}: {len(out):,} requests, more than the "
                            f"{PROMPT_IDS:,} distinct prompts a workload can name")

@@ -40,7 +40,10 @@ PY=${PYTHON:-python3}
 if [ $# -gt 0 ]; then VERSIONS=("$@"); else VERSIONS=(0.31.0 0.32.0 0.33.0); fi
 
 # Small packages the device image lacks (verified with vLLM 0.31.0 and 0.32.0 on the H200;
-# orjson added for 0.33.0).  Same versions for every vLLM version.
+# orjson added for 0.33.0; the second block is what `vllm serve`'s OpenAI server imports once
+# the engine is up -- uvicorn, the SageMaker routes' model-hosting-container-standards, the
+# /metrics instrumentator -- and the openai package's httpx2 transport).  Same versions for
+# every vLLM version.
 COMMON=(annotated-types==0.8.0 apache-tvm-ffi==0.1.11 astor==0.8.1 blake3==1.0.11
   cachetools==8.0.2 cbor2==6.3.0 compressed-tensors==0.17.0 depyf==0.20.0 dill==0.4.1
   fastapi==0.136.3 frozendict==2.5.1 gguf==0.19.0 httpx2==2.16.2 ijson==3.6.0 jsonschema==4.26.0
@@ -48,7 +51,10 @@ COMMON=(annotated-types==0.8.0 apache-tvm-ffi==0.1.11 astor==0.8.1 blake3==1.0.1
   openai-harmony==0.0.8 orjson==3.11.6 partial-json-parser==0.2.1.1.post7 pybase64==1.5.1
   pydantic==2.14.4 pydantic-core==2.50.5 python-json-logger==4.2.0 pyzmq==27.3.0 referencing==0.37.0
   rpds-py==2026.9.1 setproctitle==1.3.8 sniffio==1.3.1 starlette==1.10.0 typing-inspection==0.4.5
-  watchfiles==1.3.0 quack-kernels==0.6.5 torch-c-dlpack-ext==0.1.5 "nvidia-cuda-nvdisasm>=13.3,<14")
+  watchfiles==1.3.0 quack-kernels==0.6.5 torch-c-dlpack-ext==0.1.5 "nvidia-cuda-nvdisasm>=13.3,<14"
+  annotated-doc==0.0.7 click==8.5.1 h11==0.16.0 httpcore2==2.16.2 jiter==0.19.0 jmespath==1.1.0
+  model-hosting-container-standards==0.1.16 prometheus-fastapi-instrumentator==8.1.0 supervisor==4.3.0
+  truststore==0.10.5 uvicorn==0.55.0)
 
 log() { echo "[offline_gpu] $*" >&2; }
 

@@ -1,0 +1,327 @@
+"""Replay a trace over HTTP against a real ``vllm serve`` and record when and how it dies.
+
+``python -m hisparse_model.engine.serve_run --trace FILE --speed X --max-num-seqs S
+--max-model-len L --out DIR`` (on the GPU machine, where vLLM is):
+
+1. starts vLLM's own OpenAI server (``python -m vllm.entrypoints.cli.main serve`` with
+   :func:`.serve_cli.serve_flags`) in a process group of its own, its output in
+   ``server.log``, and waits for ``GET /health``;
+2. sends the trace's requests at their own arrival times (divided by ``--speed``) as
+   ``POST /v1/completions`` with the token ids the model serves as request ``i``
+   (``traffic_risk.prompt_of``), ``max_tokens`` the trace's output length, ``ignore_eos``;
+   each carries ``X-Request-Id: trace-<i>``, which vLLM takes as the request's id
+   (vllm/entrypoints/serve/engine/serving.py:125@0.31.0 `(req_id := raw_request.headers.get("X-Request-Id")) is not None`),
+   so the engine's crash dump names the requests of the step that died;
+3. reads ``GET /metrics`` at the start and every ``--metrics-every`` seconds
+   (``metrics-<seconds>.txt``, the time of each in ``run.json``) and ``GET /health``
+   every half second;
+4. stops at the first failed request plus ``--linger`` seconds, at the server's exit, or
+   when every request has finished, and writes ``client.jsonl`` (one line per request:
+   due, sent and done times from the replay's start, HTTP status, the error's first line)
+   and ``run.json`` (provenance, the command, what was seen).
+
+Times are seconds since the replay's start (request 0 is due at 0).  No vLLM import at
+module level (package rule); this process only speaks HTTP.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+from ..model.knobs import Knobs
+from .llm_args import write_model_dir
+from .serve_cli import SERVED_NAME, VLLM_MAIN, serve_flags
+
+CRASH_TEXT = "HiSparse swap rows exceed"  # the ValueError's text (shared/upstream-fix-pr.md)
+WARM_ID = 900_000  # warm-up prompts' ids: none of a replay's (which count from 0)
+WARM_TOKENS = 24  # output tokens of each warm-up request
+
+
+def parse(argv=None):
+    p = argparse.ArgumentParser(prog="python -m hisparse_model.engine.serve_run")
+    p.add_argument("--trace", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--speed", type=float, default=1.0)
+    p.add_argument("--vllm-version", default="0.31.0")
+    p.add_argument("--max-num-seqs", type=int, required=True)
+    p.add_argument("--max-model-len", type=int, default=8192)
+    p.add_argument("--max-num-batched-tokens", type=int, default=8192)
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--metrics-every", type=float, default=5.0)
+    p.add_argument("--seconds", type=float, default=240.0, help="longest replay")
+    p.add_argument("--start-timeout", type=float, default=420.0)
+    p.add_argument("--linger", type=float, default=3.0)
+    p.add_argument("--warm-passes", type=int, default=2,
+                   help="passes of the warm-up waves before the replay; /metrics is read "
+                        "before the last pass (metrics-warm.txt), so the last pass alone "
+                        "is a measured interval")
+    return p.parse_args(argv)
+
+
+def http(url: str, body: dict | None = None, headers=None, timeout: float = 600.0):
+    """``(status, text)`` of one request; status 0 when nothing answered."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, headers={
+        **({"Content-Type": "application/json"} if data else {}), **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read().decode(errors="replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
+    except (OSError, ValueError) as exc:
+        return 0, f"{type(exc).__name__}: {exc}"
+
+
+def requests_of(trace: str, speed: float, knobs: Knobs, seconds: float) -> list[dict]:
+    """The requests the model serves for this replay, in its order, with their token ids."""
+    from ..answers.traffic_risk import accepted_arrivals, prompt_of
+    from ..inputs.traffic_file import load_traffic
+
+    traffic = load_traffic(trace, speed=speed)
+    rows, _ = accepted_arrivals(traffic, seconds / 60.0, 0, knobs.max_model_len)
+    return [{"i": i, "due_s": t, "prompt_len": n, "max_tokens": m,
+             "prompt": list(prompt_of(i, n, b))} for i, (t, n, m, b) in enumerate(rows)]
+
+
+class Replay:
+    """The client side of one run: request threads, the metrics and health readers."""
+
+    def __init__(self, base: str, out: str, requests: list[dict], metrics_every: float):
+        self.base, self.out, self.requests = base, out, requests
+        self.metrics_every = metrics_every
+        self.rows: dict[int, dict] = {}
+        self.metrics: dict[str, float] = {}
+        self.first_failure: float | None = None
+        self.unhealthy_at: float | None = None
+        self.crash_logged: float | None = None  # when the server log first showed CRASH_TEXT
+        self.stop = threading.Event()
+        self.t0 = 0.0
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    def send(self, r: dict) -> None:
+        sent = self.now()
+        status, text = http(f"{self.base}/v1/completions", {
+            "model": SERVED_NAME, "prompt": r["prompt"], "max_tokens": r["max_tokens"],
+            "ignore_eos": True, "temperature": 0.0}, {"X-Request-Id": f"trace-{r['i']}"})
+        done = self.now()
+        row = {"i": r["i"], "prompt_len": r["prompt_len"], "max_tokens": r["max_tokens"],
+               "due_s": round(r["due_s"], 4), "sent_s": round(sent, 4),
+               "done_s": round(done, 4), "status": status}
+        if status == 200:
+            usage = json.loads(text).get("usage") or {}
+            row["completion_tokens"] = usage.get("completion_tokens")
+        else:
+            row["error"] = text.strip().splitlines()[0][:300] if text.strip() else ""
+            if self.first_failure is None and not self.stop.is_set():
+                self.first_failure = done
+        self.rows[r["i"]] = row
+
+    def read_metrics(self) -> None:
+        k = 0
+        while not self.stop.is_set():
+            at = k * self.metrics_every
+            self.stop.wait(max(0.0, at - self.now()))
+            if self.stop.is_set():
+                break
+            status, text = http(f"{self.base}/metrics", timeout=10)
+            if status == 200:
+                name = f"metrics-{at:g}.txt"
+                with open(os.path.join(self.out, name), "w") as f:
+                    f.write(text)
+                self.metrics[name] = round(self.now(), 3)
+            k += 1
+
+    def watch_health(self) -> None:
+        while not self.stop.wait(0.5):
+            status, _ = http(f"{self.base}/health", timeout=2)
+            if status != 200 and self.unhealthy_at is None:
+                self.unhealthy_at = round(self.now(), 3)
+
+    def watch_log(self, path: str) -> None:
+        """Note when the server's log first shows the HiSparse error (read every 50 ms)."""
+        with open(path, errors="replace") as f:
+            f.seek(0, os.SEEK_END)
+            while not self.stop.wait(0.05):
+                if CRASH_TEXT in f.read():
+                    self.crash_logged = round(self.now(), 3)
+                    return
+
+    def run(self, server: subprocess.Popen, seconds: float, linger: float, log: str) -> str:
+        """Replay until the end, a failure or the crash in the log (plus ``linger``), or
+        the server's exit: why it stopped."""
+        self.t0 = time.monotonic()
+        side = [threading.Thread(target=self.read_metrics, daemon=True),
+                threading.Thread(target=self.watch_health, daemon=True),
+                threading.Thread(target=self.watch_log, args=(log,), daemon=True)]
+        for t in side:
+            t.start()
+        threads = []
+        why = "every request finished"
+        pending = list(self.requests)
+        while True:
+            while pending and pending[0]["due_s"] <= self.now():
+                t = threading.Thread(target=self.send, args=(pending.pop(0),), daemon=True)
+                t.start()
+                threads.append(t)
+            if self.first_failure is not None and self.now() > self.first_failure + linger:
+                why = "a request failed"
+                break
+            if self.crash_logged is not None and self.now() > self.crash_logged + linger:
+                why = "the server logged the HiSparse error"
+                break
+            if server.poll() is not None:
+                why = f"the server exited ({server.returncode})"
+                break
+            if not pending and all(not t.is_alive() for t in threads):
+                break
+            if self.now() > seconds:
+                why = f"--seconds {seconds:g} reached"
+                break
+            time.sleep(0.002)
+        self.stop.set()
+        return why
+
+
+def warm_waves(knobs: Knobs) -> list[tuple[int, int]]:
+    """``[(prompt_len, count), ...]``: warm-up waves that cannot reach C + 1 tokens in a step.
+
+    Every prompt is longer than C + 1, and a wave's tokens (prompts and one decode token
+    each) fit one step's budget B, so no prompt is ever chunked: a step that computes any
+    prompt computes all of it (more than C + 1 tokens), and a step of decodes alone
+    computes at most S <= C of them."""
+    c1 = min(knobs.max_num_batched_tokens, knobs.max_num_seqs) + 1
+    budget = knobs.max_num_batched_tokens
+    waves = []
+    for p in (2 * c1, 500, 2000, 7000):
+        p = max(p, c1 + 1)
+        k = min(knobs.max_num_seqs, budget // (p + WARM_TOKENS))
+        if k >= 1 and p + WARM_TOKENS <= knobs.max_model_len:
+            waves.append((p, k))
+    return waves
+
+
+def warm(base: str, knobs: Knobs, passes: int, tag: str) -> float:
+    """Serve :func:`warm_waves` ``passes`` times (kernels compile on first use of a shape:
+    not in what the replay meets); seconds taken.  Raises if a request fails."""
+    from ..schedule.workload import DistinctPrompt
+
+    t = time.monotonic()
+    k = 0
+    for _ in range(passes):
+        for p, count in warm_waves(knobs):
+            threads, bad = [], []
+            for _ in range(count):
+                body = {"model": SERVED_NAME, "max_tokens": WARM_TOKENS, "ignore_eos": True,
+                        "prompt": list(DistinctPrompt(WARM_ID + k, p)), "temperature": 0.0}
+                rid = {"X-Request-Id": f"{tag}-{k}"}
+                threads.append(threading.Thread(target=lambda b=body, h=rid: bad.append(
+                    http(f"{base}/v1/completions", b, h)[0]), daemon=True))
+                k += 1
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join()
+            if any(code != 200 for code in bad):
+                raise RuntimeError(f"warm-up wave of {count} x {p} tokens: HTTP {bad}")
+    return time.monotonic() - t
+
+
+def start_server(argv: list[str], log_path: str, env: dict) -> subprocess.Popen:
+    log = open(log_path, "w")
+    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)
+
+
+def stop_server(server: subprocess.Popen) -> None:
+    if server.poll() is None:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(10)
+
+
+def wait_healthy(base: str, server: subprocess.Popen, timeout: float) -> float | None:
+    t = time.monotonic()
+    while time.monotonic() - t < timeout and server.poll() is None:
+        if http(f"{base}/health", timeout=2)[0] == 200:
+            return time.monotonic() - t
+        time.sleep(1.0)
+    return None
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    os.makedirs(args.out, exist_ok=True)
+    knobs = Knobs(vllm_version=args.vllm_version, max_num_seqs=args.max_num_seqs,
+                  max_model_len=args.max_model_len,
+                  max_num_batched_tokens=args.max_num_batched_tokens)
+    requests = requests_of(args.trace, args.speed, knobs, args.seconds)
+    model_dir = write_model_dir(os.path.join("/tmp", SERVED_NAME))
+    argv_server = [sys.executable, "-m", VLLM_MAIN, "serve",
+                   *serve_flags(knobs, model_dir, args.port)]
+    env = {**os.environ, "VLLM_DEEP_GEMM_WARMUP": "skip"}
+    base = f"http://127.0.0.1:{args.port}"
+    server = start_server(argv_server, os.path.join(args.out, "server.log"), env)
+    replay = Replay(base, args.out, requests, args.metrics_every)
+    why, started, warmed = "the server never answered /health", None, []
+    try:
+        started = wait_healthy(base, server, args.start_timeout)
+        if started is not None:
+            for k in range(args.warm_passes):
+                if k == args.warm_passes - 1:
+                    with open(os.path.join(args.out, "metrics-warm.txt"), "w") as f:
+                        f.write(http(f"{base}/metrics", timeout=10)[1])
+                warmed.append(round(warm(base, knobs, 1, f"warm{k}"), 2))
+            why = replay.run(server, args.seconds, args.linger,
+                             os.path.join(args.out, "server.log"))
+    finally:
+        stop_server(server)
+    with open(os.path.join(args.out, "client.jsonl"), "w") as f:
+        for i in sorted(replay.rows):
+            f.write(json.dumps(replay.rows[i]) + "\n")
+    import vllm  # the version the server ran (same interpreter, same path)
+    import torch
+
+    run = {
+        "provenance": {
+            "vllm": vllm.__version__, "torch": torch.__version__,
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+            "python": platform.python_version(),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "command": " ".join([sys.executable, "-m", "hisparse_model.engine.serve_run",
+                                 *(argv if argv is not None else sys.argv[1:])]),
+            "server_command": argv_server, "run_time_patches": "none",
+            "knobs": knobs.as_dict()},
+        "trace": os.path.basename(args.trace), "speed": args.speed,
+        "requests_in_replay": len(requests), "requests_sent": len(replay.rows),
+        "server_ready_after_s": None if started is None else round(started, 1),
+        "warm_waves": warm_waves(knobs), "warm_pass_seconds": warmed,
+        "crash_logged_s": replay.crash_logged,
+        "stopped_because": why, "first_failure_s": replay.first_failure,
+        "unhealthy_at_s": replay.unhealthy_at, "metrics_read_at_s": replay.metrics,
+        "server_exit": server.returncode,
+    }
+    with open(os.path.join(args.out, "run.json"), "w") as f:
+        json.dump(run, f, indent=1)
+    print(json.dumps({k: run[k] for k in (
+        "server_ready_after_s", "warm_pass_seconds", "requests_sent", "stopped_because",
+        "crash_logged_s", "first_failure_s", "unhealthy_at_s")}), flush=True)
+    return 0 if started is not None else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
