@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import platform
-import signal
 import subprocess
 import sys
 import threading
@@ -41,8 +40,13 @@ import urllib.request
 from ..model.knobs import Knobs
 from .llm_args import write_model_dir
 from .serve_cli import SERVED_NAME, VLLM_MAIN, serve_flags
+from .serve_process import dump_stacks, start_server, stop_server, versions, wait_healthy
 
-CRASH_TEXT = "HiSparse swap rows exceed"  # the ValueError's text (shared/upstream-fix-pr.md)
+CRASH_TEXT = "HiSparse swap rows exceed"  # the ValueError's text (the fix PR's)
+# Bytes of one 64-token block of the host pool for the tiny model: 8 layers x 576 bf16
+# values per token.  The H200's log says it: "HiSparse HMA: 1.0 GiB host source (1820
+# blocks)" (tests/recorded/serve/ holds that log; a test checks 2**30 // this == 1820).
+HOST_BLOCK_BYTES = 64 * 8 * 576 * 2
 WARM_ID = 900_000  # warm-up prompts' ids: none of a replay's (which count from 0)
 WARM_TOKENS = 24  # output tokens of each warm-up request
 
@@ -61,6 +65,11 @@ def parse(argv=None):
     p.add_argument("--seconds", type=float, default=240.0, help="longest replay")
     p.add_argument("--start-timeout", type=float, default=420.0)
     p.add_argument("--linger", type=float, default=3.0)
+    p.add_argument("--stall", type=float, default=60.0,
+                   help="seconds with requests in flight and none finished: the stacks of "
+                        "the server's processes are dumped into server.log and the run ends")
+    p.add_argument("--host-pool-gib", type=float, default=None,
+                   help="HiSparse host pool; default: enough for the whole replay at once")
     p.add_argument("--warm-passes", type=int, default=2,
                    help="passes of the warm-up waves before the replay; /metrics is read "
                         "before the last pass (metrics-warm.txt), so the last pass alone "
@@ -80,6 +89,15 @@ def http(url: str, body: dict | None = None, headers=None, timeout: float = 600.
         return exc.code, exc.read().decode(errors="replace")
     except (OSError, ValueError) as exc:
         return 0, f"{type(exc).__name__}: {exc}"
+
+
+def host_pool_gib_for(requests: list[dict], knobs: Knobs) -> int:
+    """A host pool (whole GiB) that holds every request of the replay at once, and the
+    warm-up's, with a GiB to spare: the model assumes the KV pools never run short, and a
+    1-GiB pool (1,820 blocks, 116,480 tokens) is less than a burst of the Azure trace."""
+    blocks = sum(-(-(r["prompt_len"] + r["max_tokens"]) // 64) for r in requests)
+    blocks += sum(k * -(-(p + WARM_TOKENS) // 64) for p, k in warm_waves(knobs))
+    return -(-(blocks + 2) * HOST_BLOCK_BYTES // 2**30) + 1
 
 
 def requests_of(trace: str, speed: float, knobs: Knobs, seconds: float) -> list[dict]:
@@ -104,8 +122,12 @@ class Replay:
         self.first_failure: float | None = None
         self.unhealthy_at: float | None = None
         self.crash_logged: float | None = None  # when the server log first showed CRASH_TEXT
+        self.stalled_at: float | None = None  # requests in flight, none finished for a while
+        self.last_done = 0.0
         self.stop = threading.Event()
         self.t0 = 0.0
+        self.lock = threading.Lock()
+        self.rows_file = open(os.path.join(out, "client.jsonl"), "w")
 
     def now(self) -> float:
         return time.monotonic() - self.t0
@@ -126,7 +148,16 @@ class Replay:
             row["error"] = text.strip().splitlines()[0][:300] if text.strip() else ""
             if self.first_failure is None and not self.stop.is_set():
                 self.first_failure = done
-        self.rows[r["i"]] = row
+        with self.lock:
+            self.rows[r["i"]] = row
+            self.last_done = done
+            self.rows_file.write(json.dumps(row) + "\n")  # as it ends: a cut run keeps it
+            self.rows_file.flush()
+
+    def sent_last(self, threads) -> float:
+        """When the first request still in flight was sent (a stall counts from then)."""
+        waiting = [r for r in self.requests[:len(threads)] if r["i"] not in self.rows]
+        return waiting[0]["due_s"] if waiting else self.now()
 
     def read_metrics(self) -> None:
         k = 0
@@ -158,7 +189,8 @@ class Replay:
                     self.crash_logged = round(self.now(), 3)
                     return
 
-    def run(self, server: subprocess.Popen, seconds: float, linger: float, log: str) -> str:
+    def run(self, server: subprocess.Popen, seconds: float, linger: float, log: str,
+            stall: float = 60.0) -> str:
         """Replay until the end, a failure or the crash in the log (plus ``linger``), or
         the server's exit: why it stopped."""
         self.t0 = time.monotonic()
@@ -185,9 +217,20 @@ class Replay:
                 why = f"the server exited ({server.returncode})"
                 break
             if not pending and all(not t.is_alive() for t in threads):
+                if self.first_failure is not None or self.crash_logged is not None:
+                    time.sleep(linger)  # the log line may follow the last answer
+                    why = ("the server logged the HiSparse error" if self.crash_logged
+                           is not None else "a request failed")
                 break
             if self.now() > seconds:
                 why = f"--seconds {seconds:g} reached"
+                break
+            in_flight = len(threads) - len(self.rows)
+            if in_flight and self.now() - max(self.last_done, self.sent_last(threads)) > stall:
+                self.stalled_at = round(self.now(), 3)
+                why = (f"stalled: {in_flight} requests in flight, none finished for "
+                       f"{stall:g} s (stacks dumped)")
+                dump_stacks(server)
                 break
             time.sleep(0.002)
         self.stop.set()
@@ -238,31 +281,6 @@ def warm(base: str, knobs: Knobs, passes: int, tag: str) -> float:
     return time.monotonic() - t
 
 
-def start_server(argv: list[str], log_path: str, env: dict) -> subprocess.Popen:
-    log = open(log_path, "w")
-    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True)
-
-
-def stop_server(server: subprocess.Popen) -> None:
-    if server.poll() is None:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait(10)
-
-
-def wait_healthy(base: str, server: subprocess.Popen, timeout: float) -> float | None:
-    t = time.monotonic()
-    while time.monotonic() - t < timeout and server.poll() is None:
-        if http(f"{base}/health", timeout=2)[0] == 200:
-            return time.monotonic() - t
-        time.sleep(1.0)
-    return None
-
-
 def main(argv=None) -> int:
     args = parse(argv)
     os.makedirs(args.out, exist_ok=True)
@@ -271,15 +289,27 @@ def main(argv=None) -> int:
                   max_num_batched_tokens=args.max_num_batched_tokens)
     requests = requests_of(args.trace, args.speed, knobs, args.seconds)
     model_dir = write_model_dir(os.path.join("/tmp", SERVED_NAME))
+    pool = args.host_pool_gib or host_pool_gib_for(requests, knobs)
     argv_server = [sys.executable, "-m", VLLM_MAIN, "serve",
-                   *serve_flags(knobs, model_dir, args.port)]
-    env = {**os.environ, "VLLM_DEEP_GEMM_WARMUP": "skip"}
+                   *serve_flags(knobs, model_dir, args.port, pool)]
+    env = {**os.environ, "VLLM_DEEP_GEMM_WARMUP": "skip", "PYTHONFAULTHANDLER": "1"}
     base = f"http://127.0.0.1:{args.port}"
+    run = {
+        "provenance": {
+            **versions(), "python": platform.python_version(),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "command": " ".join([sys.executable, "-m", "hisparse_model.engine.serve_run",
+                                 *(argv if argv is not None else sys.argv[1:])]),
+            "server_command": argv_server, "run_time_patches": "none",
+            "knobs": knobs.as_dict(), "host_pool_gib": pool},
+        "trace": os.path.basename(args.trace), "speed": args.speed,
+        "requests_in_replay": len(requests), "warm_waves": warm_waves(knobs)}
+    write_run(args.out, run)  # now, so that a run cut short still says what it was
     server = start_server(argv_server, os.path.join(args.out, "server.log"), env)
     replay = Replay(base, args.out, requests, args.metrics_every)
     why, started, warmed = "the server never answered /health", None, []
     try:
-        started = wait_healthy(base, server, args.start_timeout)
+        started = wait_healthy(base, server, args.start_timeout, http)
         if started is not None:
             for k in range(args.warm_passes):
                 if k == args.warm_passes - 1:
@@ -287,40 +317,27 @@ def main(argv=None) -> int:
                         f.write(http(f"{base}/metrics", timeout=10)[1])
                 warmed.append(round(warm(base, knobs, 1, f"warm{k}"), 2))
             why = replay.run(server, args.seconds, args.linger,
-                             os.path.join(args.out, "server.log"))
+                             os.path.join(args.out, "server.log"), args.stall)
     finally:
         stop_server(server)
-    with open(os.path.join(args.out, "client.jsonl"), "w") as f:
-        for i in sorted(replay.rows):
-            f.write(json.dumps(replay.rows[i]) + "\n")
-    import vllm  # the version the server ran (same interpreter, same path)
-    import torch
-
-    run = {
-        "provenance": {
-            "vllm": vllm.__version__, "torch": torch.__version__,
-            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-            "python": platform.python_version(),
-            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-            "command": " ".join([sys.executable, "-m", "hisparse_model.engine.serve_run",
-                                 *(argv if argv is not None else sys.argv[1:])]),
-            "server_command": argv_server, "run_time_patches": "none",
-            "knobs": knobs.as_dict()},
-        "trace": os.path.basename(args.trace), "speed": args.speed,
-        "requests_in_replay": len(requests), "requests_sent": len(replay.rows),
+    replay.rows_file.close()
+    run.update({
+        "requests_sent": len(replay.rows),
         "server_ready_after_s": None if started is None else round(started, 1),
-        "warm_waves": warm_waves(knobs), "warm_pass_seconds": warmed,
-        "crash_logged_s": replay.crash_logged,
-        "stopped_because": why, "first_failure_s": replay.first_failure,
-        "unhealthy_at_s": replay.unhealthy_at, "metrics_read_at_s": replay.metrics,
-        "server_exit": server.returncode,
-    }
-    with open(os.path.join(args.out, "run.json"), "w") as f:
-        json.dump(run, f, indent=1)
+        "warm_pass_seconds": warmed, "stopped_because": why,
+        "crash_logged_s": replay.crash_logged, "stalled_at_s": replay.stalled_at,
+        "first_failure_s": replay.first_failure, "unhealthy_at_s": replay.unhealthy_at,
+        "metrics_read_at_s": replay.metrics, "server_exit": server.returncode})
+    write_run(args.out, run)
     print(json.dumps({k: run[k] for k in (
         "server_ready_after_s", "warm_pass_seconds", "requests_sent", "stopped_because",
-        "crash_logged_s", "first_failure_s", "unhealthy_at_s")}), flush=True)
+        "crash_logged_s", "stalled_at_s", "first_failure_s", "unhealthy_at_s")}), flush=True)
     return 0 if started is not None else 1
+
+
+def write_run(out: str, run: dict) -> None:
+    with open(os.path.join(out, "run.json"), "w") as f:
+        json.dump(run, f, indent=1)
 
 
 if __name__ == "__main__":

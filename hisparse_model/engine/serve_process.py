@@ -1,0 +1,80 @@
+"""The ``vllm serve`` process of a served replay: start it, wait for it, dump its stacks, stop it.
+
+Standard library only; vLLM runs in the child (``python -m vllm.entrypoints.cli.main serve``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from importlib import metadata
+
+
+def versions() -> dict:
+    """vLLM's and torch's versions and the GPU's name, read without importing torch (a CUDA
+    context in this process would take GPU memory the server's profiling counts)."""
+    out = {}
+    for name in ("vllm", "torch"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        gpu = ""
+    out["gpu"] = gpu.splitlines()[0] if gpu else None
+    return out
+
+
+def start_server(argv: list[str], log_path: str, env: dict) -> subprocess.Popen:
+    log = open(log_path, "w")
+    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)
+
+
+def stop_server(server: subprocess.Popen) -> None:
+    if server.poll() is None:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(10)
+
+
+def dump_stacks(server: subprocess.Popen) -> None:
+    """Make every process of the server print its threads' Python stacks into the log:
+    started with PYTHONFAULTHANDLER=1, a SIGABRT makes Python dump them before it dies.
+    The engine core first (where a hung step waits), then the rest of its session."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    cmd = f.read()
+            except OSError:
+                continue
+            if int(fields[3]) == server.pid and int(entry) != server.pid:  # session id
+                pids.append((b"EngineCore" not in cmd, int(entry)))
+    for _, pid in sorted(pids) + [(True, server.pid)]:
+        try:
+            os.kill(pid, signal.SIGABRT)
+        except OSError:
+            pass
+        time.sleep(2.0)
+
+
+def wait_healthy(base: str, server: subprocess.Popen, timeout: float, http) -> float | None:
+    """Seconds until ``GET /health`` answered 200, or None (timeout, or the server died)."""
+    t = time.monotonic()
+    while time.monotonic() - t < timeout and server.poll() is None:
+        if http(f"{base}/health", timeout=2)[0] == 200:
+            return time.monotonic() - t
+        time.sleep(1.0)
+    return None

@@ -1,0 +1,281 @@
+"""The served replay (engine/serve_run.py): a real ``vllm serve`` is sent exactly the requests the
+model serves, warmed without a step of C + 1 tokens, given a host pool that holds the whole
+replay, and its end (crash, stall) is noticed; its H200 runs say what tests/recorded/serve/README.md
+says they say."""
+
+import json
+import os
+import pathlib
+import re
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from hisparse_model.answers.traffic_risk import first_crash, generate
+from hisparse_model.engine import serve_run
+from hisparse_model.engine.serve_cli import ServeFlagsError, serve_flags
+from hisparse_model.engine.serve_process import stop_server
+from hisparse_model.inputs.startup_log import from_log
+from hisparse_model.inputs.traces import read_trace
+from hisparse_model.inputs.traffic_file import load_traffic
+from hisparse_model.model.knobs import Knobs
+from hisparse_model.schedule.workload import DistinctPrompt, Request, Workload
+
+HERE = pathlib.Path(__file__).resolve().parent
+TRACE = str(HERE / "traces" / "azure-code-2023-excerpt.csv")
+SERVE = HERE / "recorded" / "serve"
+X4 = SERVE / "v0.31.0-s143-azure-x4-host1gib-cold"
+X6 = SERVE / "v0.31.0-s143-azure-x6-host1gib"
+
+
+def knobs(s: int, **kw) -> Knobs:
+    return Knobs(vllm_version="0.31.0", max_num_seqs=s, max_model_len=8192,
+                 max_num_batched_tokens=8192, **kw)
+
+
+# --- the command line -------------------------------------------------------------------------
+
+# (knobs, flag, its value): every engine argument of the reproduction reaches vllm serve
+FLAG_ROWS = [
+    (knobs(143), "--max-num-seqs", "143"),
+    (knobs(143), "--max-num-batched-tokens", "8192"),
+    (knobs(143), "--max-model-len", "8192"),
+    (knobs(143), "--block-size", "64"),  # the reproduction's 64-token blocks
+    (knobs(143), "--load-format", "dummy"),
+    (knobs(143), "--gpu-memory-utilization", "0.3"),
+    (knobs(143), "--attention-config", '{"hisparse_config": {}}'),
+    (knobs(2, enforce_eager=True), "--enforce-eager", None),
+    (knobs(2, num_gpu_blocks_override=100), "--num-gpu-blocks-override", "100"),
+    (knobs(2, enable_prefix_caching=False), "--no-enable-prefix-caching", None),
+    (knobs(2, cudagraph_mode="PIECEWISE"), "--compilation-config",
+     '{"cudagraph_mode": "PIECEWISE"}'),
+]
+
+
+@pytest.mark.parametrize("k,flag,value", FLAG_ROWS)
+def test_serve_flags_carry_each_engine_argument(k, flag, value):
+    """The served engine is the offline reproduction's: each llm_kwargs entry has its flag."""
+    argv = serve_flags(k, "/tmp/deepseek-v3.2-tiny", 8100)
+    assert argv[0] == "/tmp/deepseek-v3.2-tiny" and flag in argv
+    if value is not None:
+        assert argv[argv.index(flag) + 1] == value
+    assert "--skip-tokenizer-init" in argv  # token ids in, no tokenizer in the model folder
+
+
+def test_serve_flags_size_the_host_pool_and_refuse_mtp():
+    """The host pool is the reproduction's 1 GiB unless given; MTP is refused in one line."""
+    pool = lambda argv: json.loads(argv[argv.index("--kv-transfer-config") + 1])[
+        "kv_connector_extra_config"]["host_pool_gib"]
+    assert pool(serve_flags(knobs(4), "m", 1)) == 1
+    assert pool(serve_flags(knobs(4), "m", 1, host_pool_gib=5)) == 5
+    with pytest.raises(ServeFlagsError, match="^num_speculative_tokens: "):
+        serve_flags(knobs(4, num_speculative_tokens=1), "m", 1)
+
+
+# --- the warm-up cannot crash the server it warms ----------------------------------------------
+
+WARM_S = [1, 2, 7, 33, 143, 256, 1024]
+
+
+@pytest.mark.parametrize("s", WARM_S)
+def test_warm_waves_never_compute_c_plus_1_tokens(s):
+    """Every warm-up prompt is longer than C + 1 and a wave fits one step's budget B (so no
+    prompt is chunked): no step can compute exactly C + 1 tokens; the model's own scheduler and
+    routing agree whatever order and spacing the wave's requests arrive in."""
+    k = knobs(s)
+    c = min(8192, s)  # C = min(B, S * q), q = 1
+    waves = serve_run.warm_waves(k)
+    assert waves, "at least one wave"
+    for p, count in waves:
+        assert p > c + 1 and count * (p + serve_run.WARM_TOKENS) <= 8192 and count <= s
+    for p, count in waves:
+        ids = range(serve_run.WARM_ID, serve_run.WARM_ID + count)
+        for arrival in (lambda j: 0, lambda j: j, lambda j: 3 * (count - j)):
+            work = Workload(tuple(Request(DistinctPrompt(i, p), serve_run.WARM_TOKENS,
+                                          arrival(j)) for j, i in enumerate(ids)))
+            assert first_crash(k, work) is None, (p, count)
+
+
+# --- the host pool ------------------------------------------------------------------------------
+
+def test_host_block_bytes_are_what_the_h200_log_says():
+    """2**30 // HOST_BLOCK_BYTES is the block count the H200's engine logged for 1 GiB."""
+    text = (X6 / "server.log").read_text()
+    (blocks,) = re.findall(r"HiSparse HMA: 1\.0 GiB host source \((\d+) blocks\)", text)[:1]
+    assert 2**30 // serve_run.HOST_BLOCK_BYTES == int(blocks) == 1820
+    # 1,820 blocks x 64 tokens: the KV capacity the engine reported
+    assert "GPU KV cache size: 116,480 tokens" in text
+
+
+def test_the_host_pool_holds_the_whole_replay():
+    """host_pool_gib_for gives a pool holding every request of the replay and of the warm-up
+    at once: the trace's 6,651 blocks (summed here from the file) and the warm-up's."""
+    rows = read_trace(TRACE).requests
+    trace_blocks = sum(-(-(r.prompt_len + r.output_len) // 64) for r in rows)
+    assert trace_blocks == 6651  # 3.65 GiB at 589,824 bytes a block
+    k = knobs(143)
+    warm = sum(c * -(-(p + serve_run.WARM_TOKENS) // 64) for p, c in serve_run.warm_waves(k))
+    gib = serve_run.host_pool_gib_for(serve_run.requests_of(TRACE, 4, k, 240), k)
+    assert gib * 2**30 // serve_run.HOST_BLOCK_BYTES >= trace_blocks + warm + 2
+    assert gib == 5  # ceil((6,651 + warm + 2) x 589,824 / 2**30) + 1 spare
+
+
+# --- the requests sent are the model's ------------------------------------------------------------
+
+@pytest.mark.parametrize("speed", [1.0, 4.0])
+def test_replayed_requests_are_the_workload_the_model_serves(speed):
+    """Request i carries the token ids, output length and arrival the model gives request i."""
+    k = knobs(143)
+    sent = serve_run.requests_of(TRACE, speed, k, 240)
+    model = generate(load_traffic(TRACE, speed=speed), 4.0, 0, 10.0, 8192).workload()
+    assert len(sent) == len(model.requests) == 200
+    for r, m in zip(sent, model.requests):
+        assert tuple(r["prompt"]) == tuple(m.prompt_token_ids)
+        assert r["max_tokens"] == m.max_tokens
+        assert int(r["due_s"] / 0.010) == m.arrival_step  # 10 ms steps
+    assert len({tuple(r["prompt"][:2]) for r in sent}) == 200  # no two share a first block
+
+
+# --- the client against a loopback stand-in ------------------------------------------------------
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stub(tmp_path, mode: str, n: int):
+    port, log = _port(), tmp_path / "server.log"
+    server = subprocess.Popen([sys.executable, str(HERE / "serve_stub.py"), str(port), mode,
+                               str(n)], stdout=open(log, "w"), stderr=subprocess.STDOUT,
+                              env={**os.environ, "PYTHONFAULTHANDLER": "1"},
+                              start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(200):
+        if serve_run.http(f"{base}/health", timeout=1)[0] == 200:
+            return server, base, log
+        time.sleep(0.05)
+    raise AssertionError("the stub did not start")
+
+
+def test_a_logged_crash_ends_the_replay_and_each_row_is_written_as_it_ends(tmp_path):
+    """The 34-token prompt (request 4 at S 33) makes the stand-in log the HiSparse error: the
+    replay notes when, ends, and client.jsonl already holds every answered request."""
+    server, base, log = _stub(tmp_path, "crash", 34)
+    try:
+        reqs = serve_run.requests_of(TRACE, 4, knobs(33), 5)
+        replay = serve_run.Replay(base, str(tmp_path), reqs, 1.0)
+        why = replay.run(server, 5, 0.3, str(log), stall=30)
+        rows = [json.loads(line) for line in open(tmp_path / "client.jsonl")]
+    finally:
+        stop_server(server)
+    assert why in ("the server logged the HiSparse error", "a request failed")
+    assert replay.crash_logged is not None and replay.first_failure is not None
+    crashed = next(r for r in rows if r["prompt_len"] == 34)
+    assert crashed["i"] == 4 and crashed["status"] == 500
+    assert all(r["status"] == 200 for r in rows if r["i"] < 4)
+    assert (tmp_path / "metrics-0.txt").exists()
+
+
+def test_a_stall_dumps_the_server_stacks(tmp_path):
+    """A request never answered and none finishing for --stall seconds: the run ends and every
+    process of the server prints its Python stacks into its log (faulthandler, SIGABRT)."""
+    server, base, log = _stub(tmp_path, "hang", 34)
+    try:
+        reqs = serve_run.requests_of(TRACE, 4, knobs(33), 2)
+        replay = serve_run.Replay(base, str(tmp_path), reqs, 1.0)
+        why = replay.run(server, 30, 0.3, str(log), stall=1.0)
+        server.wait(10)
+    finally:
+        stop_server(server)
+    assert why.startswith("stalled: ") and replay.stalled_at is not None
+    assert replay.stalled_at < 10
+    assert "Fatal Python error: Aborted" in log.read_text()
+
+
+# --- the H200 runs -------------------------------------------------------------------------------
+
+def _metric(path: pathlib.Path, name: str) -> float:
+    """A vLLM metric in a /metrics text: the sum of its samples (one per label set)."""
+    lines = [l for l in path.read_text().splitlines()
+             if l.startswith(name + "{") or l.startswith(name + " ")]
+    assert lines, name
+    return sum(float(line.rsplit(" ", 1)[1]) for line in lines)
+
+
+def test_the_served_log_reads_as_the_knobs_it_was_started_with():
+    """check --from-log reads the real vllm serve log as the run's knobs (B from vllm serve's
+    own line, not the offline default)."""
+    run = json.loads((X6 / "run.json").read_text())
+    launch = from_log(str(X6 / "server.log"))
+    assert launch.knobs == Knobs.from_dict(run["provenance"]["knobs"])
+
+
+def test_the_x6_run_stalled_with_requests_running():
+    """No engine step in the replay's first 15 s, 17 steps to 25 s (16 requests finished),
+    then none from 25 s to 40 s with 47 requests running, none waiting, no preemption; the log
+    has no HiSparse error and an input dump at the stop (the engine core was in a step)."""
+    steps = {t: _metric(X6 / f"metrics-{t}.txt", "vllm:iteration_tokens_total_count")
+             for t in range(0, 45, 5)}
+    done = {t: _metric(X6 / f"metrics-{t}.txt", "vllm:request_success_total")
+            for t in (0, 25)}
+    assert steps[0] == steps[15] and steps[25] - steps[0] == 17
+    assert done[25] - done[0] == 16
+    assert steps[25] == steps[30] == steps[35] == steps[40]
+    for t in (25, 40):
+        assert _metric(X6 / f"metrics-{t}.txt", "vllm:num_requests_running") == 47
+        assert _metric(X6 / f"metrics-{t}.txt", "vllm:num_requests_waiting") == 0
+        assert _metric(X6 / f"metrics-{t}.txt", "vllm:num_preemptions_total") == 0
+    text = (X6 / "server.log").read_text()
+    assert serve_run.CRASH_TEXT not in text
+    assert "trigger received signal=SIGTERM" in text and "Dumping input data" in text
+    # the host pool's blocks and the GPU pool's use the README quotes
+    assert "HiSparse HMA: 1.0 GiB host source (1820 blocks), 39.9 GiB shared GPU indexer/" \
+           "resident/hot pool (580519 blocks)" in text
+    assert round(100 * _metric(X6 / "metrics-40.txt", "vllm:kv_cache_usage_perc"), 1) == 2.2
+
+
+def test_the_x4_run_stopped_finishing_requests_before_the_c_plus_1_prompt_arrived():
+    """Requests 0-62 all finished by 32.7 s; 63-71 reached the idle server at 45.77-45.92 s
+    and request 72 (144 tokens = C + 1) at 46.79 s; none of them nor any later one finished.
+    Had 63-71 been served, the model's C + 1 step is request 72 alone, for step times under
+    30 ms (the observed send times as arrivals)."""
+    rows = [json.loads(l) for l in open(X4 / "client.jsonl")]
+    assert len(rows) == 200 and [r["i"] for r in rows] == list(range(200))
+    assert all(r["status"] == 200 for r in rows[:63])
+    assert max(r["done_s"] for r in rows[:63]) < 32.7 < min(r["sent_s"] for r in rows[63:])
+    assert (round(rows[63]["sent_s"], 2), round(rows[71]["sent_s"], 2)) == (45.77, 45.92)
+    assert (rows[72]["prompt_len"], round(rows[72]["sent_s"], 2)) == (144, 46.79)
+    assert not [r for r in rows[63:] if r["status"] == 200]
+    # blocks of 64 tokens the README quotes: 63-71 need 386, 0-62 needed 2,362
+    need = lambda rs: sum(-(-(r["prompt_len"] + r["max_tokens"]) // 64) for r in rs)
+    assert (need(rows[63:72]), need(rows[:63])) == (386, 2362)
+    k = knobs(143)
+    for ms, crashes in ((5, True), (15, True), (30, False)):
+        work = Workload(tuple(Request(DistinctPrompt(r["i"], r["prompt_len"]), r["max_tokens"],
+                                      int((r["sent_s"] - rows[63]["sent_s"]) * 1000 / ms))
+                              for r in rows[63:81]))
+        found = first_crash(k, work)
+        assert (found is not None) == crashes, ms
+        if found:
+            assert dict(found[2].scheduled) == {9: 144}  # workload request 9 = trace request 72
+            assert "stop=144, capacity=143" in found[1]
+
+
+def test_the_step_time_readers_read_the_served_texts():
+    """--step-ms-from-metrics' arithmetic on two of the x6 snapshots is the inter-token
+    latency's Δsum / Δcount (recomputed here from the raw samples): 90.7 ms over the
+    replay's first 20 s, first-use compilation included; the log reader reads its lines."""
+    from hisparse_model.inputs.step_time import from_log, parse_metrics, step_from_metrics
+
+    a, b = (X6 / "metrics-0.txt", X6 / "metrics-20.txt")
+    itl = "vllm:inter_token_latency_seconds"
+    want = 1000 * (_metric(b, itl + "_sum") - _metric(a, itl + "_sum")) / (
+        _metric(b, itl + "_count") - _metric(a, itl + "_count"))
+    got = step_from_metrics(parse_metrics(a.read_text()), parse_metrics(b.read_text()), 20.0,
+                            "x6")
+    assert got.ms == pytest.approx(want) and round(want, 1) == 90.7
+    assert from_log(str(X6 / "server.log")).ms > 0
