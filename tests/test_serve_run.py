@@ -279,3 +279,43 @@ def test_the_step_time_readers_read_the_served_texts():
                             "x6")
     assert got.ms == pytest.approx(want) and round(want, 1) == 90.7
     assert from_log(str(X6 / "server.log")).ms > 0
+
+
+# --- the host pool, on vLLM's own scheduler (CPU) -------------------------------------------------
+
+CPU_HOST_BLOCK_BYTES = 64 * 8 * 656  # the CPU build's stand-in rows (fp8_ds_mla, 656 bytes)
+
+
+@pytest.mark.vllm_cpu
+@pytest.mark.parametrize("step_ms", [9.0, 100.0, 1000.0])
+def test_vllms_scheduler_runs_short_of_a_1_gib_host_pool_not_of_the_runners(vllm_servers,
+                                                                           step_ms):
+    """vLLM 0.31.0's own scheduler and HiSparse coordinator (crosscheck/scheduler_driver.py)
+    serve the x4 replay's 200 requests, arriving at their steps for a given step time, with
+    as many host blocks as the H200 had: with host_pool_gib_for's pool (5 GiB: 9,102 blocks)
+    no allocation is refused at any pace; with the reproduction's 1 GiB (1,820 blocks) the
+    pool runs short once requests pile up (a slow, compiling engine: 100 ms, 1 s a step)."""
+    from hisparse_model.schedule.scheduler_config import SchedulerConfig
+
+    k = knobs(143)
+    sent = serve_run.requests_of(TRACE, 4, k, 240)
+    gib = serve_run.host_pool_gib_for(sent, k)
+    runner_blocks = gib * 2**30 // serve_run.HOST_BLOCK_BYTES  # 5 x 2**30 // 589,824
+    assert runner_blocks == 9102
+    work = [{"prompt_token_ids": r["prompt"], "max_tokens": r["max_tokens"],
+             "arrival_step": int(r["due_s"] * 1000 / step_ms)} for r in sent]
+    config = SchedulerConfig(max_num_seqs=143, max_num_batched_tokens=8192, max_model_len=8192,
+                             num_speculative_tokens=0, enable_prefix_caching=True,
+                             num_gpu_blocks=580519, async_scheduling=True,
+                             vllm_version="0.31.0").__dict__
+    cases = [{"config": {**config, "host_pool_gib": blocks * CPU_HOST_BLOCK_BYTES / 2**30},
+              "workload": work, "accepted": None} for blocks in (runner_blocks, 1820)]
+    driver = "hisparse_model.crosscheck.scheduler_driver:"
+    assert [vllm_servers.call("0.31.0", driver + "host_blocks", c["config"])["host_blocks"]
+            for c in cases] == [runner_blocks, 1820]  # the H200's counts, on the CPU's rows
+    out = vllm_servers.call("0.31.0", driver + "run", {"cases": cases, "jobs": 1}, timeout=600)
+    runner, one_gib = out["results"]
+    assert "driver_error" not in runner and "driver_error" not in one_gib
+    assert sum(len(s["finished"]) for s in runner["steps"]) == 200
+    assert runner["alloc_failures"] == 0
+    assert (one_gib["alloc_failures"] > 0) == (step_ms >= 100), one_gib["alloc_failures"]

@@ -158,6 +158,15 @@ def _run_case(case: dict) -> dict:
         gc.enable()
 
 
+def host_blocks(config: dict) -> dict:
+    """``{"host_blocks": n}``: the host pool's blocks vLLM's planner lays out for ``config``
+    (a case's config, ``host_pool_gib`` included)."""
+    from hisparse_model.crosscheck.scheduler_build import plan_kv_cache
+
+    with cuda_hisparse_backend():
+        return {"host_blocks": plan_kv_cache(config)[2].hisparse_host_num_blocks}
+
+
 def run(payload: dict) -> dict:
     """All cases of ``payload`` (``jobs`` > 1: forked workers after the import)."""
     import logging
