@@ -1,0 +1,149 @@
+"""A served replay's recording (tests/recorded/serve/) against the model's estimate for it.
+
+A run of :mod:`hisparse_model.engine.serve_run` leaves ``run.json``, ``client.jsonl``,
+``server.log`` and ``metrics-<seconds>.txt`` snapshots of the server's ``/metrics``.  This
+module reads them back and answers the question issue 40 asks of them: given the step time
+the server itself reported before it died, when and how does the model say it dies, and
+when and how did it?
+
+* **measured step time**: ``--step-ms-from-metrics``' arithmetic
+  (:func:`~hisparse_model.inputs.step_time.step_from_metrics`) between the snapshot at the
+  replay's start and the last one before the end (the crash, the stall, or the last);
+* **estimate**: the trace at the run's speed served by the model at that step time
+  (``traffic_risk``'s replay, the path ``simulate --traffic`` takes): its first crash step,
+  the time that step starts (step x step time), the requests it schedules and its kind;
+* **observed**: when the server's log showed the HiSparse error (the runner's
+  ``crash_logged_s``), the error's numbers, and the requests of the step that died from
+  vLLM's input dump (``num_scheduled_tokens={cmpl-trace-<i>...: n}``; the runner names
+  request ``i`` ``trace-<i>`` through ``X-Request-Id``), else where the replay stalled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+
+from ..answers.traffic_risk import crash_kind, first_crash, generate
+from ..inputs.step_time import StepTime, parse_metrics, step_from_metrics
+from ..inputs.traffic_file import load_traffic
+from ..model.knobs import Knobs
+
+ERROR = re.compile(r"stop=(\d+), capacity=(\d+)")
+DUMP = re.compile(r"Dumping scheduler output for model execution: .*?"
+                  r"num_scheduled_tokens=\{([^}]*)\}")
+REQUEST = re.compile(r"(?:trace|req)-(\d+)\S*?:\s*(\d+)")
+SNAPSHOT = re.compile(r"^metrics-(\d+(?:\.\d+)?)\.txt$")
+
+
+@dataclass
+class ServeRun:
+    """One served replay as recorded."""
+
+    folder: str
+    run: dict
+    knobs: Knobs
+    trace: str  # the trace file (found beside the project's tests/traces/ by name)
+    rows: list = field(default_factory=list)  # client.jsonl, in request order
+    snapshots: dict = field(default_factory=dict)  # seconds -> /metrics text
+    log: str = ""
+
+    @property
+    def end_s(self) -> float | None:
+        """When the replay ended badly: the logged crash, else the stall, else None."""
+        for key in ("crash_logged_s", "stalled_at_s"):
+            if self.run.get(key) is not None:
+                return float(self.run[key])
+        return None
+
+
+def read_run(folder: str, traces: str) -> ServeRun:
+    """The recording in ``folder``; its trace is looked up by name in ``traces``."""
+    with open(os.path.join(folder, "run.json")) as f:
+        run = json.load(f)
+    rows = []
+    path = os.path.join(folder, "client.jsonl")
+    if os.path.exists(path):
+        with open(path) as f:
+            rows = sorted((json.loads(line) for line in f if line.strip()), key=lambda r: r["i"])
+    snapshots = {}
+    for name in os.listdir(folder):
+        m = SNAPSHOT.match(name)
+        if m:
+            with open(os.path.join(folder, name)) as f:
+                snapshots[float(m.group(1))] = f.read()
+    log = ""
+    if os.path.exists(os.path.join(folder, "server.log")):
+        with open(os.path.join(folder, "server.log"), errors="replace") as f:
+            log = f.read()
+    folder = os.path.normpath(folder)
+    return ServeRun(folder, run, Knobs.from_dict(run["provenance"]["knobs"]),
+                    os.path.join(traces, run["trace"]), rows, snapshots, log)
+
+
+def measured_step(run: ServeRun, until_s: float | None = None) -> StepTime:
+    """The step time the server's /metrics said between the replay's start and the last
+    snapshot at or before ``until_s`` (the run's bad end by default; all of it without)."""
+    until_s = run.end_s if until_s is None else until_s
+    times = sorted(t for t in run.snapshots if until_s is None or t <= until_s)
+    if len(times) < 2 or times[0] != 0:
+        raise ValueError(f"{run.folder}: fewer than two /metrics snapshots from 0 s to "
+                         f"{until_s} s")
+    first, last = times[0], times[-1]
+    return step_from_metrics(parse_metrics(run.snapshots[first]),
+                             parse_metrics(run.snapshots[last]), last - first,
+                             f"{os.path.basename(run.folder)} metrics-{first:g}..{last:g}")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    step_ms: float
+    crash_s: float | None  # when the crash step starts (step x step time), None: no crash
+    scheduled: dict  # request -> tokens of the crash step
+    kind: str | None
+    error: str | None
+
+
+def estimate(run: ServeRun, step_ms: float) -> Estimate:
+    """The model's first crash for the run's replay at ``step_ms`` per engine step."""
+    traffic = load_traffic(run.trace, speed=float(run.run["speed"]))
+    minutes = float(run.run.get("replay_seconds") or 240) / 60
+    seed = generate(traffic, minutes, 0, step_ms, run.knobs.max_model_len)
+    work = seed.workload()
+    found = first_crash(run.knobs, work)
+    if found is None:
+        return Estimate(step_ms, None, {}, None, None)
+    step, error, st, seen = found
+    return Estimate(step_ms, step * step_ms / 1000, dict(st.scheduled),
+                    crash_kind(st, work, seen), error)
+
+
+@dataclass(frozen=True)
+class Observed:
+    crash_s: float | None  # when the log showed the HiSparse error
+    stop_capacity: tuple | None  # (stop, capacity) of the error
+    scheduled: dict  # request -> tokens of the step that died (vLLM's input dump)
+    stalled_s: float | None
+
+
+def observed(run: ServeRun) -> Observed:
+    """What the server did: its HiSparse error and the dump of the step that raised it."""
+    error = ERROR.search(run.log) if "HiSparse swap rows exceed" in run.log else None
+    dump = DUMP.search(run.log) if error else None
+    scheduled = ({int(i): int(n) for i, n in REQUEST.findall(dump.group(1))} if dump else {})
+    return Observed(run.run.get("crash_logged_s"),
+                    (int(error.group(1)), int(error.group(2))) if error else None, scheduled,
+                    run.run.get("stalled_at_s"))
+
+
+def compare(run: ServeRun) -> dict:
+    """The estimate from the measured step time beside what the server did."""
+    step = measured_step(run)
+    est, obs = estimate(run, step.ms), observed(run)
+    out = {"run": os.path.basename(run.folder), "step_ms": round(step.ms, 1),
+           "step_from": step.how, "estimate": est.__dict__, "observed": obs.__dict__}
+    if est.crash_s is not None and obs.crash_s is not None:
+        out["crash_s_off_by"] = round(obs.crash_s - est.crash_s, 3)
+        out["same_step"] = est.scheduled == obs.scheduled
+    return out

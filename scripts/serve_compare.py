@@ -1,0 +1,48 @@
+"""Compare served replays (tests/recorded/serve/<run>/) with the model's estimate for them.
+
+    python scripts/serve_compare.py tests/recorded/serve/<run> [...] [--json]
+
+For each run: the step time its own /metrics reported before the replay ended, the model's
+first crash for the replay at that step time (time, requests, kind, error), and what the
+server did (hisparse_model/recorded/serve_recordings.py).  Prints a Markdown table (the
+README's), or one JSON object per run.
+"""
+
+import argparse
+import json
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from hisparse_model.recorded.serve_recordings import compare, read_run  # noqa: E402
+
+
+def cell(value, unit: str = "") -> str:
+    return "-" if value in (None, {}, ()) else f"{value}{unit}"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("runs", nargs="+")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    rows = [compare(read_run(r, str(ROOT / "tests" / "traces"))) for r in args.runs]
+    if args.json:
+        for row in rows:
+            print(json.dumps(row, default=str))
+        return 0
+    print("| run | measured step | model: crash at | its step | kind | server: error at | "
+          "its step | stop, capacity |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        e, o = r["estimate"], r["observed"]
+        print(f"| {r['run']} | {r['step_ms']} ms | {cell(e['crash_s'], ' s')} | "
+              f"{cell(e['scheduled'])} | {cell(e['kind'])} | {cell(o['crash_s'], ' s')} | "
+              f"{cell(o['scheduled'])} | {cell(o['stop_capacity'])} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

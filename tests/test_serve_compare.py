@@ -1,0 +1,104 @@
+"""A served replay's recording against the model (recorded/serve_recordings.py): the step time is
+what the server's own /metrics said, the estimate is simulate --traffic's at that step time, and
+the observed crash is read from vLLM's own error and input dump."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from hisparse_model.recorded.serve_recordings import (compare, estimate, measured_step, observed,
+                                                      read_run)
+
+HERE = pathlib.Path(__file__).resolve().parent
+TRACES = str(HERE / "traces")
+SERVE = HERE / "recorded" / "serve"
+X4 = str(SERVE / "v0.31.0-s143-azure-x4-host1gib-cold")
+X6 = str(SERVE / "v0.31.0-s143-azure-x6-host1gib")
+ITL = "vllm:inter_token_latency_seconds"
+
+
+def _sample(text: str, name: str) -> float:
+    return sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines()
+               if l.startswith(name + "{") or l.startswith(name + " "))
+
+
+# (run, last snapshot used): with no crash or stall recorded, the whole run's snapshots
+@pytest.mark.parametrize("folder,last", [(X4, 30.0), (X6, 40.0)])
+def test_the_measured_step_is_the_itl_between_the_first_and_last_snapshot(folder, last):
+    """Δsum / Δcount of the inter-token latency from metrics-0 to the last snapshot."""
+    run = read_run(folder, TRACES)
+    a, b = run.snapshots[0.0], run.snapshots[last]
+    want = 1000 * (_sample(b, ITL + "_sum") - _sample(a, ITL + "_sum")) / (
+        _sample(b, ITL + "_count") - _sample(a, ITL + "_count"))
+    assert measured_step(run).ms == pytest.approx(want)
+    assert measured_step(run).source.endswith(f"metrics-0..{last:g}")
+    assert measured_step(run, until_s=22.0).source.endswith("metrics-0..20")  # a shorter window
+    with pytest.raises(ValueError, match="fewer than two /metrics snapshots"):
+        measured_step(run, until_s=1.0)
+
+
+def _cli(folder: str, step_ms: float) -> dict:
+    """simulate --traffic's answer for the run's replay (the command-line path)."""
+    run = read_run(folder, TRACES)
+    k = run.knobs
+    out = subprocess.run(
+        [sys.executable, "-m", "hisparse_model", "simulate", "--vllm", k.vllm_version,
+         "--max-num-seqs", str(k.max_num_seqs), "--max-model-len", str(k.max_model_len),
+         "--max-num-batched-tokens", str(k.max_num_batched_tokens), "--traffic", run.trace,
+         "--speed", str(run.run["speed"]), "--minutes", str(run.run["replay_seconds"] / 60),
+         "--step-ms", str(step_ms), "--json"], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)["seeds"][0]
+
+
+# (run, step time, crash time the model gives): at x6 request 72 (144 tokens) reaches an idle
+# server at 187.2 s / 6 = 31.2 s for fast steps; at the ~93 ms the x6 server measured it meets
+# running decodes and nothing crashes within the 40 s replayed
+@pytest.mark.parametrize("folder,step_ms,crash_s", [(X6, 10.0, 31.2), (X6, None, None),
+                                                    (X4, None, None)])
+def test_the_estimate_is_simulate_traffics(folder, step_ms, crash_s):
+    """The estimate equals simulate --traffic's for the same replay and step time."""
+    run = read_run(folder, TRACES)
+    step_ms = measured_step(run).ms if step_ms is None else step_ms
+    est, cli = estimate(run, step_ms), _cli(folder, step_ms)
+    assert (est.crash_s is None) == (not cli["crashed"])
+    if crash_s is None:
+        assert est.crash_s is None
+        return
+    assert est.crash_s == pytest.approx(crash_s, abs=step_ms / 1000)
+    assert est.crash_s == pytest.approx(cli["crash_step"] * step_ms / 1000)
+    assert (est.kind, est.scheduled) == (cli["kind"], {72: 144}) and "stop=144" in est.error
+
+
+def test_the_observed_crash_is_read_from_vllms_error_and_input_dump():
+    """vLLM's input dump of the step that raised names its requests and their tokens: on a
+    real 0.31.0 dump (the concurrent workload's engine log) with its recorded error, the
+    parse is the recording's crash step."""
+    rec = json.loads((HERE / "recorded" / "workloads" / "w-v0.31.0-stock-concurrent.json")
+                     .read_text())
+    dump = next(l for l in (HERE / "recorded" / "logs" / "w-v0.31.0-stock-concurrent.log")
+                .read_text().splitlines() if "Dumping scheduler output" in l)
+    run = read_run(X6, TRACES)
+    run.log = rec["crash"]["error"] + "\n" + dump + "\n"
+    run.run = {**run.run, "crash_logged_s": 1.5}
+    obs = observed(run)
+    step = rec["steps"][rec["crash"]["step"]]
+    assert obs.scheduled == {int(i): n for i, n in step["scheduled"].items()} == {0: 3, 1: 2}
+    assert obs.stop_capacity == (5, 4) and obs.crash_s == 1.5
+    # without the HiSparse error the dump is not read as one
+    run.log = dump
+    assert observed(run).scheduled == {} and observed(run).stop_capacity is None
+
+
+def test_the_recorded_runs_show_no_crash_to_compare():
+    """Neither H200 run logged the HiSparse error, and at the step time each measured the
+    model predicts none either; the script prints one row per run."""
+    for folder in (X4, X6):
+        row = compare(read_run(folder, TRACES))
+        assert row["observed"]["crash_s"] is None and row["observed"]["stop_capacity"] is None
+        assert row["estimate"]["crash_s"] is None and "crash_s_off_by" not in row
+    out = subprocess.run([sys.executable, str(HERE.parent / "scripts" / "serve_compare.py"),
+                          X4, X6], capture_output=True, text=True, check=True).stdout
+    assert out.count("| v0.31.0-s143-azure-") == 2
