@@ -3,7 +3,6 @@ what the server's own /metrics said, the estimate is simulate --traffic's at tha
 the observed crash is read from vLLM's own error and input dump."""
 
 import json
-import pathlib
 import subprocess
 import sys
 
@@ -12,17 +11,11 @@ import pytest
 from hisparse_model.recorded.serve_recordings import (compare, estimate, measured_step, observed,
                                                       read_run)
 
-HERE = pathlib.Path(__file__).resolve().parent
-TRACES = str(HERE / "traces")
-SERVE = HERE / "recorded" / "serve"
-X4 = str(SERVE / "v0.31.0-s143-azure-x4-host1gib-cold")
-X6 = str(SERVE / "v0.31.0-s143-azure-x6-host1gib")
+import serve_recorded
+from serve_recorded import HERE, TRACES, sample
+
+X4, X6, TRACES = str(serve_recorded.X4), str(serve_recorded.X6), str(TRACES)
 ITL = "vllm:inter_token_latency_seconds"
-
-
-def _sample(text: str, name: str) -> float:
-    return sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines()
-               if l.startswith(name + "{") or l.startswith(name + " "))
 
 
 # (run, last snapshot used): with no crash or stall recorded, the whole run's snapshots
@@ -31,8 +24,8 @@ def test_the_measured_step_is_the_itl_between_the_first_and_last_snapshot(folder
     """Δsum / Δcount of the inter-token latency from metrics-0 to the last snapshot."""
     run = read_run(folder, TRACES)
     a, b = run.snapshots[0.0], run.snapshots[last]
-    want = 1000 * (_sample(b, ITL + "_sum") - _sample(a, ITL + "_sum")) / (
-        _sample(b, ITL + "_count") - _sample(a, ITL + "_count"))
+    want = 1000 * (sample(b, ITL + "_sum") - sample(a, ITL + "_sum")) / (
+        sample(b, ITL + "_count") - sample(a, ITL + "_count"))
     assert measured_step(run).ms == pytest.approx(want)
     assert measured_step(run).source.endswith(f"metrics-0..{last:g}")
     assert measured_step(run, until_s=22.0).source.endswith("metrics-0..20")  # a shorter window

@@ -24,11 +24,8 @@ from hisparse_model.inputs.traffic_file import load_traffic
 from hisparse_model.model.knobs import Knobs
 from hisparse_model.schedule.workload import DistinctPrompt, Request, Workload
 
-HERE = pathlib.Path(__file__).resolve().parent
-TRACE = str(HERE / "traces" / "azure-code-2023-excerpt.csv")
-SERVE = HERE / "recorded" / "serve"
-X4 = SERVE / "v0.31.0-s143-azure-x4-host1gib-cold"
-X6 = SERVE / "v0.31.0-s143-azure-x6-host1gib"
+from serve_recorded import HERE, TRACE, X4, X6, sample
+
 
 
 def knobs(s: int, **kw) -> Knobs:
@@ -199,11 +196,7 @@ def test_a_stall_dumps_the_server_stacks(tmp_path):
 # --- the H200 runs -------------------------------------------------------------------------------
 
 def _metric(path: pathlib.Path, name: str) -> float:
-    """A vLLM metric in a /metrics text: the sum of its samples (one per label set)."""
-    lines = [l for l in path.read_text().splitlines()
-             if l.startswith(name + "{") or l.startswith(name + " ")]
-    assert lines, name
-    return sum(float(line.rsplit(" ", 1)[1]) for line in lines)
+    return sample(path.read_text(), name)
 
 
 def test_the_served_log_reads_as_the_knobs_it_was_started_with():

@@ -303,7 +303,8 @@ def main(argv=None) -> int:
             "server_command": argv_server, "run_time_patches": "none",
             "knobs": knobs.as_dict(), "host_pool_gib": pool},
         "trace": os.path.basename(args.trace), "speed": args.speed,
-        "requests_in_replay": len(requests), "warm_waves": warm_waves(knobs)}
+        "replay_seconds": args.seconds, "requests_in_replay": len(requests),
+        "warm_waves": warm_waves(knobs)}
     write_run(args.out, run)  # now, so that a run cut short still says what it was
     server = start_server(argv_server, os.path.join(args.out, "server.log"), env)
     replay = Replay(base, args.out, requests, args.metrics_every)

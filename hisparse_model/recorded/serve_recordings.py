@@ -108,7 +108,7 @@ class Estimate:
 def estimate(run: ServeRun, step_ms: float) -> Estimate:
     """The model's first crash for the run's replay at ``step_ms`` per engine step."""
     traffic = load_traffic(run.trace, speed=float(run.run["speed"]))
-    minutes = float(run.run.get("replay_seconds") or 240) / 60
+    minutes = float(run.run["replay_seconds"]) / 60  # the requests the replay sent
     seed = generate(traffic, minutes, 0, step_ms, run.knobs.max_model_len)
     work = seed.workload()
     found = first_crash(run.knobs, work)

@@ -1,0 +1,20 @@
+"""The served replays' recordings (tests/recorded/serve/), for tests/test_serve_run.py and
+tests/test_serve_compare.py: where they are, and a /metrics value read without the package's
+reader (so a test of that reader has an independent reading to compare with)."""
+
+import pathlib
+
+HERE = pathlib.Path(__file__).resolve().parent
+TRACES = HERE / "traces"
+TRACE = str(TRACES / "azure-code-2023-excerpt.csv")
+SERVE = HERE / "recorded" / "serve"
+X4 = SERVE / "v0.31.0-s143-azure-x4-host1gib-cold"
+X6 = SERVE / "v0.31.0-s143-azure-x6-host1gib"
+
+
+def sample(text: str, name: str) -> float:
+    """A metric's value in a /metrics text: the sum of its samples (one per label set)."""
+    lines = [l for l in text.splitlines()
+             if l.startswith(name + "{") or l.startswith(name + " ")]
+    assert lines, name
+    return sum(float(line.rsplit(" ", 1)[1]) for line in lines)
