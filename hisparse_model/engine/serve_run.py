@@ -151,8 +151,13 @@ class Replay:
         with self.lock:
             self.rows[r["i"]] = row
             self.last_done = done
-            self.rows_file.write(json.dumps(row) + "\n")  # as it ends: a cut run keeps it
-            self.rows_file.flush()
+            if not self.rows_file.closed:  # requests cut by the server's stop end after it
+                self.rows_file.write(json.dumps(row) + "\n")  # as it ends: a cut run keeps it
+                self.rows_file.flush()
+
+    def close(self) -> None:
+        with self.lock:
+            self.rows_file.close()
 
     def sent_last(self, threads) -> float:
         """When the first request still in flight was sent (a stall counts from then)."""
@@ -182,10 +187,12 @@ class Replay:
 
     def watch_log(self, path: str) -> None:
         """Note when the server's log first shows the HiSparse error (read every 50 ms)."""
+        tail = ""
         with open(path, errors="replace") as f:
             f.seek(0, os.SEEK_END)
             while not self.stop.wait(0.05):
-                if CRASH_TEXT in f.read():
+                tail = tail[-len(CRASH_TEXT):] + f.read()  # a line may arrive in two reads
+                if CRASH_TEXT in tail:
                     self.crash_logged = round(self.now(), 3)
                     return
 
@@ -321,7 +328,7 @@ def main(argv=None) -> int:
                              os.path.join(args.out, "server.log"), args.stall)
     finally:
         stop_server(server)
-    replay.rows_file.close()
+    replay.close()
     run.update({
         "requests_sent": len(replay.rows),
         "server_ready_after_s": None if started is None else round(started, 1),
