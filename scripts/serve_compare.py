@@ -38,7 +38,9 @@ def main(argv=None) -> int:
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         e, o = r["estimate"], r["observed"]
-        print(f"| {r['run']} | {r['step_ms']} ms | {cell(e['crash_s'], ' s')} | "
+        when = "before the replay" if r["step_ms_before"] is not None else "during the replay"
+        crash = None if e["crash_s"] is None else round(e["crash_s"], 2)
+        print(f"| {r['run']} | {r['step_ms']} ms ({when}) | {cell(crash, ' s')} | "
               f"{cell(e['scheduled'])} | {cell(e['kind'])} | {cell(o['crash_s'], ' s')} | "
               f"{cell(o['scheduled'])} | {cell(o['stop_capacity'])} |")
     return 0

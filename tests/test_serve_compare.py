@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from hisparse_model.recorded.serve_recordings import (compare, estimate, measured_step, observed,
-                                                      read_run)
+                                                      read_run, step_before)
 
 import serve_recorded
 from serve_recorded import HERE, TRACES, sample
@@ -85,13 +85,35 @@ def test_the_observed_crash_is_read_from_vllms_error_and_input_dump():
     assert observed(run).scheduled == {} and observed(run).stop_capacity is None
 
 
-def test_the_recorded_runs_show_no_crash_to_compare():
-    """Neither H200 run logged the HiSparse error, and at the step time each measured the
-    model predicts none either; the script prints one row per run."""
-    for folder in (X4, X6):
-        row = compare(read_run(folder, TRACES))
+def test_the_step_before_the_replay_is_the_warmed_servers():
+    """x6 was warmed: its /metrics over the last warm-up pass (metrics-warm to metrics-0,
+    recomputed here from the raw samples) said 8.9 ms a step, and that is the step time the
+    comparison uses; x4 had no warm-up, so it uses the replay's own window."""
+    run = read_run(X6, TRACES)
+    want = 1000 * (sample(run.snapshots[0.0], ITL + "_sum") - sample(run.warm, ITL + "_sum")) / (
+        sample(run.snapshots[0.0], ITL + "_count") - sample(run.warm, ITL + "_count"))
+    assert step_before(run).ms == pytest.approx(want) and round(want, 1) == 8.9
+    row = compare(run)
+    assert row["step_ms"] == round(want, 1) and "warm-up" in row["step_from"]
+    assert row["step_ms_during"] == round(measured_step(run).ms, 1)
+    x4 = read_run(X4, TRACES)
+    assert step_before(x4) is None
+    assert compare(x4)["step_ms"] == round(measured_step(x4).ms, 1)
+
+
+def test_what_the_recorded_runs_say_against_the_model():
+    """At x6's 8.9 ms the model's crash is request 72 alone at 31.2 s (187.2 s / 6): the
+    server logged no error (it stalled before); at x4's in-replay 69.8 ms the model predicts
+    none within its 60 s, and none was logged.  The script prints one row per run."""
+    x6, x4 = compare(read_run(X6, TRACES)), compare(read_run(X4, TRACES))
+    est = x6["estimate"]
+    assert est["crash_s"] == pytest.approx(31.2, abs=0.01)
+    assert (est["scheduled"], est["kind"]) == ({72: 144}, "lone_prompt")
+    assert x4["estimate"]["crash_s"] is None
+    for row in (x6, x4):
         assert row["observed"]["crash_s"] is None and row["observed"]["stop_capacity"] is None
-        assert row["estimate"]["crash_s"] is None and "crash_s_off_by" not in row
+        assert "crash_s_off_by" not in row
     out = subprocess.run([sys.executable, str(HERE.parent / "scripts" / "serve_compare.py"),
                           X4, X6], capture_output=True, text=True, check=True).stdout
     assert out.count("| v0.31.0-s143-azure-") == 2
+    assert "| 8.9 ms (before the replay) | 31.19 s | {72: 144} | lone_prompt |" in out

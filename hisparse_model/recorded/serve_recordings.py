@@ -7,8 +7,11 @@ the server itself reported before it died, when and how does the model say it di
 when and how did it?
 
 * **measured step time**: ``--step-ms-from-metrics``' arithmetic
-  (:func:`~hisparse_model.inputs.step_time.step_from_metrics`) between the snapshot at the
-  replay's start and the last one before the end (the crash, the stall, or the last);
+  (:func:`~hisparse_model.inputs.step_time.step_from_metrics`) over the warmed server's last
+  warm-up pass, read before the replay (``metrics-warm.txt`` to ``metrics-0.txt``): what an
+  operator reads from a running server before the traffic comes.  Without a warm-up, between
+  the snapshot at the replay's start and the last one before its end (the crash, the stall,
+  or the last), said so;
 * **estimate**: the trace at the run's speed served by the model at that step time
   (``traffic_risk``'s replay, the path ``simulate --traffic`` takes): its first crash step,
   the time that step starts (step x step time), the requests it schedules and its kind;
@@ -48,6 +51,7 @@ class ServeRun:
     rows: list = field(default_factory=list)  # client.jsonl, in request order
     snapshots: dict = field(default_factory=dict)  # seconds -> /metrics text
     log: str = ""
+    warm: str | None = None  # /metrics read before the last warm-up pass (metrics-warm.txt)
 
     @property
     def end_s(self) -> float | None:
@@ -73,13 +77,17 @@ def read_run(folder: str, traces: str) -> ServeRun:
         if m:
             with open(os.path.join(folder, name)) as f:
                 snapshots[float(m.group(1))] = f.read()
+    warm = None
+    if os.path.exists(os.path.join(folder, "metrics-warm.txt")):
+        with open(os.path.join(folder, "metrics-warm.txt")) as f:
+            warm = f.read()
     log = ""
     if os.path.exists(os.path.join(folder, "server.log")):
         with open(os.path.join(folder, "server.log"), errors="replace") as f:
             log = f.read()
     folder = os.path.normpath(folder)
     return ServeRun(folder, run, Knobs.from_dict(run["provenance"]["knobs"]),
-                    os.path.join(traces, run["trace"]), rows, snapshots, log)
+                    os.path.join(traces, run["trace"]), rows, snapshots, log, warm)
 
 
 def measured_step(run: ServeRun, until_s: float | None = None) -> StepTime:
@@ -94,6 +102,17 @@ def measured_step(run: ServeRun, until_s: float | None = None) -> StepTime:
     return step_from_metrics(parse_metrics(run.snapshots[first]),
                              parse_metrics(run.snapshots[last]), last - first,
                              f"{os.path.basename(run.folder)} metrics-{first:g}..{last:g}")
+
+
+def step_before(run: ServeRun) -> StepTime | None:
+    """The step time the warmed server's /metrics said over its last warm-up pass, before
+    the replay began (None without a warm-up)."""
+    if run.warm is None or 0.0 not in run.snapshots:
+        return None
+    return step_from_metrics(parse_metrics(run.warm), parse_metrics(run.snapshots[0.0]),
+                             float(run.run["warm_pass_seconds"][-1]),
+                             f"{os.path.basename(run.folder)} metrics-warm..0 (the last "
+                             "warm-up pass, before the replay)")
 
 
 @dataclass(frozen=True)
@@ -138,11 +157,23 @@ def observed(run: ServeRun) -> Observed:
 
 
 def compare(run: ServeRun) -> dict:
-    """The estimate from the measured step time beside what the server did."""
-    step = measured_step(run)
+    """The estimate from the step time the server reported before the replay (during it,
+    without a warm-up) beside what the server did."""
+    before = step_before(run)
+    try:
+        during = measured_step(run)
+    except ValueError:
+        during = None
+    step = before or during
+    if step is None:
+        raise ValueError(f"{run.folder}: no step time: no warm-up and fewer than two /metrics "
+                         "snapshots before the replay ended")
     est, obs = estimate(run, step.ms), observed(run)
     out = {"run": os.path.basename(run.folder), "step_ms": round(step.ms, 1),
-           "step_from": step.how, "estimate": est.__dict__, "observed": obs.__dict__}
+           "step_from": step.source, "step_how": step.how,
+           "step_ms_before": before and round(before.ms, 1),
+           "step_ms_during": during and round(during.ms, 1),
+           "estimate": est.__dict__, "observed": obs.__dict__}
     if est.crash_s is not None and obs.crash_s is not None:
         out["crash_s_off_by"] = round(obs.crash_s - est.crash_s, 3)
         out["same_step"] = est.scheduled == obs.scheduled
