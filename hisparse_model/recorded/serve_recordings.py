@@ -2,7 +2,7 @@
 
 A run of :mod:`hisparse_model.engine.serve_run` leaves ``run.json``, ``client.jsonl``,
 ``server.log`` and ``metrics-<seconds>.txt`` snapshots of the server's ``/metrics``.  This
-module reads them back and answers the question issue 40 asks of them: given the step time
+module reads the ones the comparison needs (run.json, the log, the snapshots) back and answers the question issue 40 asks of them: given the step time
 the server itself reported before it died, when and how does the model say it dies, and
 when and how did it?
 
@@ -47,8 +47,7 @@ class ServeRun:
     folder: str
     run: dict
     knobs: Knobs
-    trace: str  # the trace file (found beside the project's tests/traces/ by name)
-    rows: list = field(default_factory=list)  # client.jsonl, in request order
+    trace: str  # the trace file (run.json names it; read_run finds it in a folder of traces)
     snapshots: dict = field(default_factory=dict)  # seconds -> /metrics text
     log: str = ""
     warm: str | None = None  # /metrics read before the last warm-up pass (metrics-warm.txt)
@@ -62,32 +61,23 @@ class ServeRun:
         return None
 
 
+def _text(folder: str, name: str) -> str | None:
+    path = os.path.join(folder, name)
+    if not os.path.exists(path):
+        return None
+    with open(path, errors="replace") as f:
+        return f.read()
+
+
 def read_run(folder: str, traces: str) -> ServeRun:
     """The recording in ``folder``; its trace is looked up by name in ``traces``."""
-    with open(os.path.join(folder, "run.json")) as f:
-        run = json.load(f)
-    rows = []
-    path = os.path.join(folder, "client.jsonl")
-    if os.path.exists(path):
-        with open(path) as f:
-            rows = sorted((json.loads(line) for line in f if line.strip()), key=lambda r: r["i"])
-    snapshots = {}
-    for name in os.listdir(folder):
-        m = SNAPSHOT.match(name)
-        if m:
-            with open(os.path.join(folder, name)) as f:
-                snapshots[float(m.group(1))] = f.read()
-    warm = None
-    if os.path.exists(os.path.join(folder, "metrics-warm.txt")):
-        with open(os.path.join(folder, "metrics-warm.txt")) as f:
-            warm = f.read()
-    log = ""
-    if os.path.exists(os.path.join(folder, "server.log")):
-        with open(os.path.join(folder, "server.log"), errors="replace") as f:
-            log = f.read()
     folder = os.path.normpath(folder)
+    run = json.loads(_text(folder, "run.json"))
+    snapshots = {float(m.group(1)): _text(folder, m.group(0))
+                 for m in map(SNAPSHOT.match, os.listdir(folder)) if m}
     return ServeRun(folder, run, Knobs.from_dict(run["provenance"]["knobs"]),
-                    os.path.join(traces, run["trace"]), rows, snapshots, log, warm)
+                    os.path.join(traces, run["trace"]), snapshots,
+                    _text(folder, "server.log") or "", _text(folder, "metrics-warm.txt"))
 
 
 def measured_step(run: ServeRun, until_s: float | None = None) -> StepTime:
