@@ -1,6 +1,6 @@
 """The ``vllm serve`` process of a served replay: start it, wait for it, dump its stacks, stop it.
 
-Standard library only; vLLM runs in the child (``python -m vllm.entrypoints.cli.main serve``).
+Standard library and the live runner's process helpers; vLLM runs in the child (``python -m vllm.entrypoints.cli.main serve``).
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import signal
 import subprocess
 import time
 from importlib import metadata
+
+from .processes import reap_group
 
 
 def versions() -> dict:
@@ -37,13 +39,17 @@ def start_server(argv: list[str], log_path: str, env: dict) -> subprocess.Popen:
 
 
 def stop_server(server: subprocess.Popen) -> None:
+    """SIGTERM the server (vLLM shuts its engine down, dumping a step it was in), then empty
+    its process group as the live runner does (:func:`.processes.reap_group`), so the next
+    run's engine finds the GPU's memory free."""
     if server.poll() is None:
         os.killpg(server.pid, signal.SIGTERM)
         try:
             server.wait(30)
         except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait(10)
+            pass
+    reap_group(server)
+    server.wait()
 
 
 def dump_stacks(server: subprocess.Popen) -> None:

@@ -38,6 +38,8 @@ import urllib.error
 import urllib.request
 
 from ..model.knobs import Knobs
+from ..model.plan import plan
+from ..model.reproduction import BLOCK_SIZE, TARGET_LAYERS
 from .llm_args import write_model_dir
 from .serve_cli import SERVED_NAME, VLLM_MAIN, serve_flags
 from .serve_process import dump_stacks, start_server, stop_server, versions, wait_healthy
@@ -46,7 +48,7 @@ CRASH_TEXT = "HiSparse swap rows exceed"  # the ValueError's text (the fix PR's)
 # Bytes of one 64-token block of the host pool for the tiny model: 8 layers x 576 bf16
 # values per token.  The H200's log says it: "HiSparse HMA: 1.0 GiB host source (1820
 # blocks)" (tests/recorded/serve/ holds that log; a test checks 2**30 // this == 1820).
-HOST_BLOCK_BYTES = 64 * 8 * 576 * 2
+HOST_BLOCK_BYTES = BLOCK_SIZE * TARGET_LAYERS * 576 * 2
 WARM_ID = 900_000  # warm-up prompts' ids: none of a replay's (which count from 0)
 WARM_TOKENS = 24  # output tokens of each warm-up request
 
@@ -95,8 +97,8 @@ def host_pool_gib_for(requests: list[dict], knobs: Knobs) -> int:
     """A host pool (whole GiB) that holds every request of the replay at once, and the
     warm-up's, with a GiB to spare: the model assumes the KV pools never run short, and a
     1-GiB pool (1,820 blocks, 116,480 tokens) is less than a burst of the Azure trace."""
-    blocks = sum(-(-(r["prompt_len"] + r["max_tokens"]) // 64) for r in requests)
-    blocks += sum(k * -(-(p + WARM_TOKENS) // 64) for p, k in warm_waves(knobs))
+    blocks = sum(-(-(r["prompt_len"] + r["max_tokens"]) // BLOCK_SIZE) for r in requests)
+    blocks += sum(k * -(-(p + WARM_TOKENS) // BLOCK_SIZE) for p, k in warm_waves(knobs))
     return -(-(blocks + 2) * HOST_BLOCK_BYTES // 2**30) + 1
 
 
@@ -251,7 +253,7 @@ def warm_waves(knobs: Knobs) -> list[tuple[int, int]]:
     each) fit one step's budget B, so no prompt is ever chunked: a step that computes any
     prompt computes all of it (more than C + 1 tokens), and a step of decodes alone
     computes at most S <= C of them."""
-    c1 = min(knobs.max_num_batched_tokens, knobs.max_num_seqs) + 1
+    c1 = plan(knobs).swap_capacity + 1
     budget = knobs.max_num_batched_tokens
     waves = []
     for p in (2 * c1, 500, 2000, 7000):
