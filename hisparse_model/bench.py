@@ -156,7 +156,8 @@ def measure() -> dict:
     return out
 
 
-SERVE_DEFAULT = dict(max_num_seqs=1024, max_num_batched_tokens=8192, max_model_len=163840)
+SERVE_DEFAULT = dict(max_num_seqs=1024, max_num_batched_tokens=8192, max_model_len=163840,
+                     host_pool_gib=2)
 
 
 def crash_workload(minutes: float = 30.0, seed: int = 0):
@@ -280,7 +281,8 @@ def exposure_configs() -> list[Knobs]:
     """Configurations for :func:`time_exposure`: vllm serve's defaults and the fix PR's, each
     under every version, backend and K of 0 to 2."""
     out = []
-    for base in (Knobs(max_num_seqs=1024, max_num_batched_tokens=8192, max_model_len=163840),
+    for base in (Knobs(max_num_seqs=1024, max_num_batched_tokens=8192, max_model_len=163840,
+                       host_pool_gib=2),
                  Knobs(max_num_seqs=2)):
         for version in ("0.31.0", "0.32.0", "0.33.0"):
             for backend in ("FLASH_ATTN_MLA_SPARSE", "FLASHMLA_SPARSE"):
@@ -339,7 +341,8 @@ def time_traffic_hour(minutes: float = 60.0, seeds: int | None = None,
         with open(path, "w") as f:
             json.dump(HOUR_TRAFFIC, f)
         traffic = load_traffic(path)
-    knobs = Knobs(max_num_seqs=1024, max_num_batched_tokens=8192, max_model_len=163840)
+    knobs = Knobs(max_num_seqs=1024, max_num_batched_tokens=8192, max_model_len=163840,
+                  host_pool_gib=2)
     t0 = time.perf_counter()
     estimate(knobs, traffic, minutes, seeds=seeds or SEEDS, jobs=jobs or os.cpu_count() or 1)
     return time.perf_counter() - t0

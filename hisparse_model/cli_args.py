@@ -35,6 +35,11 @@ def _typed(name: str, kind: type):
                 return int(text)
             except ValueError:
                 raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}")
+        if kind is float:
+            try:
+                return float(text)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}")
         return text
     return convert
 

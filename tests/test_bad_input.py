@@ -25,12 +25,13 @@ from hypothesis import strategies as st
 from hisparse_model import bench, cli, exits
 from hisparse_model.model.knobs import knob_specs
 from hisparse_model.inputs.vllm_flags import all_flags
+from hisparse_flags import connector, connector_flags
 from interrupts import default_sigint
 
 DOCUMENTED = {0, 1, 2, 3, 4, 130}
 MODEL = "deepseek-ai/DeepSeek-V3.2"
-SERVE = ["--", "vllm", "serve", MODEL, "--attention-config", '{"hisparse_config": {}}']
-ENGINE = {"model": MODEL, "attention_config": {"hisparse_config": {}}}
+SERVE = ["--", "vllm", "serve", MODEL, *connector_flags()]  # HiSparse on, a 2 GiB host pool
+ENGINE = {"model": MODEL, "kv_transfer_config": connector()}
 HUGE = 10**12
 ERR = "ValueError: HiSparse swap rows exceed the configured speculative decode capacity: "
 
@@ -225,6 +226,13 @@ def _knob_cases():
             for text, status in (("-1", 2), ("0", zero), ("1" + "0" * 30, huge), ("1.5", 2),
                                  ("abc", 2), ("", 2), ("1e3", 2), ("9" * 5000, 2)):
                 yield spec.name, [f, text], status
+        elif spec.kind is float:
+            # a positive finite number (host_pool_gib): 1e30 GiB answers, since the model
+            # does not know the machine's RAM (vLLM pins the pool in it, model/host_pool.py);
+            # 9...9 (5,000 digits) reads as inf
+            for text, status in (("-1", 2), ("0", 2), ("1e30", 0), ("1.5", 0), ("abc", 2),
+                                 ("", 2), ("nan", 2), ("inf", 2), ("9" * 5000, 2)):
+                yield spec.name, [f, text], status
         elif spec.kind is bool:
             yield spec.name, [f + "=3"], 2  # a switch takes no value
         else:
@@ -347,9 +355,16 @@ ENGINE_ARGS = [
     # vllm.LLM makes vLLM's default config of None (vllm/entrypoints/llm.py:260-266)
     ({"speculative_config": None}, 0, OK),
     ({"compilation_config": None}, 0, OK),
-    ({"attention_config": None}, 2, "HiSparse is off"),  # AttentionConfig(): no HiSparse
-    ({"attention_config": None, "kv_transfer_config": {"kv_connector": "HiSparseConnector"}},
-     0, OK),
+    ({"kv_transfer_config": None}, 2, "HiSparse is off"),  # no connector, no hisparse_config
+    ({"kv_transfer_config": None, "attention_config": {"hisparse_config": {}}}, 2,
+     "HiSparse requires HiSparseConnector with host_pool_gib"),  # on, but no host pool
+    ({"kv_transfer_config": {"kv_connector": "HiSparseConnector"}}, 2,
+     "give host_pool_gib (GiB)"),
+    ({"kv_transfer_config": {**connector(), "kv_connector_extra_config": []}}, 2,
+     "kv_connector_extra_config: vLLM refuses it: expected an object"),
+    ({"kv_transfer_config": connector(0)}, 2, "host_pool_gib must be a number > 0, got 0"),
+    ({"kv_transfer_config": connector(None)}, 2, "host_pool_gib must be a number, got None"),
+    ({"attention_config": {"hisparse_config": {}}}, 0, OK),  # both: on, the connector's pool
     ({"attention_config": [1, 2]}, 2, "attention_config: expected a JSON object"),
     ({"attention_config": 5}, 2, "attention_config: expected a JSON object"),
     # an integer compilation_config is a CompilationMode 0..3 (vllm/entrypoints/llm.py:268)
@@ -568,7 +583,7 @@ def test_ctrl_c_is_one_line_and_130(tmp_path, what):
     nothing on stdout (the answer is printed whole or not at all)."""
     if what == "predict":  # 40 prompts of 100,000 tokens in chunks of 16: a minute of CPU
         cmd = [*PY, "predict", "--max-num-seqs", "2", "--max-model-len", "163840",
-               "--max-num-batched-tokens", "16",
+               "--host-pool-gib", "2", "--max-num-batched-tokens", "16",
                "--prompt-lens", ",".join(str(100_000 + i) for i in range(40))]
     elif what == "simulate":  # 200,000 requests: seconds to read and schedule
         path = write(tmp_path, {"requests": [{"prompt_len": 3 + i % 50, "arrival_step": i // 4}
@@ -605,7 +620,8 @@ def test_ctrl_c_during_traffic_stops_its_workers_at_once(tmp_path):
     seeds on 2 workers: minutes of work left): one line, exit 130, and every worker it
     started is gone when it exits (none left finishing its seed)."""
     cmd = [*PY, "simulate", "--max-num-seqs", "1024", "--max-num-batched-tokens", "8192",
-           "--max-model-len", "163840", "--traffic", "hisparse_model/data/traffic-example.json",
+           "--max-model-len", "163840", "--host-pool-gib", "2",
+           "--traffic", "hisparse_model/data/traffic-example.json",
            "--minutes", "600", "--seeds", "8", "--jobs", "2"]
     with open(tmp_path / "stdout", "w+") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, text=True, cwd=ROOT,
@@ -707,6 +723,7 @@ def test_fuzz_workloads(tmp_path, workload, seqs):
 WORDS = sorted(all_flags()) + ["--", "vllm", "serve", MODEL, "other/model", "4", "0", "-1",
                                "4k", "2K", "1t", "1e3k", "infk", "1.5K", "true", "'", '"',
                                '{"hisparse_config": {}}', '{"method": "mtp"}', "{", "[1]",
+                               json.dumps(connector(1)), json.dumps(connector(0.001)),
                                "null", "--check", "--json", "--no-enable-prefix-caching", "-O3",
                                "-cc.cudagraph_mode", "PIECEWISE", "--prompt-lens", "3,4"]
 

@@ -18,10 +18,12 @@ from hisparse_model.inputs.vllm_flags import ASSUMED, KNOB_FLAGS
 from hisparse_model.model.routing import ERROR_TEMPLATE
 from hisparse_model.schedule.workload import Workload
 
+from hisparse_flags import HS, connector
+
 CMD = [sys.executable, "-m", "hisparse_model", "check"]
-HS = """--attention-config '{"hisparse_config": {}}'"""  # HiSparse on
 HS_KV = ("""--kv-transfer-config '{"kv_connector": "HiSparseConnector", "kv_role": "kv_both", """
-         """"kv_connector_extra_config": {"host_pool_gib": 1}}'""")
+         """"kv_connector_extra_config": {"host_pool_gib": 1}}'""")  # the reproduction's 1 GiB
+AC = """--attention-config '{"hisparse_config": {}}'"""  # HiSparse on, with no host pool
 MTP1 = """--speculative-config '{"method": "deepseek_mtp", "num_speculative_tokens": 1}'"""
 MODEL = "deepseek-ai/DeepSeek-V3.2"
 
@@ -62,8 +64,12 @@ READ_CASES = [
      {"max_num_seqs": 1024, "max_num_batched_tokens": 8192, "num_gpu_blocks_override": 200000}),
     # the backend inside --attention-config, with HiSparse's own settings
     (f"""{MODEL} --max-num-seqs 2 -ac '{{"backend": "flashmla_sparse", "hisparse_config": """
-     """{"device_buffer_size": 512}}' --enable-prefix-caching""",
+     f"""{{"device_buffer_size": 512}}}}' --enable-prefix-caching {HS}""",
      {"max_num_seqs": 2, "attention_backend": "FLASHMLA_SPARSE", "enable_prefix_caching": True}),
+    # the host pool in GiB, a JSON number as vLLM's float() reads it ("1.5" too)
+    (f"""{MODEL} --max-num-seqs 2 --max-model-len 320 --kv-transfer-config '{{"kv_connector": """
+     """"HiSparseConnector", "kv_connector_extra_config": {"host_pool_gib": "1.5"}}'""",
+     {"max_num_seqs": 2, "host_pool_gib": 1.5}),
     # an 8-GPU tensor-parallel launch: -tp 8 (the tiny model's 8 heads split 1 per GPU)
     (f"{MODEL} --max-num-seqs 4 -tp 8 {HS}", {"max_num_seqs": 4, "tensor_parallel_size": 8}),
 ]
@@ -81,7 +87,8 @@ def test_ignored_flags_are_named():
     """Flags no batch depends on are listed by name in the answer."""
     out = run("--", *serve(READ_CASES[0][0]))
     assert out.returncode == 0, out.stderr
-    assert "Ignored (no batch depends on them): --port, --trust-remote-code" in out.stdout
+    assert ("Ignored (no batch depends on them): --kv-transfer-config kv_role, --port, "
+            "--trust-remote-code") in out.stdout
     got = json.loads(run("--json", "--", *serve(READ_CASES[1][0])).stdout)
     assert set(got["launch"]["ignored"]) >= {"--gpu-memory-utilization", "--load-format"}
 
@@ -107,6 +114,16 @@ REFUSED = [
     (f"{MODEL} --max-model-len auto {HS}", "--max-model-len auto: fits max_model_len"),
     # vLLM takes 4k only for max_model_len and max_num_batched_tokens
     (f"{MODEL} --max-num-seqs 4k {HS}", "--max-num-seqs: max_num_seqs must be an integer"),
+    # HiSparse without its host pool: vLLM refuses to size the KV cache (model/host_pool.py)
+    (f"{MODEL} --max-num-seqs 2 {AC}", "(\"HiSparse requires HiSparseConnector with "
+     "host_pool_gib\"): add --kv-transfer-config"),
+    (f"""{MODEL} --max-num-seqs 2 --kv-transfer-config '{{"kv_connector": "HiSparseConnector"}}'""",
+     "give host_pool_gib (GiB), else vLLM refuses to start"),
+    # 1 GiB = 1,820 blocks; L 163,840 needs cdiv(163840, 64) + 2 = 2,562
+    (f"{MODEL} --max-num-seqs 2 {HS_KV}", "host_pool_gib: 1 GiB holds 1820 host blocks"),
+    (f"""{MODEL} --max-num-seqs 2 --kv-transfer-config '{{"kv_connector": "HiSparseConnector", """
+     """"kv_connector_extra_config": {"host_pool_gib": "lots"}}'""",
+     "host_pool_gib must be a number, got 'lots'"),
 ]
 
 
@@ -146,7 +163,7 @@ def test_engine_args_file(tmp_path):
     """An engine-args JSON file is vllm.LLM's keyword arguments: the offline class's defaults."""
     args = {"model": "deepseek-ai/DeepSeek-V3.2-Exp", "max_num_seqs": 4, "max_model_len": 320,
             "speculative_config": {"method": "mtp", "num_speculative_tokens": 1},
-            "attention_config": {"hisparse_config": {}}, "enforce_eager": True,
+            "kv_transfer_config": connector(1), "enforce_eager": True,
             "trust_remote_code": True}
     path = tmp_path / "engine.json"
     path.write_text(json.dumps(args))
@@ -154,7 +171,8 @@ def test_engine_args_file(tmp_path):
     # offline: B = min(4 * 320, 16384) = 1280; q = 2; C = min(1280, 4 * 2) = 8
     assert (got["max_num_batched_tokens"], got["swap_capacity"]) == (1280, 8)
     assert got["inputs"]["enforce_eager"] is True and got["launch"]["ignored"] == [
-        "trust_remote_code"]
+        "kv_transfer_config kv_role", "trust_remote_code"]
+    assert got["inputs"]["host_pool_gib"] == 1  # the connector's host_pool_gib
     path.write_text(json.dumps({**args, "pipeline_parallel_size": 2}))
     out = run("--engine-args", str(path))
     assert out.returncode == 2 and out.stderr.count("\n") == 1

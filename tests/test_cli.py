@@ -45,8 +45,8 @@ def test_predict_json_exact():
         "max_num_batched_tokens": None, "num_speculative_tokens": 0, "parallel_drafting": False,
         "enforce_eager": False, "cudagraph_mode": None,
         "attention_backend": "FLASH_ATTN_MLA_SPARSE", "enable_prefix_caching": True,
-        "num_gpu_blocks_override": None, "tensor_parallel_size": 1, "data_parallel_size": 1,
-        "pipeline_parallel_size": 1, "decode_context_parallel_size": 1,
+        "num_gpu_blocks_override": None, "host_pool_gib": 1.0, "tensor_parallel_size": 1,
+        "data_parallel_size": 1, "pipeline_parallel_size": 1, "decode_context_parallel_size": 1,
         "prompt_lens": [3, 4, 200]}
     assert got["crash"] is True and got["cudagraph_mode"] == "FULL_AND_PIECEWISE"
 

@@ -30,6 +30,7 @@ from hisparse_model.views.exposure import exposure_dashboard
 from hisparse_model.views.traffic import TrafficDashboard
 from hisparse_model.views.two_gpus import two_gpus_dashboard, two_rank_workload
 from hisparse_model.schedule.workload import Workload, synthetic
+from hisparse_flags import connector_flags
 
 DASHBOARDS = {"off_by_one": off_by_one_dashboard, "startup": startup_dashboard,
               "versions": versions_dashboard, "recordings": recordings_dashboard,
@@ -148,8 +149,7 @@ def _work(st: dict) -> Workload:
     return Workload.from_json(st["workload"])
 
 
-SERVE = ["vllm", "serve", "deepseek-ai/DeepSeek-V3.2",
-         "--attention-config", '{"hisparse_config": {}}']
+SERVE = ["vllm", "serve", "deepseek-ai/DeepSeek-V3.2", *connector_flags()]
 
 
 def _served(extra: str = "", version: str = "0.31.0") -> Knobs:

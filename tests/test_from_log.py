@@ -13,6 +13,7 @@ import pytest
 from hisparse_model.cli import main
 from hisparse_model.model.knobs import Knobs
 from hisparse_model.inputs.startup_log import from_log, from_log_text, read_log
+from hisparse_flags import connector_flags
 
 ROOT = pathlib.Path(__file__).resolve().parent / "recorded"
 LOGS = ROOT / "logs"
@@ -152,7 +153,7 @@ def serve_command(k: Knobs) -> list[str]:
             "--attention-backend", k.attention_backend,
             "--enable-prefix-caching" if k.enable_prefix_caching else "--no-enable-prefix-caching",
             "-tp", str(k.tensor_parallel_size), "-dp", str(k.data_parallel_size),
-            "--attention-config", '{"hisparse_config": {}}']
+            *connector_flags(k.host_pool_gib)]
     if k.num_speculative_tokens:
         argv += ["--speculative-config", json.dumps(
             {"method": "mtp", "num_speculative_tokens": k.num_speculative_tokens,
@@ -433,7 +434,9 @@ def test_a_vllm_serve_log_with_its_process_prefixes(capsys, tmp_path):
     lines[0] = ("(APIServer pid=77) INFO 12-01 10:00:00 [api_utils.py:286] non-default args: "
                 f"{{'model_tag': '{MODEL}', 'port': 8000, 'model': '{MODEL}', "
                 "'max_model_len': 320, 'block_size': 64, 'enable_prefix_caching': False, "
-                "'max_num_seqs': 2, 'attention_config': {'hisparse_config': {}}}")
+                "'max_num_seqs': 2, 'attention_config': {'hisparse_config': {}}, "
+                "'kv_transfer_config': {'kv_connector': 'HiSparseConnector', "
+                "'kv_connector_extra_config': {'host_pool_gib': 1}}}")
     launch = from_log_text("\n".join(lines))
     assert launch.knobs == expected_knobs(BASE)
     assert launch.ignored == ["port"]

@@ -52,7 +52,8 @@ def test_check_reads_null_as_off_and_refuses_bad_values():
         from_command(base + ['{"hisparse_config": {"device_buffer_size": 0}}'], "0.31.0")
     with pytest.raises(ValueError, match="hisparse_config: vLLM refuses"):
         from_command(base + ['{"hisparse_config": false}'], "0.31.0")
-    kv = ['--kv-transfer-config', '{"kv_connector": "HiSparseConnector", "kv_role": "kv_both"}']
+    kv = ['--kv-transfer-config', '{"kv_connector": "HiSparseConnector", "kv_role": "kv_both", '
+          '"kv_connector_extra_config": {"host_pool_gib": 2}}']
     launch = from_command(base + ['{"hisparse_config": null}'] + kv, "0.31.0")
     assert "kv_connector" in launch.hisparse
 

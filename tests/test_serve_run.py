@@ -21,6 +21,7 @@ from hisparse_model.engine.serve_process import stop_server
 from hisparse_model.inputs.startup_log import from_log
 from hisparse_model.inputs.traces import read_trace
 from hisparse_model.inputs.traffic_file import load_traffic
+from hisparse_model.model.host_pool import host_blocks
 from hisparse_model.model.knobs import Knobs
 from hisparse_model.schedule.workload import DistinctPrompt, Request, Workload
 
@@ -63,11 +64,12 @@ def test_serve_flags_carry_each_engine_argument(k, flag, value):
 
 
 def test_serve_flags_size_the_host_pool_and_refuse_mtp():
-    """The host pool is the reproduction's 1 GiB unless given; MTP is refused in one line."""
+    """The host pool is the knob's (the reproduction's 1 GiB by default); MTP is refused in
+    one line."""
     pool = lambda argv: json.loads(argv[argv.index("--kv-transfer-config") + 1])[
         "kv_connector_extra_config"]["host_pool_gib"]
     assert pool(serve_flags(knobs(4), "m", 1)) == 1
-    assert pool(serve_flags(knobs(4), "m", 1, host_pool_gib=5)) == 5
+    assert pool(serve_flags(knobs(4, host_pool_gib=5), "m", 1)) == 5
     with pytest.raises(ServeFlagsError, match="^num_speculative_tokens: "):
         serve_flags(knobs(4, num_speculative_tokens=1), "m", 1)
 
@@ -98,11 +100,11 @@ def test_warm_waves_never_compute_c_plus_1_tokens(s):
 
 # --- the host pool ------------------------------------------------------------------------------
 
-def test_host_block_bytes_are_what_the_h200_log_says():
-    """2**30 // HOST_BLOCK_BYTES is the block count the H200's engine logged for 1 GiB."""
+def test_host_blocks_are_what_the_served_h200_log_says():
+    """The host pool's blocks for 1 GiB are the count the served engine logged."""
     text = (X6 / "server.log").read_text()
     (blocks,) = re.findall(r"HiSparse HMA: 1\.0 GiB host source \((\d+) blocks\)", text)[:1]
-    assert 2**30 // serve_run.HOST_BLOCK_BYTES == int(blocks) == 1820
+    assert host_blocks(1, 0) == int(blocks) == 1820
     # 1,820 blocks x 64 tokens: the KV capacity the engine reported
     assert "GPU KV cache size: 116,480 tokens" in text
 
@@ -116,7 +118,7 @@ def test_the_host_pool_holds_the_whole_replay():
     k = knobs(143)
     warm = sum(c * -(-(p + serve_run.WARM_TOKENS) // 64) for p, c in serve_run.warm_waves(k))
     gib = serve_run.host_pool_gib_for(serve_run.requests_of(TRACE, 4, k, 240), k)
-    assert gib * 2**30 // serve_run.HOST_BLOCK_BYTES >= trace_blocks + warm + 2
+    assert host_blocks(gib, 0) >= trace_blocks + warm + 2
     assert gib == 5  # ceil((6,651 + warm + 2) x 589,824 / 2**30) + 1 spare
 
 

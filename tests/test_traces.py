@@ -158,7 +158,7 @@ def test_simulate_traffic_says_it_replays_the_trace(path, fmt):
     """The command line names the replay, its format and the one run."""
     out = subprocess.run([sys.executable, "-m", "hisparse_model", "simulate", "--traffic", path,
                           "--minutes", "1", "--max-num-seqs", "64", "--max-model-len",
-                          "163840", "--speed", "4"], capture_output=True, text=True, cwd=ROOT)
+                          "163840", "--host-pool-gib", "2", "--speed", "4"], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert f"(the trace's own arrival times ({fmt}) sped up x4)" in out.stdout
     assert "one replay (the trace fixes every arrival and length" in out.stdout

@@ -16,9 +16,10 @@ import zipfile
 
 import pytest
 
+from hisparse_flags import connector_flags
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SERVE = ["vllm", "serve", "deepseek-ai/DeepSeek-V3.2", "--attention-config",
-         '{"hisparse_config": {}}']
+SERVE = ["vllm", "serve", "deepseek-ai/DeepSeek-V3.2", *connector_flags()]
 # files the package reads at run time, as the archives name them (inside the package)
 CARRIED = ["hisparse_model/data/dsv32-config.json", "hisparse_model/data/traffic-example.json",
            "hisparse_model/views/numbers_pane.js", "hisparse_model/views/prompt_box.js"]
@@ -107,7 +108,7 @@ def test_installed_wheel_answers_check_and_traffic(built):
     assert package.startswith(built["venv"]), package  # the wheel's copy, not the checkout
     example = os.path.join(package, "data", "traffic-example.json")
     traffic = _hisparse(built, "simulate", "--max-num-seqs", "1024", "--max-num-batched-tokens",
-                        "8192", "--max-model-len", "163840", "--traffic", example,
+                        "8192", "--max-model-len", "163840", "--host-pool-gib", "2", "--traffic", example,
                         "--minutes", "1", "--seeds", "1")
     assert traffic.returncode == 0, traffic.stderr
     assert "of 1 seeds" in traffic.stdout or "of 1 seed" in traffic.stdout, traffic.stdout[:1500]

@@ -101,9 +101,10 @@ def plan_kv_cache(cfg: dict):
                                  enable_prefix_caching=cfg["enable_prefix_caching"]),
     )
     vcfg.model_config, vcfg.speculative_config = _stand_ins(cfg)
-    vcfg.kv_transfer_config = KVTransferConfig(
+    pool = cfg.get("host_pool_gib", HOST_POOL_GIB)  # None: HiSparse without its connector
+    vcfg.kv_transfer_config = None if pool is None else KVTransferConfig(
         kv_connector="HiSparseConnector", kv_role="kv_both",
-        kv_connector_extra_config={"host_pool_gib": cfg.get("host_pool_gib", HOST_POOL_GIB)})
+        kv_connector_extra_config={"host_pool_gib": pool})
     vcfg.attention_config.hisparse_config = HiSparseConfig()
     vcfg.cache_config.kv_cache_layout = "BLHNC"  # HiSparseConnector's required layout
     vcfg.cache_config.num_gpu_blocks_override = cfg["num_gpu_blocks"]

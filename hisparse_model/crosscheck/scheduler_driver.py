@@ -159,12 +159,18 @@ def _run_case(case: dict) -> dict:
 
 
 def host_blocks(config: dict) -> dict:
-    """``{"host_blocks": n}``: the host pool's blocks vLLM's planner lays out for ``config``
-    (a case's config, ``host_pool_gib`` included)."""
+    """``{"host_blocks": n, "stride": bytes}``: the host pool vLLM's planner lays out for
+    ``config`` (a case's config, ``host_pool_gib`` included; None: no HiSparseConnector), or
+    ``{"refused": message}``: the planner's ValueError."""
     from hisparse_model.crosscheck.scheduler_build import plan_kv_cache
 
     with cuda_hisparse_backend():
-        return {"host_blocks": plan_kv_cache(config)[2].hisparse_host_num_blocks}
+        try:
+            _, worker, kv = plan_kv_cache(config)
+        except ValueError as exc:
+            return {"refused": str(exc)}
+        return {"host_blocks": kv.hisparse_host_num_blocks,
+                "stride": worker.hisparse_host_block_stride}
 
 
 def run(payload: dict) -> dict:

@@ -19,7 +19,6 @@ from ..model.knobs import DEFAULT_ATTENTION_BACKEND, Knobs
 from ..model.reproduction import (  # noqa: F401 - re-exported for the engine child
     BLOCK_SIZE,
     GPU_MEMORY_UTILIZATION,
-    HOST_POOL_GIB,
     MAX_TOKENS,
     TINY_OVERRIDES,
     prompt_token_ids,
@@ -62,7 +61,7 @@ def llm_kwargs(knobs: Knobs, model_dir: str) -> dict:
         "kv_transfer_config": {
             "kv_connector": "HiSparseConnector",
             "kv_role": "kv_both",
-            "kv_connector_extra_config": {"host_pool_gib": HOST_POOL_GIB},
+            "kv_connector_extra_config": {"host_pool_gib": knobs.host_pool_gib},
         },
         "attention_config": {"hisparse_config": {}},
     }

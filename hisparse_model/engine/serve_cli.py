@@ -42,17 +42,13 @@ class ServeFlagsError(ValueError):
     """Knobs a served reproduction cannot take (one line naming the knob)."""
 
 
-def serve_flags(knobs: Knobs, model_dir: str, port: int,
-                host_pool_gib: float | None = None) -> list[str]:
-    """``[model_dir, --flag, value, ...]``: what follows ``vllm serve`` for these knobs
-    (``host_pool_gib``: the HiSparse host pool, the reproduction's 1 GiB when None)."""
+def serve_flags(knobs: Knobs, model_dir: str, port: int) -> list[str]:
+    """``[model_dir, --flag, value, ...]``: what follows ``vllm serve`` for these knobs."""
     if knobs.num_speculative_tokens:
         raise ServeFlagsError("num_speculative_tokens: a served reproduction takes the tiny "
                               "overrides as JSON, which vLLM applies to the target model only "
                               "(the MTP drafter would keep DeepSeek-V3.2's full size)")
     kw = llm_kwargs(knobs, model_dir)
-    if host_pool_gib is not None:
-        kw["kv_transfer_config"]["kv_connector_extra_config"]["host_pool_gib"] = host_pool_gib
     out = [kw.pop("model")]
     kw.pop("hf_overrides")
     out += ["--hf-overrides", json.dumps(dict(TINY_OVERRIDES), sort_keys=True)]

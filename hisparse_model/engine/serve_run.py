@@ -39,16 +39,13 @@ import urllib.request
 
 from ..model.knobs import Knobs
 from ..model.plan import plan
-from ..model.reproduction import BLOCK_SIZE, TARGET_LAYERS
+from ..model.host_pool import GIB, SPARE_BLOCKS, host_block_bytes
+from ..model.reproduction import BLOCK_SIZE
 from .llm_args import write_model_dir
 from .serve_cli import SERVED_NAME, VLLM_MAIN, serve_flags
 from .serve_process import dump_stacks, start_server, stop_server, versions, wait_healthy
 
 CRASH_TEXT = "HiSparse swap rows exceed"  # the ValueError's text (the fix PR's)
-# Bytes of one 64-token block of the host pool for the tiny model: 8 layers x 576 bf16
-# values per token.  The H200's log says it: "HiSparse HMA: 1.0 GiB host source (1820
-# blocks)" (tests/recorded/serve/ holds that log; a test checks 2**30 // this == 1820).
-HOST_BLOCK_BYTES = BLOCK_SIZE * TARGET_LAYERS * 576 * 2
 WARM_ID = 900_000  # warm-up prompts' ids: none of a replay's (which count from 0)
 WARM_TOKENS = 24  # output tokens of each warm-up request
 
@@ -99,7 +96,8 @@ def host_pool_gib_for(requests: list[dict], knobs: Knobs) -> int:
     1-GiB pool (1,820 blocks, 116,480 tokens) is less than a burst of the Azure trace."""
     blocks = sum(-(-(r["prompt_len"] + r["max_tokens"]) // BLOCK_SIZE) for r in requests)
     blocks += sum(k * -(-(p + WARM_TOKENS) // BLOCK_SIZE) for p, k in warm_waves(knobs))
-    return -(-(blocks + 2) * HOST_BLOCK_BYTES // 2**30) + 1
+    stride = host_block_bytes(knobs.num_speculative_tokens)
+    return -(-(blocks + SPARE_BLOCKS) * stride // GIB) + 1
 
 
 def requests_of(trace: str, speed: float, knobs: Knobs, seconds: float) -> list[dict]:
@@ -299,8 +297,9 @@ def main(argv=None) -> int:
     requests = requests_of(args.trace, args.speed, knobs, args.seconds)
     model_dir = write_model_dir(os.path.join("/tmp", SERVED_NAME))
     pool = args.host_pool_gib or host_pool_gib_for(requests, knobs)
+    knobs = knobs.replace(host_pool_gib=pool)
     argv_server = [sys.executable, "-m", VLLM_MAIN, "serve",
-                   *serve_flags(knobs, model_dir, args.port, pool)]
+                   *serve_flags(knobs, model_dir, args.port)]
     env = {**os.environ, "VLLM_DEEP_GEMM_WARMUP": "skip", "PYTHONFAULTHANDLER": "1"}
     base = f"http://127.0.0.1:{args.port}"
     run = {

@@ -37,14 +37,16 @@ HiSparse must be on: ``--attention-config`` with ``hisparse_config``, or
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import NamedTuple
 
 from .hisparse_config import hisparse_on
+from ..model.host_pool import smallest_pool_gib
 from ..model.knobs import MODEL_MAX_LEN, Knobs, knob_specs
 from .vllm_flags import (ASSUMED, CHECK_OPTIONS, CONFIG_KEYS, IGNORED, KNOB_FLAGS, KnobFlag,
-                         field_of, json_config, parse_bool, parse_command, parse_int,
-                         rows_by_key)
+                         field_of, json_config, parse_bool, parse_command, parse_float,
+                         parse_int, rows_by_key)
 from ..schedule.workload import read_json_file, short_repr
 
 SERVE_MAX_BATCHED_TOKENS = 8192  # tokens/step: vllm serve's default on a >= 70 GiB GPU
@@ -123,6 +125,8 @@ def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: s
         kind = specs[row.knob].kind
         if kind is int:
             value = parse_int(row.knob, value, where, human_readable=serve)
+        elif kind is float:
+            value = parse_float(row.knob, value, where)
         elif kind is bool:
             value = parse_bool(value, where)
         elif row.knob in ("cudagraph_mode", "attention_backend"):
@@ -151,7 +155,15 @@ def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: s
                     raise ValueError(f"{here}: the model does not cover this setting (it reads "
                                      f"{', '.join(allowed)} from {where})")
                 row = by_flag.get(f"{name}.{key}")
-                if row is not None:
+                if key == "kv_connector_extra_config":
+                    extra = connector_extra(here, sub)
+                    for extra_key, extra_value in extra.items():
+                        row = by_flag.get(f"{name}.{key}.{extra_key}")
+                        if row is not None:
+                            set_knob(row, extra_value, f"{here} {extra_key}")
+                        else:
+                            ignored.append(f"{here} {extra_key}")
+                elif row is not None:
                     set_knob(row, sub, here)
                 elif allowed[key] is not None and str(sub) not in allowed[key]:
                     raise ValueError(f"{here} {sub!r}: the model covers "
@@ -183,7 +195,42 @@ def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: s
         raise ValueError("HiSparse is off in these settings (no --attention-config with "
                          "hisparse_config, no --kv-transfer-config with HiSparseConnector): "
                          "the off-by-one cannot happen; the model covers HiSparse engines")
+    host_pool_refusal(settings, values, spell("kv_transfer_config"))
     return resolve_defaults(values, read, ignored, vllm_version, source, hisparse)
+
+
+def connector_extra(where: str, extra) -> dict:
+    """The HiSparseConnector's ``kv_connector_extra_config``: an object (vLLM's field is a
+    ``dict[str, Any]``, vllm/config/kv_transfer.py:93 `kv_connector_extra_config: dict[str, Any]`)."""
+    if not isinstance(extra, dict):
+        raise ValueError(f"{where}: vLLM refuses it: expected an object, got "
+                         f"{short_repr(extra)}")
+    return extra
+
+
+def host_pool_refusal(settings: dict, values: dict, where: str) -> None:
+    """Refuse HiSparse without a host pool, as vLLM's engine core does when it sizes the
+    KV cache: HiSparse on without the HiSparseConnector (vllm/v1/hisparse/layout.py:85-88
+    `HiSparse requires HiSparseConnector with host_pool_gib`), or the connector without
+    ``host_pool_gib`` (vllm/config/kv_transfer.py:41-43 `HiSparseConnector requires host_pool_gib`);
+    vLLM has no default size for the pool."""
+    if "host_pool_gib" in values:
+        return
+    connector = (settings.get("kv_transfer_config") or {})
+    if isinstance(connector, str):
+        connector = json_config(where, connector)
+    # a pool that holds one request of the command's max_model_len, in whole GiB
+    gib = math.ceil(smallest_pool_gib(values.get("max_model_len", MODEL_MAX_LEN),
+                                      values.get("num_speculative_tokens", 0)))
+    if connector.get("kv_connector") != "HiSparseConnector":
+        raise ValueError(f"{where}: HiSparse needs the HiSparseConnector and its host pool, "
+                         "else vLLM refuses to start (\"HiSparse requires HiSparseConnector "
+                         "with host_pool_gib\"): add --kv-transfer-config '{\"kv_connector\": "
+                         "\"HiSparseConnector\", \"kv_role\": \"kv_both\", "
+                         f"\"kv_connector_extra_config\": {{\"host_pool_gib\": {gib}}}}}' "
+                         "(GiB; at least that for this max_model_len)")
+    raise ValueError(f"{where} kv_connector_extra_config: give host_pool_gib (GiB), else vLLM "
+                     "refuses to start (\"HiSparseConnector requires host_pool_gib\")")
 
 
 # EngineArgs fields whose None is vLLM's default:

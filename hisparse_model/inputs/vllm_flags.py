@@ -46,6 +46,8 @@ KNOB_FLAGS = (
     KnobFlag("attention_backend", ("--attention-backend",), ("attention_config", "backend")),
     KnobFlag("enable_prefix_caching", ("--enable-prefix-caching",)),
     KnobFlag("num_gpu_blocks_override", ("--num-gpu-blocks-override",)),
+    KnobFlag("host_pool_gib", config=("kv_transfer_config",
+                                      "kv_connector_extra_config.host_pool_gib")),
     KnobFlag("tensor_parallel_size", ("--tensor-parallel-size", "-tp")),
     KnobFlag("data_parallel_size", ("--data-parallel-size", "-dp")),
     KnobFlag("pipeline_parallel_size", ("--pipeline-parallel-size", "-pp")),
@@ -227,6 +229,16 @@ HUMAN_READABLE = ("max_model_len", "max_num_batched_tokens")  # take 4k / 2K, as
 _HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
 _DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}  # 25.6k = 25600
 _BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}  # whole numbers only
+
+
+def parse_float(name: str, value, flag: str) -> float:
+    """A number the way vLLM takes ``host_pool_gib``: Python's ``float()`` of the JSON value
+    (vllm/config/kv_transfer.py:44 `host_pool_gib = float(host_pool_gib)`)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{flag}: {name} must be a number, got {short_repr(value)}: vLLM "
+                         "refuses it (float() cannot read it)") from None
 
 
 def parse_int(name: str, value, flag: str, human_readable: bool = True) -> int:

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import NamedTuple
 
+from .reproduction import HOST_POOL_GIB
 from .versions import COVERED, candidate
 
 VLLM_VERSIONS = COVERED + ((candidate(),) if candidate() else ())  # versions.py
@@ -118,6 +120,12 @@ class Knobs:
     num_gpu_blocks_override: int | None = _knob(
         None, "KV-cache blocks on the GPU; default: what memory profiling leaves",
         kind=int, minimum=1, optional=True)
+    # The HiSparseConnector's kv_connector_extra_config["host_pool_gib"] (vLLM has no
+    # default; the fix PR's reproduction gives 1): host_pool.py models its blocks and
+    # vLLM's refusal of a pool too small for one max_model_len request.
+    host_pool_gib: float = _knob(
+        float(HOST_POOL_GIB), "HiSparse host pool in GiB (the HiSparseConnector's host_pool_gib)",
+        kind=float)
     # Parallelism (vLLM's names; parallel.py models what each one changes).
     # max_num_seqs, B and the KV pool are per data-parallel rank.
     tensor_parallel_size: int = _knob(
@@ -191,6 +199,11 @@ def _check(spec: KnobSpec, value) -> None:
         return
     if spec.kind is int and (isinstance(value, bool) or not isinstance(value, int)):
         raise ValueError(f"{spec.name} must be an integer, got {value!r}")
+    if spec.kind is float and (isinstance(value, bool) or not isinstance(value, (int, float))
+                               or not math.isfinite(value) or value <= 0):
+        # the one float knob is an amount vLLM refuses unless positive
+        # (vllm/config/kv_transfer.py:44-46 `host_pool_gib must be positive`)
+        raise ValueError(f"{spec.name} must be a number > 0, got {value!r}")
     if spec.kind is bool and not isinstance(value, bool):
         raise ValueError(f"{spec.name} must be true or false, got {value!r}")
     if spec.choices is not None and value not in spec.choices:

@@ -42,6 +42,7 @@ import math
 from dataclasses import dataclass
 
 from .knobs import MODEL_MAX_LEN, Knobs
+from .host_pool import host_refusal
 from .kv_pool import admission_refusal
 from .parallel import parallel_config_refusal, vllm_config_refusal
 from .versions import VersionRules, rules_for
@@ -225,8 +226,9 @@ def refusal(knobs: Knobs, rules: VersionRules, b: int, derived: bool) -> str | N
         # raised by vllm/config/vllm.py:3315-3323 `def _validate_v2_model_runner`.
         return ("parallel_drafting: Model Runner V2 does not yet support: parallel drafting "
                 "for EAGLE speculative decoding (HiSparse forces Model Runner V2)")
-    # checked last: when the engine core sizes the KV cache, after the config is built
-    return admission_refusal(knobs, b)
+    # checked last: when the engine core sizes the KV cache, after the config is built,
+    # the GPU pool's admission and then the host pool's blocks
+    return admission_refusal(knobs, b) or host_refusal(knobs)
 
 
 @functools.lru_cache(maxsize=1 << 14)

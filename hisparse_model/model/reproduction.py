@@ -54,7 +54,10 @@ ASSUMPTIONS = (
     "predict leaves the number of verify steps open",
     "KV pool: what memory profiling leaves unless num_gpu_blocks_override sets it (then the "
     "JIT warmup's request cap and vLLM's one-request admission check are modelled); the "
-    "pool never runs short while serving (a set pool that could is declined); 0.34.0's "
+    "pool never runs short while serving (a set pool that could is declined); the HiSparse "
+    "host pool is host_pool_gib (the reproduction's 1 GiB unless set): vLLM's refusal of one "
+    "too small for a max_model_len request is modelled, and it never runs short while "
+    "serving either (vLLM would hold requests back); 0.34.0's "
     "extensible KV cache (on without num_gpu_blocks_override) is assumed supported, as on "
     "an H200, and its sizing warmup's blocks committable",
 )

@@ -9,6 +9,7 @@ and the log show for an error.  Nothing here computes the model.
 
 from __future__ import annotations
 
+from ..model.host_pool import host_blocks
 from ..model.parallel import error_surface
 from ..answers.lost import lost_line
 from ..answers.predict import Prediction
@@ -143,6 +144,8 @@ def format_table(pred: Prediction, *, show_batches: bool = True, full: bool = Fa
         f"{k.max_num_seqs}*{s.max_decode_query_len}) = {s.swap_capacity}",
         f"workspace rows W = C + 1    {s.workspace_rows}",
         f"capture sizes               {pred.capture_sizes}",
+        f"host pool                   {k.host_pool_gib:g} GiB = "
+        f"{host_blocks(k.host_pool_gib, k.num_speculative_tokens)} blocks of 64 tokens",
         "",
         f"start-up: {'ok' if pred.startup_ok else pred.startup_error}",
     ]

@@ -10,12 +10,14 @@ all traffic (:func:`~hisparse_model.answers.deployment_advice.deployment_advice`
 from __future__ import annotations
 
 import json
+import math
 import shlex
 
 from ..answers.deployment_advice import deployment_advice
 from ..answers.exposure import EXPOSURE_ASSUMPTIONS, EXPOSURE_DP_ASSUMPTION, exposure, verify
 from ..text import chart_data as cd
 from ..inputs.launch import change_as_flags, from_command
+from ..model.host_pool import smallest_pool_gib
 from ..model.plan import plan
 from .buffers import buffer_picture, picture_for_plan, picture_html
 import ipywidgets as W
@@ -29,8 +31,11 @@ SLIDERS = ("max_num_seqs", "max_num_batched_tokens", "num_speculative_tokens", "
 OVERRIDES = TOGGLES[1:] + SLIDERS  # knobs that, once moved, override a pasted command's value
 COMMAND_HELP = ("a vllm serve command (read as `check` reads it); empty: the knobs below. "
                 "vllm_version picks the release; a knob you move overrides the command's")
-SERVE_DEFAULT = ("vllm serve deepseek-ai/DeepSeek-V3.2 "
-                 """--attention-config '{"hisparse_config": {}}'""")
+# HiSparse on through its connector, with a host pool for serve's default max_model_len:
+# 2 GiB = 3,640 blocks >= cdiv(163840, 64) + 2 = 2,562 (model/host_pool.py)
+SERVE_DEFAULT = ("vllm serve deepseek-ai/DeepSeek-V3.2 --kv-transfer-config "
+                 """'{"kv_connector": "HiSparseConnector", "kv_role": "kv_both", """
+                 """"kv_connector_extra_config": {"host_pool_gib": 2}}'""")
 
 
 class ExposureDashboard(Dashboard):
@@ -79,7 +84,7 @@ class ExposureDashboard(Dashboard):
         dashboard opened overriding the command's value; else the knobs."""
         command = str(self.value("command")).strip()
         if not command:
-            return self.knobs(), "the knobs below"
+            return knobs_with_a_pool(self.knobs())
         try:
             argv = shlex.split(command)
         except ValueError as exc:
@@ -120,6 +125,17 @@ class ExposureDashboard(Dashboard):
 
     def draw(self) -> str:
         return ""
+
+
+def knobs_with_a_pool(knobs) -> tuple:
+    """(knobs, source) for the knobs alone: the dashboard has no host-pool control, so the
+    pool is the smallest whole GiB holding one max_model_len request (at least the
+    reproduction's 1 GiB), and the source says so when it is more."""
+    gib = max(1, math.ceil(smallest_pool_gib(knobs.max_model_len, knobs.num_speculative_tokens)))
+    if gib == knobs.host_pool_gib:
+        return knobs, "the knobs below"
+    return (knobs.replace(host_pool_gib=gib), f"the knobs below, with a {gib} GiB host pool "
+            "(the smallest whole GiB that holds max_model_len)")
 
 
 def show_command(controls: dict) -> dict:

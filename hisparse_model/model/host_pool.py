@@ -1,0 +1,86 @@
+"""The HiSparse host pool (``host_pool_gib``): how many blocks it holds, and vLLM's refusal
+of one too small for ``max_model_len``.
+
+vLLM reads the pool's size from the HiSparseConnector's ``host_pool_gib`` (there is no
+default: without the connector, or without the key, the engine core refuses to size
+the KV cache; vllm/v1/hisparse/layout.py:85-88 `HiSparse requires HiSparseConnector
+with host_pool_gib`, vllm/config/kv_transfer.py:41-43 `HiSparseConnector requires
+host_pool_gib`) and turns it into bytes, ``int(host_pool_gib * 2**30)``
+(vllm/v1/hisparse/layout.py:88 `return int(host_pool_gib * 2**30)`).  One host block
+holds a 64-token page of the host source group: every sparse-attention layer's MLA
+row, ``kv_lora_rank + qk_rope_head_dim = 576`` bf16 values a token on an H200 (8
+target layers, + the MTP layer under speculation), so 589,824 bytes (663,552 with MTP);
+the pool holds ``bytes // stride`` blocks (vllm/v1/hisparse/layout.py:243
+`host_num_blocks = host_budget // host_block_stride`).  Under tensor parallelism the
+ranks share one pool whose stride is rounded up to the OS page
+(vllm/v1/hisparse/runtime.py:269-274 `round_up(page_size_bytes, SharedOffloadRegion.BLOCK_SIZE_ALIGNMENT)`),
+which both strides already are (144 and 162 pages of 4,096 bytes).  The H200 logged
+``HiSparse HMA: 1.0 GiB host source (1820 blocks)`` without MTP and 1618 blocks with it
+(``tests/test_host_pool.py`` reads every recorded log).
+
+Every computed page needs a host block, so vLLM refuses a pool that cannot hold one
+``max_model_len`` request besides the null block and a copy-on-write tail:
+``cdiv(max_model_len, 64) + 2`` blocks (vllm/v1/hisparse/layout.py:249-254
+`min_host_blocks = cdiv(vllm_config.model_config.max_model_len, gpu_block_size) + 2`),
+after the GPU pool's admission check, when the engine core sizes the KV cache.  The same
+in 0.32.0, 0.33.0 and 0.34.0 (vllm/v1/hisparse/layout.py:255-259@0.34.0 `increase host_pool_gib.`).
+
+What the model does not cover: whether the machine's RAM can pin the pool (vLLM refuses
+one above 95 % of the available memory, vllm/v1/hisparse/runtime.py:190-199
+`def check_hisparse_host_memory`), and the pool running short while serving (the
+scheduler then holds requests back; the model assumes it never does).
+"""
+
+from __future__ import annotations
+
+from .kv_pool import attention_layers
+from .reproduction import BLOCK_SIZE
+
+MLA_ROW_VALUES = 576  # kv_lora_rank 512 + qk_rope_head_dim 64 (data/dsv32-config.json)
+BF16_BYTES = 2
+GIB = 2**30
+SPARE_BLOCKS = 2  # the null block and a copy-on-write tail
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def host_block_bytes(k: int) -> int:
+    """Bytes of one host block: a 64-token page of every sparse-attention layer's MLA rows."""
+    return BLOCK_SIZE * attention_layers(k) * MLA_ROW_VALUES * BF16_BYTES
+
+
+def host_blocks(gib: float, k: int) -> int:
+    """Blocks a ``gib``-GiB host pool holds (``k`` MTP tokens: the drafter's layer too)."""
+    return int(gib * GIB) // host_block_bytes(k)
+
+
+def blocks_needed(max_model_len: int) -> int:
+    """The fewest host blocks vLLM starts with: one max_model_len request, null block, tail."""
+    return _cdiv(max_model_len, BLOCK_SIZE) + SPARE_BLOCKS
+
+
+def smallest_pool_gib(max_model_len: int, k: int) -> float:
+    """The smallest ``host_pool_gib`` (to the hundredth of a GiB) vLLM starts with."""
+    need = blocks_needed(max_model_len)
+    gib = _cdiv(need * host_block_bytes(k) * 100, GIB) / 100
+    while host_blocks(gib, k) < need:  # the float's rounding, at most a step
+        gib = round(gib + 0.01, 2)
+    return gib
+
+
+def host_refusal(knobs) -> str | None:
+    """vLLM's refusal of a host pool too small for one ``max_model_len`` request, or None."""
+    k, length = knobs.num_speculative_tokens, knobs.max_model_len
+    have, need = host_blocks(knobs.host_pool_gib, k), blocks_needed(length)
+    if have >= need:
+        return None
+    longest = max(have - SPARE_BLOCKS, 0) * BLOCK_SIZE
+    shorter = f", or max_model_len at most {longest}" if longest else ""
+    return (f"host_pool_gib: {knobs.host_pool_gib:g} GiB holds {have} host blocks of "
+            f"{host_block_bytes(k):,} bytes, but max_model_len ({length}) needs {need} "
+            f"(cdiv({length}, {BLOCK_SIZE}) + {SPARE_BLOCKS}), so vLLM refuses to start "
+            f"(\"HiSparse host pool has {have} blocks but max_model_len needs {need}; "
+            f"increase host_pool_gib.\"); set host_pool_gib to at least "
+            f"{smallest_pool_gib(length, k):g}{shorter}")

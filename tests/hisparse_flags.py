@@ -1,0 +1,24 @@
+"""How the tests switch HiSparse on in a ``vllm serve`` command or an engine-args file.
+
+vLLM sizes HiSparse's host pool from the HiSparseConnector's ``host_pool_gib`` and
+refuses to start without it (``model/host_pool.py``), so a command that only sets
+``--attention-config '{"hisparse_config": {}}'`` never serves.  2 GiB holds 3,640
+blocks of 589,824 bytes: one request of DeepSeek-V3.2's own 163,840 tokens needs
+cdiv(163840, 64) + 2 = 2,562 (3,236 blocks of 663,552 bytes under MTP: also enough).
+"""
+
+import json
+
+
+def connector(gib: float = 2) -> dict:
+    """The HiSparseConnector's ``kv_transfer_config`` with a ``gib``-GiB host pool."""
+    return {"kv_connector": "HiSparseConnector", "kv_role": "kv_both",
+            "kv_connector_extra_config": {"host_pool_gib": gib}}
+
+
+def connector_flags(gib: float = 2) -> list[str]:
+    """``--kv-transfer-config JSON``: HiSparse on, with a ``gib``-GiB host pool."""
+    return ["--kv-transfer-config", json.dumps(connector(gib))]
+
+
+HS = f"--kv-transfer-config '{json.dumps(connector())}'"  # as typed in a shell

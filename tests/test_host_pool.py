@@ -1,0 +1,158 @@
+"""The HiSparse host pool (host_pool_gib): its blocks, and vLLM's refusal of one too small.
+
+Invariant: the model's host blocks are what vLLM lays out (every recorded H200 start-up
+log's count, and vLLM's own planner on CPU at other sizes), and the model refuses exactly
+the pools vLLM's planner refuses, naming the knob, with the smallest pool that starts.
+"""
+
+import glob
+import pathlib
+import re
+
+import pytest
+
+from hisparse_model import Knobs, plan
+from hisparse_model.inputs.startup_log import from_log
+from hisparse_model.model.host_pool import (blocks_needed, host_block_bytes, host_blocks,
+                                            smallest_pool_gib)
+
+RECORDED = pathlib.Path(__file__).parent / "recorded"
+LOGGED = re.compile(r"HiSparse HMA: ([0-9.]+) GiB host source \((\d+) blocks\)")
+
+# (K, GiB, blocks): a block is 64 tokens x 576 bf16 values x the layers (8, + 1 MTP with K)
+BLOCKS = [
+    (0, 1, 1820),    # 2**30 // (64 * 8 * 1152 = 589,824) = 1,820.4
+    (1, 1, 1618),    # 2**30 // (64 * 9 * 1152 = 663,552) = 1,618.2
+    (3, 1, 1618),    # K adds one MTP layer whatever its value
+    (0, 2, 3640),    # 2**31 // 589,824 = 3,640.9
+    (0, 1.5, 2730),  # int(1.5 * 2**30) = 1,610,612,736 // 589,824 = 2,730.7
+    (1, 2, 3236),    # 2**31 // 663,552 = 3,236.3
+    (0, 0.001, 1),   # int(0.001 * 2**30) = 1,073,741 // 589,824 = 1.8
+]
+
+
+@pytest.mark.parametrize("k,gib,blocks", BLOCKS)
+def test_host_blocks(k, gib, blocks):
+    """A pool of ``gib`` GiB holds int(gib * 2**30) // stride blocks."""
+    assert host_blocks(gib, k) == blocks
+
+
+# (K, GiB, the longest max_model_len that starts): (blocks - 2) x 64 (null block, CoW tail)
+LONGEST = [
+    (0, 1, 116_352),   # (1,820 - 2) x 64
+    (1, 1, 103_424),   # (1,618 - 2) x 64
+    (0, 2, 232_832),   # (3,640 - 2) x 64: more than DeepSeek-V3.2's 163,840
+    (0, 0.01, 1_024),  # int(0.01 * 2**30) // 589,824 = 18 blocks: (18 - 2) x 64
+]
+
+
+@pytest.mark.parametrize("k,gib,longest", LONGEST)
+def test_the_longest_max_model_len_a_pool_starts(k, gib, longest):
+    """max_model_len up to (blocks - 2) x 64 starts; one token more is refused naming
+    host_pool_gib, vLLM's words, and the smallest pool and longest length that start."""
+    knobs = Knobs(max_num_seqs=1, num_speculative_tokens=k, host_pool_gib=gib,
+                  max_num_batched_tokens=2048)
+    if longest <= 163_840:
+        plan(knobs.replace(max_model_len=longest))
+        with pytest.raises(ValueError) as exc:
+            plan(knobs.replace(max_model_len=longest + 1))
+        text = str(exc.value)
+        assert text.startswith(f"host_pool_gib: {gib:g} GiB holds ")
+        assert (f"HiSparse host pool has {host_blocks(gib, k)} blocks but max_model_len needs "
+                f"{host_blocks(gib, k) + 1}; increase host_pool_gib.") in text
+        assert f"or max_model_len at most {longest}" in text
+        assert f"at least {smallest_pool_gib(longest + 1, k):g}" in text
+    else:
+        plan(knobs.replace(max_model_len=163_840))
+
+
+# (max_model_len, K, smallest GiB to the hundredth): cdiv(L, 64) + 2 blocks x the stride
+SMALLEST = [
+    (163_840, 0, 1.41),  # 2,562 x 589,824 = 1.4074 GiB; 1.40 holds 2,548
+    (163_840, 1, 1.59),  # 2,562 x 663,552 = 1.5833 GiB; 1.58 holds 2,556
+    (320, 0, 0.01),      # 7 blocks: 0.0038 GiB; 0.01 holds 18
+    (116_352, 0, 1.0),   # 1,820 blocks: exactly what 1 GiB holds
+]
+
+
+@pytest.mark.parametrize("length,k,gib", SMALLEST)
+def test_the_smallest_pool_is_the_smallest_hundredth_that_starts(length, k, gib):
+    """smallest_pool_gib holds one request and a hundredth of a GiB less does not."""
+    assert smallest_pool_gib(length, k) == gib
+    assert host_blocks(gib, k) >= blocks_needed(length) > host_blocks(round(gib - 0.01, 2), k)
+
+
+def _recorded_logs():
+    for path in sorted(glob.glob(str(RECORDED / "**" / "*.log"), recursive=True)):
+        text = pathlib.Path(path).read_text(errors="replace")
+        if LOGGED.search(text) and "non-default args" in text:
+            yield pathlib.Path(path).relative_to(RECORDED).as_posix()
+
+
+LOGS = list(_recorded_logs())
+
+
+def test_every_recorded_start_up_is_read():
+    """The H200 logs that print the host pool are many, with MTP and without."""
+    assert len(LOGS) >= 50
+    counts = {LOGGED.search((RECORDED / p).read_text(errors="replace")).group(2) for p in LOGS}
+    assert counts == {"1820", "1618"}
+
+
+@pytest.mark.parametrize("name", LOGS)
+def test_the_model_has_the_blocks_each_h200_start_up_logged(name):
+    """The knobs check --from-log reads from a real start-up give the blocks it logged."""
+    text = (RECORDED / name).read_text(errors="replace")
+    gib, blocks = LOGGED.search(text).groups()
+    knobs = from_log(str(RECORDED / name)).knobs
+    assert f"{knobs.host_pool_gib:.1f}" == gib
+    assert host_blocks(knobs.host_pool_gib, knobs.num_speculative_tokens) == int(blocks)
+    assert host_block_bytes(knobs.num_speculative_tokens) * int(blocks) <= 2**30 * float(gib)
+
+
+# -- vLLM's own planner on CPU ----------------------------------------------------------------
+# The CPU build lays out fp8_ds_mla rows (656 bytes a token and layer), not the H200's bf16
+# 1,152, so each case gives the planner the pool in blocks of its stride: the refusal rule,
+# cdiv(L, 64) + 2 blocks, is then compared block for block.
+CPU_ROW = 64 * 656
+
+# (K, host blocks, max_model_len): vLLM starts iff blocks >= cdiv(L, 64) + 2
+PLANNER = [
+    (0, 10, 512),    # 8 + 2 = 10: starts
+    (0, 10, 513),    # 9 + 2 = 11 > 10: refused
+    (1, 10, 512),    # the MTP layer changes the stride, not the rule
+    (1, 10, 513),
+    (0, 3, 64),      # 1 + 2 = 3: the smallest pool vLLM starts with
+    (0, 2, 64),
+    (0, 1820, 116_352),  # the H200's 1 GiB, block for block
+    (0, 1820, 116_353),
+]
+
+
+@pytest.mark.vllm_cpu
+def test_vllms_planner_refuses_what_the_model_refuses(vllm_servers):
+    """vLLM 0.31.0's and 0.34.0's planner lay out the blocks asked for and refuse the pool
+    exactly where the model's rule does, in vLLM's words; without the connector they
+    refuse HiSparse as check does."""
+    from hisparse_model.schedule.scheduler_config import SchedulerConfig
+
+    driver = "hisparse_model.crosscheck.scheduler_driver:host_blocks"
+    for version in ("0.31.0", "0.34.0"):
+        for k, blocks, length in PLANNER:
+            stride = CPU_ROW * (8 + (1 if k else 0))
+            config = {**SchedulerConfig(
+                max_num_seqs=4, max_num_batched_tokens=2048, max_model_len=length,
+                num_speculative_tokens=k, enable_prefix_caching=True, num_gpu_blocks=580519,
+                async_scheduling=True, vllm_version=version).__dict__,
+                "host_pool_gib": blocks * stride / 2**30}
+            got = vllm_servers.call(version, driver, config)
+            starts = blocks >= -(-length // 64) + 2
+            if starts:
+                assert got == {"host_blocks": blocks, "stride": stride}, (version, k, length)
+            else:
+                assert got["refused"] == (f"HiSparse host pool has {blocks} blocks but "
+                                          f"max_model_len needs {-(-length // 64) + 2}; "
+                                          "increase host_pool_gib."), (version, k, length)
+        config["host_pool_gib"] = None
+        assert vllm_servers.call(version, driver, config) == {
+            "refused": "HiSparse requires HiSparseConnector with host_pool_gib"}
