@@ -157,7 +157,7 @@ def measure() -> dict:
 
 
 SERVE_DEFAULT = dict(max_num_seqs=1024, max_num_batched_tokens=8192, max_model_len=163840,
-                     host_pool_gib=2)
+                     host_pool_gib=512)
 
 
 def crash_workload(minutes: float = 30.0, seed: int = 0):
@@ -282,7 +282,7 @@ def exposure_configs() -> list[Knobs]:
     under every version, backend and K of 0 to 2."""
     out = []
     for base in (Knobs(max_num_seqs=1024, max_num_batched_tokens=8192, max_model_len=163840,
-                       host_pool_gib=2),
+                       host_pool_gib=512),
                  Knobs(max_num_seqs=2)):
         for version in ("0.31.0", "0.32.0", "0.33.0"):
             for backend in ("FLASH_ATTN_MLA_SPARSE", "FLASHMLA_SPARSE"):
@@ -342,7 +342,7 @@ def time_traffic_hour(minutes: float = 60.0, seeds: int | None = None,
             json.dump(HOUR_TRAFFIC, f)
         traffic = load_traffic(path)
     knobs = Knobs(max_num_seqs=1024, max_num_batched_tokens=8192, max_model_len=163840,
-                  host_pool_gib=2)
+                  host_pool_gib=512)
     t0 = time.perf_counter()
     estimate(knobs, traffic, minutes, seeds=seeds or SEEDS, jobs=jobs or os.cpu_count() or 1)
     return time.perf_counter() - t0

@@ -39,8 +39,10 @@ def main(argv=None) -> int:
     for r in rows:
         e, o = r["estimate"], r["observed"]
         when = "before the replay" if r["step_ms_before"] is not None else "during the replay"
-        crash = None if e["crash_s"] is None else round(e["crash_s"], 2)
-        print(f"| {r['run']} | {r['step_ms']} ms ({when}) | {cell(crash, ' s')} | "
+        crash = cell(None if e["crash_s"] is None else round(e["crash_s"], 2), " s")
+        if e["declined"]:  # the model does not answer: its host pool may run short first
+            crash = f"declines: the host pool may run short by {e['declined_s']:.1f} s"
+        print(f"| {r['run']} | {r['step_ms']} ms ({when}) | {crash} | "
               f"{cell(e['scheduled'])} | {cell(e['kind'])} | {cell(o['crash_s'], ' s')} | "
               f"{cell(o['scheduled'])} | {cell(o['stop_capacity'])} |")
     return 0

@@ -129,7 +129,7 @@ def test_the_crash_of_a_long_trace_shaped_workload_comes_first_and_its_advice_is
     path = tmp_path / "crash.json"
     path.write_text(json.dumps(work.as_json()))
     assert cli.main(["simulate", "--max-num-seqs", "1024", "--max-num-batched-tokens", "8192",
-                     "--max-model-len", "163840", "--host-pool-gib", "2", "--workload", str(path), "--json"]) == 0
+                     "--max-model-len", "163840", "--host-pool-gib", "512", "--workload", str(path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert (out["crash"]["step"], out["crash"]["error"]) == (run.crash_step, run.error)
     assert out["advice_stopped_early"].startswith("the advice search stopped early: its budget")

@@ -583,7 +583,7 @@ def test_ctrl_c_is_one_line_and_130(tmp_path, what):
     nothing on stdout (the answer is printed whole or not at all)."""
     if what == "predict":  # 40 prompts of 100,000 tokens in chunks of 16: a minute of CPU
         cmd = [*PY, "predict", "--max-num-seqs", "2", "--max-model-len", "163840",
-               "--host-pool-gib", "2", "--max-num-batched-tokens", "16",
+               "--host-pool-gib", "512", "--max-num-batched-tokens", "16",
                "--prompt-lens", ",".join(str(100_000 + i) for i in range(40))]
     elif what == "simulate":  # 200,000 requests: seconds to read and schedule
         path = write(tmp_path, {"requests": [{"prompt_len": 3 + i % 50, "arrival_step": i // 4}
@@ -620,7 +620,7 @@ def test_ctrl_c_during_traffic_stops_its_workers_at_once(tmp_path):
     seeds on 2 workers: minutes of work left): one line, exit 130, and every worker it
     started is gone when it exits (none left finishing its seed)."""
     cmd = [*PY, "simulate", "--max-num-seqs", "1024", "--max-num-batched-tokens", "8192",
-           "--max-model-len", "163840", "--host-pool-gib", "2",
+           "--max-model-len", "163840", "--host-pool-gib", "512",
            "--traffic", "hisparse_model/data/traffic-example.json",
            "--minutes", "600", "--seeds", "8", "--jobs", "2"]
     with open(tmp_path / "stdout", "w+") as out:

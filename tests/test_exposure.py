@@ -45,7 +45,7 @@ EXPOSED = [
     # no burst with S = 2 (3 = 2 + 1)
     # vllm serve defaults: S = 1024, B = 8192, C = 1024; 8192 + 1025 = 9217 tokens
     (Knobs(max_num_seqs=1024, max_num_batched_tokens=8192, max_model_len=163840,
-           host_pool_gib=2),
+           host_pool_gib=512),
      "last_chunk", 1025, [{"prompt_len": 9217}]),
     # max_model_len 1000: no prompt of 1025; two prompts 513 + 512 arriving together
     (Knobs(max_num_seqs=1024, max_num_batched_tokens=8192, max_model_len=1000),
@@ -162,7 +162,7 @@ def test_never_reasons(knobs, words):
 def test_serve_default_done_means():
     """vllm serve's defaults on 0.31.0 are exposed by a 1025-token prompt; each fix is not."""
     base = Knobs(max_num_seqs=1024, max_num_batched_tokens=8192, max_model_len=163840,
-                 host_pool_gib=2)
+                 host_pool_gib=512)
     exp = exposure(base)
     assert exp.exposed and exp.steps[0].tokens == 1025
     assert exp.steps[0].example == {"requests": [{"prompt_len": 1025}]}

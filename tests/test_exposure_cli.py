@@ -75,7 +75,7 @@ def test_predict_exposure_flag():
 def test_deployment_advice_is_verified_and_never_only_moves_c():
     """Every change offered makes the analysis say 'not exposed'; S 1024 -> 1023 is not offered."""
     base = Knobs(max_num_seqs=1024, max_num_batched_tokens=8192, max_model_len=163840,
-                 host_pool_gib=2)
+                 host_pool_gib=512)
     advice = deployment_advice(base, 200)
     changes = [a["change"] for a in advice]
     assert changes[0] == {"vllm_version": "0.32.0"}
@@ -94,7 +94,7 @@ def test_deployment_advice_skips_refused_and_unsafe_changes():
     """A change vLLM refuses is not offered (K = 7 with parallel drafting: Model Runner V2
     refuses it); a start-up crash's advice is only what the analysis finds safe."""
     base = Knobs(max_num_seqs=1024, max_num_batched_tokens=8192, max_model_len=163840,
-                 host_pool_gib=2,
+                 host_pool_gib=512,
                  parallel_drafting=True)  # inert without K
     changes = [a["change"] for a in deployment_advice(base)]
     assert changes and all("num_speculative_tokens" not in c for c in changes)

@@ -38,9 +38,8 @@ def test_changes_follow_the_command_and_the_knobs():
     assert d.labels["exposed"] == "safe" and "routes on C" in _visible(d.numbers.value)
     d.controls["vllm_version"].value = "0.31.0"
     d.controls["command"].value = ""  # the knobs, which show the last command's values
-    # serve's max_model_len 163,840 needs cdiv(163840, 64) + 2 = 2,562 host blocks: 2 GiB
-    assert d.labels["source"] == ("the knobs below, with a 2 GiB host pool (the smallest "
-                                  "whole GiB that holds max_model_len)")
+    # no control shows the host pool: the knobs keep the last command's
+    assert d.labels["source"] == "the knobs below, with the last command's 512 GiB host pool"
     assert d.controls["max_num_seqs"].value == 1024
     for name, value in (("max_num_seqs", 2), ("max_model_len", 320),
                         ("max_num_batched_tokens", 0)):  # the fix PR's S = 2, C = 2

@@ -7,6 +7,7 @@ the pools vLLM's planner refuses, naming the knob, with the smallest pool that s
 
 import glob
 import pathlib
+import random
 import re
 
 import pytest
@@ -156,3 +157,112 @@ def test_vllms_planner_refuses_what_the_model_refuses(vllm_servers):
         config["host_pool_gib"] = None
         assert vllm_servers.call(version, driver, config) == {
             "refused": "HiSparse requires HiSparseConnector with host_pool_gib"}
+
+
+# -- serving: the bound on what a schedule's requests hold ------------------------------------
+# (prompt, max_tokens, arrival step) x requests, S, B: each request holds the blocks of
+# the tokens allocated so far, cdiv(computed + scheduled + K, 64), at least its whole prompt
+# from admission, + 1 tail, from its first step to two steps after the step finishing it
+USE = [
+    # A decodes while B arrives at step 2 and decodes: A holds cdiv(65 + 1, 64) + 1 = 3,
+    # B cdiv(640 + 1, 64) + 1 = 12 from step 3: 15 (A's whole 264 tokens would be 6 + 12)
+    ([(64, 200, 0), (640, 8, 2)], 4, 2048, 15),
+    # one request: cdiv(107, 64) + 1 = 3 (its last decode allocates token 107)
+    ([(100, 8, 0)], 4, 2048, 3),
+    # two at once: 3 + (cdiv(1007, 64) + 1 = 17) = 20
+    ([(100, 8, 0), (1000, 8, 0)], 4, 2048, 20),
+    # the second arrives long after the first finished and was freed: max(3, 17)
+    ([(100, 8, 0), (1000, 8, 500)], 4, 2048, 17),
+    # S = 1: the second waits for the first, but its first step is within the first's
+    # two-step tail only if it follows at once: 3 + 17 = 20 (it does)
+    ([(100, 8, 0), (1000, 8, 0)], 1, 2048, 20),
+]
+
+
+@pytest.mark.parametrize("reqs,s,b,peak", USE)
+def test_the_host_bound_of_a_schedule(reqs, s, b, peak):
+    """HostUse's peak is the most the requests alive together can hold at one step."""
+    from hisparse_model.model.host_pool import HostUse
+    from hisparse_model.schedule.scheduler import schedule
+    from hisparse_model.schedule.scheduler_config import SchedulerConfig
+    from hisparse_model.schedule.workload import Workload
+
+    work = Workload.from_json({"requests": [{"prompt_len": p, "max_tokens": m,
+                                             "arrival_step": a} for p, m, a in reqs]})
+    knobs = Knobs(max_num_seqs=s, max_num_batched_tokens=b, max_model_len=2048)
+    use = HostUse(knobs, [(p, m) for p, m, _ in reqs])
+    for st in schedule(SchedulerConfig(max_num_seqs=s, max_num_batched_tokens=b,
+                                       max_model_len=2048, num_speculative_tokens=0,
+                                       enable_prefix_caching=True, vllm_version="0.31.0"),
+                       work):
+        use.step(st)
+    assert use.peak == peak and use.short is None and use.refusal() is None
+
+
+def test_simulate_declines_where_the_host_pool_may_run_short():
+    """Two prompts of 100,000 and 50,000 tokens (8 output tokens each) at once on a 1 GiB
+    pool (1,820 blocks): cdiv(100000, 64) + 1 = 1,564 and cdiv(50000, 64) + 1 = 783 (their
+    decodes stay in those blocks), so 2,347 > 1,819 once the second is admitted (engine
+    step 12: the first's prefill takes cdiv(100000, 8192) = 13 steps, the second joins
+    its last); 1.29 GiB holds 2,348."""
+    from hisparse_model import simulate
+    from hisparse_model.schedule.workload import Workload
+
+    work = Workload.from_json({"requests": [{"prompt_len": 100_000}, {"prompt_len": 50_000}]})
+    knobs = Knobs(max_num_seqs=4, max_num_batched_tokens=8192, max_model_len=116_000)
+    with pytest.raises(ValueError) as exc:
+        simulate(knobs, work)
+    assert str(exc.value).startswith("host_pool_gib: 1 GiB (1820 host blocks) may run short "
+                                     "serving this workload: by engine step 12 its requests "
+                                     "can hold 2347 blocks")
+    # 2,348 x 589,824 bytes = 1.2898 GiB
+    assert str(exc.value).endswith("set host_pool_gib to at least 1.29")
+    assert simulate(knobs.replace(host_pool_gib=1.29), work).steps
+    with pytest.raises(ValueError, match="^host_pool_gib: 1.28 GiB"):
+        simulate(knobs.replace(host_pool_gib=1.28), work)
+
+
+@pytest.mark.vllm_cpu
+def test_vllms_scheduler_never_finds_short_a_pool_the_model_says_holds(vllm_servers):
+    """vLLM's own scheduler and HiSparse coordinator (0.31.0, 0.34.0) serve random workloads
+    with a host pool of exactly the model's bound (+ the null block): no admission or
+    allocation is refused; with a third of it some are (so the count can fail)."""
+    from hisparse_model.model.host_pool import HostUse
+    from test_scheduler_crosscheck import model_steps, random_case
+
+    rng_seed = 20261204
+    driver = "hisparse_model.crosscheck.scheduler_driver:run"
+    for version in ("0.31.0", "0.34.0"):
+        rng = random.Random(f"{rng_seed}:{version}")
+        cases, tight = [], []
+        for _ in range(50):
+            case = random_case(rng, version)
+            for r in case["workload"]:  # longer prompts: tens of blocks, not one
+                r["prompt_token_ids"] = r["prompt_token_ids"] * 3
+                r["prompt_token_ids"] = r["prompt_token_ids"][:case["config"]["max_model_len"]
+                                                              * 4 // 5]
+            cfg = case["config"]
+            k = cfg["num_speculative_tokens"]
+            knobs = Knobs(max_num_seqs=cfg["max_num_seqs"], num_speculative_tokens=k,
+                          max_num_batched_tokens=cfg["max_num_batched_tokens"],
+                          max_model_len=cfg["max_model_len"])
+            use = HostUse(knobs, [(len(r["prompt_token_ids"]), r["max_tokens"])
+                                  for r in case["workload"]])
+            for st in model_steps(case):
+                use.step(type("St", (), {"index": st["index"], "scheduled": st["scheduled"],
+                                         "num_computed_before": st["computed_before"],
+                                         "finished": st["finished"]}))
+            stride = CPU_ROW * (8 + (1 if k else 0))
+            least = -(-cfg["max_model_len"] // 64) + 2  # the planner's own minimum
+            for blocks, holds in ((max(use.peak + 1, least), True),
+                                  (max(use.peak // 3, least), None)):
+                cases.append({**case, "config": {**cfg, "host_pool_gib":
+                                                 blocks * stride / 2**30}})
+                tight.append(holds)
+        out = vllm_servers.call(version, driver, {"cases": cases, "jobs": 2}, timeout=600)
+        results = out["results"]
+        assert all("driver_error" not in r for r in results), version
+        held = [r["alloc_failures"] for r, h in zip(results, tight) if h]
+        short = [r["alloc_failures"] for r, h in zip(results, tight) if h is None]
+        assert held and all(n == 0 for n in held), (version, held)
+        assert any(n > 0 for n in short), (version, short)

@@ -33,30 +33,46 @@ def test_the_measured_step_is_the_itl_between_the_first_and_last_snapshot(folder
         measured_step(run, until_s=1.0)
 
 
-def _cli(folder: str, step_ms: float) -> dict:
-    """simulate --traffic's answer for the run's replay (the command-line path)."""
-    run = read_run(folder, TRACES)
+def _cli(run, step_ms: float) -> tuple[int, str]:
+    """simulate --traffic's answer for the run's replay (the command-line path): its exit
+    status and standard output (its error line when it declines)."""
     k = run.knobs
     out = subprocess.run(
         [sys.executable, "-m", "hisparse_model", "simulate", "--vllm", k.vllm_version,
          "--max-num-seqs", str(k.max_num_seqs), "--max-model-len", str(k.max_model_len),
          "--max-num-batched-tokens", str(k.max_num_batched_tokens), "--traffic", run.trace,
+         "--host-pool-gib", str(k.host_pool_gib),
          "--speed", str(run.run["speed"]), "--minutes", str(run.run["replay_seconds"] / 60),
-         "--step-ms", str(step_ms), "--json"], capture_output=True, text=True, check=True)
-    return json.loads(out.stdout)["seeds"][0]
+         "--step-ms", str(step_ms), "--json"], capture_output=True, text=True)
+    return out.returncode, out.stdout if out.returncode == 0 else out.stderr
 
 
-# (run, step time, crash time the model gives): at x6 request 72 (144 tokens) reaches an idle
-# server at 187.2 s / 6 = 31.2 s for fast steps; at the ~93 ms the x6 server measured it meets
-# running decodes and nothing crashes within the 40 s replayed
-@pytest.mark.parametrize("folder,step_ms,crash_s", [(X6, 10.0, 31.2), (X6, None, None),
-                                                    (X4, None, None)])
-def test_the_estimate_is_simulate_traffics(folder, step_ms, crash_s):
-    """The estimate equals simulate --traffic's for the same replay and step time."""
+def _with_pool(folder: str, gib: float):
     run = read_run(folder, TRACES)
+    run.knobs = run.knobs.replace(host_pool_gib=gib)
+    return run
+
+
+# (run, host pool GiB, step time, crash time the model gives): both runs had the
+# reproduction's 1 GiB (1,820 blocks), which their requests may outgrow (the model declines,
+# as simulate does); with the runner's 5 GiB, at x6 request 72 (144 tokens) reaches an idle
+# server at 187.2 s / 6 = 31.2 s for fast steps, and at the ~93 ms the x6 server measured
+# it meets running decodes and nothing crashes within the 40 s replayed
+@pytest.mark.parametrize("folder,gib,step_ms,crash_s", [
+    (X6, 1, None, None), (X4, 1, None, None), (X6, 5, 10.0, 31.2), (X6, 5, 93.0, None)])
+def test_the_estimate_is_simulate_traffics(folder, gib, step_ms, crash_s):
+    """The estimate equals simulate --traffic's for the same replay, pool and step time,
+    a refusal included."""
+    run = _with_pool(folder, gib)
     step_ms = measured_step(run).ms if step_ms is None else step_ms
-    est, cli = estimate(run, step_ms), _cli(folder, step_ms)
-    assert (est.crash_s is None) == (not cli["crashed"])
+    est, (status, text) = estimate(run, step_ms), _cli(run, step_ms)
+    if gib == 1:
+        assert est.declined and est.declined.startswith("host_pool_gib: 1 GiB (1820 host "
+                                                        "blocks) may run short serving")
+        assert status == 2 and text.strip().endswith(est.declined.split(": ", 1)[1])
+        return
+    cli = json.loads(text)["seeds"][0]
+    assert est.declined is None and (est.crash_s is None) == (not cli["crashed"])
     if crash_s is None:
         assert est.crash_s is None
         return
@@ -102,18 +118,25 @@ def test_the_step_before_the_replay_is_the_warmed_servers():
 
 
 def test_what_the_recorded_runs_say_against_the_model():
-    """At x6's 8.9 ms the model's crash is request 72 alone at 31.2 s (187.2 s / 6): the
-    server logged no error (it stalled before); at x4's in-replay 69.8 ms the model predicts
-    none within its 60 s, and none was logged.  The script prints one row per run."""
+    """Both runs had the reproduction's 1 GiB host pool (1,820 blocks), which the model
+    cannot promise held: at x6's 8.9 ms its requests can hold 1,827 blocks by engine step
+    656 (5.8 s), at x4's in-replay 69.8 ms 1,823 by step 125 (8.7 s), more than the 1,819
+    besides the null block, so it declines both (and at 5 GiB x6's crash is request 72
+    alone at 31.2 s: test_the_estimate_is_simulate_traffics); neither server logged an
+    error.  The script prints one row per run."""
     x6, x4 = compare(read_run(X6, TRACES)), compare(read_run(X4, TRACES))
-    est = x6["estimate"]
-    assert est["crash_s"] == pytest.approx(31.2, abs=0.01)
-    assert (est["scheduled"], est["kind"]) == ({72: 144}, "lone_prompt")
-    assert x4["estimate"]["crash_s"] is None
-    for row in (x6, x4):
+    for row, step, held, at in ((x6, 656, 1827, 5.8), (x4, 125, 1823, 8.7)):
+        est = row["estimate"]
+        assert est["crash_s"] is None and est["scheduled"] == {}
+        assert f"by engine step {step} its requests can hold {held} blocks" in est["declined"]
+        assert round(est["declined_s"], 1) == at
         assert row["observed"]["crash_s"] is None and row["observed"]["stop_capacity"] is None
         assert "crash_s_off_by" not in row
+    five = compare(_with_pool(X6, 5))["estimate"]  # the runner's pool now, at the same 8.9 ms
+    assert five["declined"] is None and five["crash_s"] == pytest.approx(31.2, abs=0.01)
+    assert (five["scheduled"], five["kind"]) == ({72: 144}, "lone_prompt")
     out = subprocess.run([sys.executable, str(HERE.parent / "scripts" / "serve_compare.py"),
                           X4, X6], capture_output=True, text=True, check=True).stdout
     assert out.count("| v0.31.0-s143-azure-") == 2
-    assert "| 8.9 ms (before the replay) | 31.19 s | {72: 144} | lone_prompt |" in out
+    assert ("| 8.9 ms (before the replay) | declines: the host pool may run short by 5.8 s "
+            "| - | - |") in out

@@ -147,7 +147,8 @@ def test_a_log_without_throughput_lines_is_refused(tmp_path):
 def _simulate(*args) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "hisparse_model", "simulate", "--traffic",
                            AZURE, "--minutes", "1", "--max-num-seqs", "64", "--max-model-len",
-                           "8192", *args], capture_output=True, text=True, cwd=ROOT)
+                           "8192", "--host-pool-gib", "512", *args], capture_output=True,
+                          text=True, cwd=ROOT)
 
 
 def test_simulate_says_which_step_time_it_used_and_its_value():

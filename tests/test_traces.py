@@ -93,8 +93,8 @@ def test_rate_resamples_a_trace_and_a_seed_varies_it():
 
 def test_a_replay_is_one_run_whatever_the_seeds():
     """The trace fixes everything a seed would vary: --seeds 8 serves one replay."""
-    est = estimate(Knobs(max_num_seqs=64, max_model_len=16384), load_traffic(AZURE), 2,
-                   seeds=8)
+    est = estimate(Knobs(max_num_seqs=64, max_model_len=16384, host_pool_gib=512),
+                   load_traffic(AZURE), 2, seeds=8)
     assert len(est.runs) == 1
 
 
@@ -158,7 +158,8 @@ def test_simulate_traffic_says_it_replays_the_trace(path, fmt):
     """The command line names the replay, its format and the one run."""
     out = subprocess.run([sys.executable, "-m", "hisparse_model", "simulate", "--traffic", path,
                           "--minutes", "1", "--max-num-seqs", "64", "--max-model-len",
-                          "163840", "--host-pool-gib", "2", "--speed", "4"], capture_output=True, text=True, cwd=ROOT)
+                          "163840", "--host-pool-gib", "512", "--speed", "4"],
+                         capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert f"(the trace's own arrival times ({fmt}) sped up x4)" in out.stdout
     assert "one replay (the trace fixes every arrival and length" in out.stdout

@@ -21,7 +21,7 @@ from hisparse_model.schedule.prefix_keys import block_keys, request_keys
 SWAP = ("ValueError: HiSparse swap rows exceed the configured speculative decode capacity: "
         "stop={}, capacity={}.")
 SERVE = dict(max_num_seqs=64, max_model_len=163840, max_num_batched_tokens=8192,
-             host_pool_gib=2)  # C = 64
+             host_pool_gib=512)  # C = 64
 SHAREGPT_SHAPED = {"rate_per_s": 10, "prompt_len": [
     {"min": 1, "max": 256, "weight": 3}, {"min": 257, "max": 2048, "weight": 5},
     {"min": 2049, "max": 16000, "weight": 2}], "max_tokens": 8}
@@ -320,7 +320,7 @@ def test_too_many_requests_for_prompt_ids(tmp_path):
 
 
 README_PLOT = ["simulate", "--max-num-seqs", "1024", "--max-num-batched-tokens", "8192",
-               "--max-model-len", "163840", "--host-pool-gib", "2", "--traffic",
+               "--max-model-len", "163840", "--host-pool-gib", "512", "--traffic",
                "hisparse_model/data/traffic-example.json", "--minutes", "30"]
 
 

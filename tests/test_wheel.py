@@ -108,7 +108,7 @@ def test_installed_wheel_answers_check_and_traffic(built):
     assert package.startswith(built["venv"]), package  # the wheel's copy, not the checkout
     example = os.path.join(package, "data", "traffic-example.json")
     traffic = _hisparse(built, "simulate", "--max-num-seqs", "1024", "--max-num-batched-tokens",
-                        "8192", "--max-model-len", "163840", "--host-pool-gib", "2", "--traffic", example,
+                        "8192", "--max-model-len", "163840", "--host-pool-gib", "512", "--traffic", example,
                         "--minutes", "1", "--seeds", "1")
     assert traffic.returncode == 0, traffic.stderr
     assert "of 1 seeds" in traffic.stdout or "of 1 seed" in traffic.stdout, traffic.stdout[:1500]

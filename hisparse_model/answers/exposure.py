@@ -67,8 +67,9 @@ from ..model.startup import startup_batches
 SCAN = 64  # step sizes asked past C + 1 before jumping to B (the predicate is a threshold)
 EXPOSURE_ASSUMPTIONS = (
     "exposure: any traffic the scheduler model can produce (prompts shorter than "
-    "max_model_len, arriving at any step, chunked prefill, prefix caching); the KV pool "
-    "never runs short (no preemption); start-up as predict models it",
+    "max_model_len, arriving at any step, chunked prefill, prefix caching); the KV pools, "
+    "the HiSparse host pool included, never run short (no preemption); start-up as predict "
+    "models it",
 )
 # What the verdict assumes of N > 1 ranks, beside EXPOSURE_ASSUMPTIONS
 EXPOSURE_DP_ASSUMPTION = (

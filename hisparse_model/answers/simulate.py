@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from ..schedule import data_parallel as dp
 from ..model.batches import Batch
 from ..model.knobs import Knobs
+from ..model.host_pool import HostPoolShort, HostUse
 from ..model.kv_pool import serving_shortfall
 from .lost import Lost, returned_and_lost
 from ..model.plan import Plan, plan
@@ -50,7 +51,9 @@ from ..schedule.workload import Workload
 
 SIMULATE_ASSUMPTIONS = ASSUMPTIONS[:2] + (
     "simulate: requests arrive before the engine step numbered arrival_step; async "
-    "scheduling on (vLLM's default here); the KV pools never run short (no preemption)",
+    "scheduling on (vLLM's default here); the KV pools never run short (no preemption): "
+    "a workload whose requests may outgrow host_pool_gib (each one's allocated blocks, a "
+    "whole prompt at admission, a copy-on-write tail) before its crash is declined",
     "simulate: the caller takes each engine step's outputs as they come; at a crash the "
     "previous step's outputs never reach it (lost: computed but never returned), and "
     "LLM.generate, which returns only at the end, would lose every output",
@@ -123,6 +126,21 @@ def serving_refusal(knobs: Knobs, workload: Workload, members=None) -> None:
             raise ValueError(short if members is None else f"DP rank {rank}: {short}")
 
 
+def host_refusal(knobs: Knobs, per_rank: list[list], served: list, crash) -> None:
+    """ValueError where a rank's host pool (each engine has its own) may run short before
+    the crash, or anywhere without one (``host_pool.HostUse``)."""
+    for rank, (steps, work) in enumerate(zip(per_rank, served)):
+        use = HostUse(knobs, [(r.prompt_len, r.max_tokens) for r in work.requests])
+        for st in steps:
+            if crash is not None and st.index > crash:
+                break
+            use.step(st)
+        short = use.refusal(crash)
+        if short:
+            raise short if len(served) == 1 else HostPoolShort(f"DP rank {rank}: {short}",
+                                                               short.step)
+
+
 def _lockstep(per_rank: list[list]):
     """(engine step, each rank's scheduler step or None) of every step some rank scheduled."""
     if len(per_rank) == 1:
@@ -172,6 +190,7 @@ def simulate(knobs: Knobs, workload: Workload, accepted=None) -> Schedule:
         if failed:
             crash = i  # that rank is dead; what the others do next is not modelled
             break
+    host_refusal(knobs, per_rank, served, crash)
     # What each rank's caller receives (lost.py); at a crash every rank stops in that step
     # (the survivors wait in its collectives), so no rank hands back the step before it.
     for rank, local in enumerate(members):

@@ -34,6 +34,7 @@ import os
 import random
 from dataclasses import dataclass, field
 
+from ..model.host_pool import HostUse
 from ..model.knobs import Knobs
 from ..schedule.shared_prompts import BlockPrompt
 from ..inputs.traffic_file import (  # noqa: F401 - the traffic a seed serves; re-exported for callers
@@ -148,10 +149,14 @@ def _arrivals(traffic: Traffic, rng: random.Random):
         yield t, traffic.prompt_len.draw(rng), traffic.max_tokens.draw(rng), None
 
 
-def first_crash(knobs: Knobs, workload: Workload, accepted=None):
+REPLAY = "the trace's replay"  # what a refusal calls a trace replayed at its own times
+
+
+def first_crash(knobs: Knobs, workload: Workload, accepted=None, what="this workload"):
     """``(engine step, error, scheduler Step, requests scheduled before it)`` of the first
     crash serving ``workload`` on one rank after a clean start-up (as ``simulate`` finds
-    it), or None."""
+    it), or None; ValueError where the host pool may run short first (``what``: the
+    workload, as the refusal names it)."""
     from ..model.plan import plan
     from ..schedule.scheduler import _Sim
     from ..schedule.scheduler_config import acceptance, scheduler_config
@@ -165,14 +170,23 @@ def first_crash(knobs: Knobs, workload: Workload, accepted=None):
     sim = _Sim(scheduler_config(knobs, p), workload, acceptance(accepted))
     c = p.swap_capacity
     seen: set[int] = set()  # requests some earlier step scheduled (their chunks)
+    host = HostUse(knobs, [(r.prompt_len, r.max_tokens) for r in workload.requests])
+    found = None
     for st in sim.lazily(workload):
         del sim.steps[:]  # nothing reads the list: keep memory flat over an hour
+        host.step(st)
         if st.num_tokens > c:
             error = route_step(p, st).error
             if error:
-                return st.index, error, st, seen
+                found = st.index, error, st, seen
+                break
         seen.update(st.scheduled)
-    return None
+    # short of host blocks before the crash, the schedule is not the model's to say; the
+    # pool it suggests is the peak of the whole schedule, the least that lets it answer
+    short = host.refusal(found[0] if found else None, what)
+    if short:
+        raise short
+    return found
 
 
 def crash_kind(st, workload: Workload, seen=frozenset()) -> str:
@@ -343,7 +357,8 @@ def serve_seed(job: tuple, seed: int) -> SeedRun:
         run.startup, run.error, run.kind = True, startup, "startup"
     elif not never and run.requests:  # never: no traffic crashes it, nothing to serve
         work = run.workload()
-        found = first_crash(knobs, work, accepted)
+        what = REPLAY if traffic.replayed else f"seed {seed}'s traffic"
+        found = first_crash(knobs, work, accepted, what=what)
         if found is not None:
             run.crash_step, run.error, st, seen = found
             run.kind, run.tokens = crash_kind(st, work, seen), st.num_tokens

@@ -25,10 +25,19 @@ Every computed page needs a host block, so vLLM refuses a pool that cannot hold 
 after the GPU pool's admission check, when the engine core sizes the KV cache.  The same
 in 0.32.0, 0.33.0 and 0.34.0 (vllm/v1/hisparse/layout.py:255-259@0.34.0 `increase host_pool_gib.`).
 
+Serving: every computed page takes a host block of the request
+(vllm/v1/core/single_type_kv_cache_manager.py:2242-2243 `Every page gets a host block`),
+and a request is admitted only when the host pool's free blocks cover its whole prompt
+(vllm/v1/core/kv_cache_manager.py:519-535 `if full_sequence_must_fit:`), the host group
+answering with an impossible count when they do not
+(vllm/v1/core/single_type_kv_cache_manager.py:2303-2306 `return self.coordinator.gpu_pool.num_gpu_blocks + 1`):
+short of host blocks, vLLM holds requests back or preempts, which the model does not
+model.  :class:`HostUse` bounds what the requests of a schedule can hold and says where
+the pool might run short; the model then declines to answer rather than guess.
+
 What the model does not cover: whether the machine's RAM can pin the pool (vLLM refuses
 one above 95 % of the available memory, vllm/v1/hisparse/runtime.py:190-199
-`def check_hisparse_host_memory`), and the pool running short while serving (the
-scheduler then holds requests back; the model assumes it never does).
+`def check_hisparse_host_memory`).
 """
 
 from __future__ import annotations
@@ -61,13 +70,17 @@ def blocks_needed(max_model_len: int) -> int:
     return _cdiv(max_model_len, BLOCK_SIZE) + SPARE_BLOCKS
 
 
-def smallest_pool_gib(max_model_len: int, k: int) -> float:
-    """The smallest ``host_pool_gib`` (to the hundredth of a GiB) vLLM starts with."""
-    need = blocks_needed(max_model_len)
+def gib_for_blocks(need: int, k: int) -> float:
+    """The smallest ``host_pool_gib`` (to the hundredth of a GiB) holding ``need`` blocks."""
     gib = _cdiv(need * host_block_bytes(k) * 100, GIB) / 100
     while host_blocks(gib, k) < need:  # the float's rounding, at most a step
         gib = round(gib + 0.01, 2)
     return gib
+
+
+def smallest_pool_gib(max_model_len: int, k: int) -> float:
+    """The smallest ``host_pool_gib`` (to the hundredth of a GiB) vLLM starts with."""
+    return gib_for_blocks(blocks_needed(max_model_len), k)
 
 
 def host_refusal(knobs) -> str | None:
@@ -84,3 +97,77 @@ def host_refusal(knobs) -> str | None:
             f"(\"HiSparse host pool has {have} blocks but max_model_len needs {need}; "
             f"increase host_pool_gib.\"); set host_pool_gib to at least "
             f"{smallest_pool_gib(length, k):g}{shorter}")
+
+
+class HostPoolShort(ValueError):
+    """The model declines: the host pool may run short by engine step ``step``."""
+
+    def __init__(self, text: str, step: int):
+        super().__init__(text)
+        self.step = step
+
+    def __reduce__(self):  # raised again in the parent of a forked seed (answers/forked.py)
+        return HostPoolShort, (str(self), self.step)
+
+
+class HostUse:
+    """The host blocks a schedule's requests can hold, engine step by engine step: a bound.
+
+    A request admitted at a step needs the host pool to cover its whole prompt
+    (``cdiv(prompt, 64)`` blocks, prefix hits included); once scheduled it holds the
+    blocks of every token allocated so far, ``cdiv(computed + scheduled + K, 64)``
+    (the drafter's K lookahead slots), and the model adds a copy-on-write tail of one
+    block.  It holds them until two steps after the step whose output finishes it (the
+    output is processed after the next step is scheduled, and a block an in-flight step
+    may still write is freed a step later: vllm/v1/core/sched/scheduler.py:2701-2710
+    `def _free_request_blocks`).  While the sum stays within the pool, less the null
+    block, no admission and no allocation can find the host pool short, so the schedule
+    is the model's; :attr:`short` is the first step where it does not hold.
+    """
+
+    def __init__(self, knobs, requests):
+        """``requests``: (prompt_len, max_tokens) of each request, by its index."""
+        k = knobs.num_speculative_tokens
+        self.k, self.gib, self.limit = k, knobs.host_pool_gib, knobs.max_model_len
+        self.blocks = host_blocks(knobs.host_pool_gib, k)
+        self.prompts = [p for p, _ in requests]
+        self.holds: dict = {}  # live request -> blocks it holds (tail included)
+        self.until: dict = {}  # finished request -> the last engine step it holds them
+        self.held = 0
+        self.peak = 0
+        self.short: tuple | None = None  # (engine step, blocks held) where the bound fails
+
+    def step(self, st) -> None:
+        """Account for one scheduled step (``index``, ``scheduled``, ``num_computed_before``,
+        ``finished``)."""
+        for i in [i for i, last in self.until.items() if last < st.index]:
+            del self.until[i]
+            self.held -= self.holds.pop(i)
+        for i, n in st.scheduled.items():
+            tokens = min(st.num_computed_before[i] + n + self.k, self.limit)
+            blocks = _cdiv(tokens, BLOCK_SIZE)
+            if i not in self.holds:  # admitted now: the whole prompt must fit
+                blocks = max(blocks, _cdiv(self.prompts[i], BLOCK_SIZE))
+            now = max(blocks + 1, self.holds.get(i, 0))
+            self.held += now - self.holds.get(i, 0)
+            self.holds[i] = now
+        for i in st.finished:
+            self.until[i] = st.index + 2
+        self.peak = max(self.peak, self.held)
+        if self.short is None and self.held > self.blocks - 1:
+            self.short = (st.index, self.held)
+
+    def refusal(self, before: int | None = None, what: str = "this workload"
+                ) -> HostPoolShort | None:
+        """Why the model declines (the pool may run short at or before engine step
+        ``before``, the crash; None: anywhere), or None."""
+        if self.short is None or (before is not None and self.short[0] > before):
+            return None
+        step, held = self.short
+        return HostPoolShort(f"host_pool_gib: {self.gib:g} GiB ({self.blocks} host blocks) may run short "
+                f"serving {what}: by engine step {step} its requests can hold {held} blocks "
+                "(the blocks of every token allocated, a whole prompt at admission, and a "
+                "copy-on-write tail each, until two steps after a request finishes), more "
+                f"than the {self.blocks - 1} besides the null block; the model assumes the host "
+                "pool never runs short (vLLM would hold requests back or preempt them): set "
+                f"host_pool_gib to at least {gib_for_blocks(self.peak + 1, self.k):g}", step)

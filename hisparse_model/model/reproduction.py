@@ -56,8 +56,8 @@ ASSUMPTIONS = (
     "JIT warmup's request cap and vLLM's one-request admission check are modelled); the "
     "pool never runs short while serving (a set pool that could is declined); the HiSparse "
     "host pool is host_pool_gib (the reproduction's 1 GiB unless set): vLLM's refusal of one "
-    "too small for a max_model_len request is modelled, and it never runs short while "
-    "serving either (vLLM would hold requests back); 0.34.0's "
+    "too small for a max_model_len request is modelled, and a workload whose requests may "
+    "outgrow it while serving is declined (vLLM would hold requests back); 0.34.0's "
     "extensible KV cache (on without num_gpu_blocks_override) is assumed supported, as on "
     "an H200, and its sizing warmup's blocks committable",
 )

@@ -28,9 +28,10 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from ..answers.traffic_risk import crash_kind, first_crash, generate
+from ..answers.traffic_risk import REPLAY, crash_kind, first_crash, generate
 from ..inputs.step_time import StepTime, parse_metrics, step_from_metrics
 from ..inputs.traffic_file import load_traffic
+from ..model.host_pool import HostPoolShort
 from ..model.knobs import Knobs
 
 ERROR = re.compile(r"stop=(\d+), capacity=(\d+)")
@@ -112,15 +113,22 @@ class Estimate:
     scheduled: dict  # request -> tokens of the crash step
     kind: str | None
     error: str | None
+    declined: str | None = None  # why the model does not answer (its host pool may run short)
+    declined_s: float | None = None  # from when (that engine step x step time)
 
 
 def estimate(run: ServeRun, step_ms: float) -> Estimate:
-    """The model's first crash for the run's replay at ``step_ms`` per engine step."""
+    """The model's first crash for the run's replay at ``step_ms`` per engine step (or why
+    it declines: a host pool that may run short first)."""
     traffic = load_traffic(run.trace, speed=float(run.run["speed"]))
     minutes = float(run.run["replay_seconds"]) / 60  # the requests the replay sent
     seed = generate(traffic, minutes, 0, step_ms, run.knobs.max_model_len)
     work = seed.workload()
-    found = first_crash(run.knobs, work)
+    try:
+        found = first_crash(run.knobs, work, what=REPLAY)
+    except HostPoolShort as exc:  # the host pool may run short first: no answer
+        return Estimate(step_ms, None, {}, None, None, declined=str(exc),
+                        declined_s=exc.step * step_ms / 1000)
     if found is None:
         return Estimate(step_ms, None, {}, None, None)
     step, error, st, seen = found

@@ -31,11 +31,14 @@ SLIDERS = ("max_num_seqs", "max_num_batched_tokens", "num_speculative_tokens", "
 OVERRIDES = TOGGLES[1:] + SLIDERS  # knobs that, once moved, override a pasted command's value
 COMMAND_HELP = ("a vllm serve command (read as `check` reads it); empty: the knobs below. "
                 "vllm_version picks the release; a knob you move overrides the command's")
-# HiSparse on through its connector, with a host pool for serve's default max_model_len:
-# 2 GiB = 3,640 blocks >= cdiv(163840, 64) + 2 = 2,562 (model/host_pool.py)
+# HiSparse on through its connector (vLLM needs its host_pool_gib: model/host_pool.py),
+# with a host pool the bundled example traffic cannot outgrow at serve's defaults: its
+# seeds' requests can hold up to 393 GiB in 30 minutes at S 1024 by the model's bound
+# (2 GiB, enough to start with max_model_len 163,840, runs short within seconds)
+POOL = "host_pool_gib"
 SERVE_DEFAULT = ("vllm serve deepseek-ai/DeepSeek-V3.2 --kv-transfer-config "
                  """'{"kv_connector": "HiSparseConnector", "kv_role": "kv_both", """
-                 """"kv_connector_extra_config": {"host_pool_gib": 2}}'""")
+                 """"kv_connector_extra_config": {"host_pool_gib": 512}}'""")
 
 
 class ExposureDashboard(Dashboard):
@@ -74,7 +77,10 @@ class ExposureDashboard(Dashboard):
     def _apply_command(self) -> None:
         self._applying = True
         try:
+            last = self.opened_at.get(POOL)
             self.opened_at = show_command(self.controls)
+            if last is not None:  # an empty box: the knobs keep the last command's pool
+                self.opened_at.setdefault(POOL, last)
         finally:
             self._applying = False
         self.update()
@@ -84,7 +90,7 @@ class ExposureDashboard(Dashboard):
         dashboard opened overriding the command's value; else the knobs."""
         command = str(self.value("command")).strip()
         if not command:
-            return knobs_with_a_pool(self.knobs())
+            return knobs_with_a_pool(self.knobs(), self.opened_at.get(POOL))
         try:
             argv = shlex.split(command)
         except ValueError as exc:
@@ -127,10 +133,13 @@ class ExposureDashboard(Dashboard):
         return ""
 
 
-def knobs_with_a_pool(knobs) -> tuple:
+def knobs_with_a_pool(knobs, last: float | None) -> tuple:
     """(knobs, source) for the knobs alone: the dashboard has no host-pool control, so the
-    pool is the smallest whole GiB holding one max_model_len request (at least the
-    reproduction's 1 GiB), and the source says so when it is more."""
+    pool is the last pasted command's (``last``), else the smallest whole GiB holding one
+    max_model_len request (at least the reproduction's 1 GiB); the source says which."""
+    if last is not None:
+        return (knobs.replace(host_pool_gib=last),
+                f"the knobs below, with the last command's {last:g} GiB host pool")
     gib = max(1, math.ceil(smallest_pool_gib(knobs.max_model_len, knobs.num_speculative_tokens)))
     if gib == knobs.host_pool_gib:
         return knobs, "the knobs below"
@@ -155,7 +164,10 @@ def show_command(controls: dict) -> dict:
         if n in SLIDERS:
             widen_to(c, shown)
         c.value = shown
-    return {n: controls[n].value for n in OVERRIDES}
+    shown = {n: controls[n].value for n in OVERRIDES}
+    if knobs is not None:  # no control shows the host pool: kept for the knobs (below)
+        shown[POOL] = knobs.host_pool_gib
+    return shown
 
 
 def _picture(p, exp) -> str:
