@@ -295,7 +295,7 @@ def test_vllms_scheduler_runs_short_of_a_1_gib_host_pool_not_of_the_runners(vllm
     k = knobs(143)
     sent = serve_run.requests_of(TRACE, 4, k, 240)
     gib = serve_run.host_pool_gib_for(sent, k)
-    runner_blocks = gib * 2**30 // serve_run.HOST_BLOCK_BYTES  # 5 x 2**30 // 589,824
+    runner_blocks = host_blocks(gib, 0)  # 5 x 2**30 // 589,824
     assert runner_blocks == 9102
     work = [{"prompt_token_ids": r["prompt"], "max_tokens": r["max_tokens"],
              "arrival_step": int(r["due_s"] * 1000 / step_ms)} for r in sent]
