@@ -117,6 +117,7 @@ def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: s
     read: dict = {}
     ignored: list[str] = []
     hisparse = ""  # where HiSparse is switched on
+    connector = False  # the HiSparseConnector is configured (it carries the host pool)
 
     def spell(name: str) -> str:  # as the user wrote it: a flag, or a file's key
         return "--" + name.replace("_", "-") if serve else name
@@ -172,6 +173,7 @@ def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: s
                     continue  # null: off (hisparse_config.py), unless a connector switches it on
                 elif key == "hisparse_config" or config.get(key) == "HiSparseConnector":
                     hisparse = hisparse or here  # switches HiSparse on
+                    connector = connector or key == "kv_connector"
                 elif allowed[key] is None:
                     ignored.append(here)
         elif name in by_field:
@@ -195,7 +197,7 @@ def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: s
         raise ValueError("HiSparse is off in these settings (no --attention-config with "
                          "hisparse_config, no --kv-transfer-config with HiSparseConnector): "
                          "the off-by-one cannot happen; the model covers HiSparse engines")
-    host_pool_refusal(settings, values, spell("kv_transfer_config"))
+    host_pool_refusal(connector, values, spell("kv_transfer_config"))
     return resolve_defaults(values, read, ignored, vllm_version, source, hisparse)
 
 
@@ -208,7 +210,7 @@ def connector_extra(where: str, extra) -> dict:
     return extra
 
 
-def host_pool_refusal(settings: dict, values: dict, where: str) -> None:
+def host_pool_refusal(connector: bool, values: dict, where: str) -> None:
     """Refuse HiSparse without a host pool, as vLLM's engine core does when it sizes the
     KV cache: HiSparse on without the HiSparseConnector (vllm/v1/hisparse/layout.py:85-88
     `HiSparse requires HiSparseConnector with host_pool_gib`), or the connector without
@@ -216,13 +218,10 @@ def host_pool_refusal(settings: dict, values: dict, where: str) -> None:
     vLLM has no default size for the pool."""
     if "host_pool_gib" in values:
         return
-    connector = (settings.get("kv_transfer_config") or {})
-    if isinstance(connector, str):
-        connector = json_config(where, connector)
     # a pool that holds one request of the command's max_model_len, in whole GiB
     gib = math.ceil(smallest_pool_gib(values.get("max_model_len", MODEL_MAX_LEN),
                                       values.get("num_speculative_tokens", 0)))
-    if connector.get("kv_connector") != "HiSparseConnector":
+    if not connector:
         raise ValueError(f"{where}: HiSparse needs the HiSparseConnector and its host pool, "
                          "else vLLM refuses to start (\"HiSparse requires HiSparseConnector "
                          "with host_pool_gib\"): add --kv-transfer-config '{\"kv_connector\": "

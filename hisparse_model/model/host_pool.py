@@ -42,11 +42,10 @@ one above 95 % of the available memory, vllm/v1/hisparse/runtime.py:190-199
 
 from __future__ import annotations
 
+from .knobs import BF16_BYTES, model_config
 from .kv_pool import attention_layers
 from .reproduction import BLOCK_SIZE
 
-MLA_ROW_VALUES = 576  # kv_lora_rank 512 + qk_rope_head_dim 64 (data/dsv32-config.json)
-BF16_BYTES = 2
 GIB = 2**30
 SPARE_BLOCKS = 2  # the null block and a copy-on-write tail
 
@@ -55,9 +54,15 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def mla_row_values() -> int:
+    """Values of one token's MLA row: kv_lora_rank 512 + qk_rope_head_dim 64 (the config's)."""
+    config = model_config()
+    return config["kv_lora_rank"] + config["qk_rope_head_dim"]
+
+
 def host_block_bytes(k: int) -> int:
     """Bytes of one host block: a 64-token page of every sparse-attention layer's MLA rows."""
-    return BLOCK_SIZE * attention_layers(k) * MLA_ROW_VALUES * BF16_BYTES
+    return BLOCK_SIZE * attention_layers(k) * mla_row_values() * BF16_BYTES
 
 
 def host_blocks(gib: float, k: int) -> int:
