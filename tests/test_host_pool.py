@@ -190,7 +190,7 @@ def test_the_host_bound_of_a_schedule(reqs, s, b, peak):
     work = Workload.from_json({"requests": [{"prompt_len": p, "max_tokens": m,
                                              "arrival_step": a} for p, m, a in reqs]})
     knobs = Knobs(max_num_seqs=s, max_num_batched_tokens=b, max_model_len=2048)
-    use = HostUse(knobs, [(p, m) for p, m, _ in reqs])
+    use = HostUse(knobs, [p for p, _, _ in reqs])
     for st in schedule(SchedulerConfig(max_num_seqs=s, max_num_batched_tokens=b,
                                        max_model_len=2048, num_speculative_tokens=0,
                                        enable_prefix_caching=True, vllm_version="0.31.0"),
@@ -246,8 +246,7 @@ def test_vllms_scheduler_never_finds_short_a_pool_the_model_says_holds(vllm_serv
             knobs = Knobs(max_num_seqs=cfg["max_num_seqs"], num_speculative_tokens=k,
                           max_num_batched_tokens=cfg["max_num_batched_tokens"],
                           max_model_len=cfg["max_model_len"])
-            use = HostUse(knobs, [(len(r["prompt_token_ids"]), r["max_tokens"])
-                                  for r in case["workload"]])
+            use = HostUse(knobs, [len(r["prompt_token_ids"]) for r in case["workload"]])
             for st in model_steps(case):
                 use.step(type("St", (), {"index": st["index"], "scheduled": st["scheduled"],
                                          "num_computed_before": st["computed_before"],

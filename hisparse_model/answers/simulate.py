@@ -130,7 +130,7 @@ def host_refusal(knobs: Knobs, per_rank: list[list], served: list, crash) -> Non
     """ValueError where a rank's host pool (each engine has its own) may run short before
     the crash, or anywhere without one (``host_pool.HostUse``)."""
     for rank, (steps, work) in enumerate(zip(per_rank, served)):
-        use = HostUse(knobs, [(r.prompt_len, r.max_tokens) for r in work.requests])
+        use = HostUse(knobs, [r.prompt_len for r in work.requests])
         for st in steps:
             if crash is not None and st.index > crash:
                 break

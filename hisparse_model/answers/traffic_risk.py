@@ -170,7 +170,7 @@ def first_crash(knobs: Knobs, workload: Workload, accepted=None, what="this work
     sim = _Sim(scheduler_config(knobs, p), workload, acceptance(accepted))
     c = p.swap_capacity
     seen: set[int] = set()  # requests some earlier step scheduled (their chunks)
-    host = HostUse(knobs, [(r.prompt_len, r.max_tokens) for r in workload.requests])
+    host = HostUse(knobs, [r.prompt_len for r in workload.requests])
     found = None
     for st in sim.lazily(workload):
         del sim.steps[:]  # nothing reads the list: keep memory flat over an hour

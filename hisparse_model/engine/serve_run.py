@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import subprocess
@@ -39,7 +40,7 @@ import urllib.request
 
 from ..model.knobs import Knobs
 from ..model.plan import plan
-from ..model.host_pool import GIB, SPARE_BLOCKS, host_block_bytes
+from ..model.host_pool import SPARE_BLOCKS, gib_for_blocks
 from ..model.reproduction import BLOCK_SIZE
 from .llm_args import write_model_dir
 from .serve_cli import SERVED_NAME, VLLM_MAIN, serve_flags
@@ -96,8 +97,7 @@ def host_pool_gib_for(requests: list[dict], knobs: Knobs) -> int:
     1-GiB pool (1,820 blocks, 116,480 tokens) is less than a burst of the Azure trace."""
     blocks = sum(-(-(r["prompt_len"] + r["max_tokens"]) // BLOCK_SIZE) for r in requests)
     blocks += sum(k * -(-(p + WARM_TOKENS) // BLOCK_SIZE) for p, k in warm_waves(knobs))
-    stride = host_block_bytes(knobs.num_speculative_tokens)
-    return -(-(blocks + SPARE_BLOCKS) * stride // GIB) + 1
+    return math.ceil(gib_for_blocks(blocks + SPARE_BLOCKS, knobs.num_speculative_tokens)) + 1
 
 
 def requests_of(trace: str, speed: float, knobs: Knobs, seconds: float) -> list[dict]:

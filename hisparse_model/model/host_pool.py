@@ -130,12 +130,12 @@ class HostUse:
     is the model's; :attr:`short` is the first step where it does not hold.
     """
 
-    def __init__(self, knobs, requests):
-        """``requests``: (prompt_len, max_tokens) of each request, by its index."""
+    def __init__(self, knobs, prompt_lens):
+        """``prompt_lens``: each request's prompt length, by its index."""
         k = knobs.num_speculative_tokens
         self.k, self.gib, self.limit = k, knobs.host_pool_gib, knobs.max_model_len
         self.blocks = host_blocks(knobs.host_pool_gib, k)
-        self.prompts = [p for p, _ in requests]
+        self.prompts = list(prompt_lens)
         self.holds: dict = {}  # live request -> blocks it holds (tail included)
         self.until: dict = {}  # finished request -> the last engine step it holds them
         self.held = 0
