@@ -9,7 +9,9 @@ default and meaning in ``--help``) and vLLM's own flag names (``vllm_flags.KNOB_
 from __future__ import annotations
 
 import argparse
+import math
 
+from .boundary.numbers import Range, parse
 from .model.knobs import VLLM_VERSIONS, Knobs, knob_specs
 from .inputs.vllm_flags import KNOB_FLAGS
 
@@ -29,19 +31,54 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _typed(name: str, kind: type):
+    """A knob's flag: the number it says (finite: the knob's declaration checks its range,
+    naming the knob), or its text."""
     def convert(text: str):
-        if kind is int:
-            try:
-                return int(text)
-            except ValueError:
-                raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}")
-        if kind is float:
-            try:
-                return float(text)
-            except ValueError:
-                raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}")
-        return text
+        if kind not in (int, float):
+            return text
+        try:
+            return parse(text, Range(kind, -math.inf, math.inf), name)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
     return convert
+
+
+def ranged(rng: Range):
+    """An option's number, checked against its declared :class:`Range` as it is parsed
+    (argparse names the option: "argument --minutes: must be > 0 and <= 10080 ...")."""
+    def convert(text: str):
+        try:
+            return parse(text, rng)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    convert.__name__ = rng.kind.__name__  # argparse names the type in its own errors
+    return convert
+
+
+def option_ranges() -> dict[str, Range]:
+    """Every numeric option's range, declared once (the knobs' flags are ranged by the knobs'
+    own declarations); ``build_parser`` types each option with it."""
+    from .answers.traffic_risk import MAX_MINUTES, MAX_SEEDS
+    from .inputs.step_time import METRICS_RANGE
+    from .inputs.traffic_file import MAX_RATE_PER_S, MAX_SPEED
+
+    return {
+        "--minutes": Range(float, 0, MAX_MINUTES, "a week of traffic per seed", low_open=True),
+        "--rate": Range(float, 0, MAX_RATE_PER_S, "250 new requests in every 25-ms engine "
+                        "step: no server sees more", low_open=True),
+        "--speed": Range(float, 0, MAX_SPEED, "a day of a trace replayed in under a "
+                         "second", low_open=True),
+        "--seeds": Range(int, 1, MAX_SEEDS, "the share of seeds crashed is then known to a "
+                         "tenth of a percent"),
+        "--seed": Range(int, 0, 2**32 - 1, "a 32-bit seed"),
+        "--step-ms": Range(float, 0, 60_000, "a minute per engine step", low_open=True),
+        "--metrics-seconds": METRICS_RANGE,
+        "--jobs": Range(int, 1, 1024, "processes on one machine"),
+        # 0 .. num_speculative_tokens, which cli._check_accepted says with K
+        "--accepted": Range(int, -math.inf, math.inf),
+        "--timeout": Range(float, 0, 86_400, "a day per engine child", low_open=True),
+        "--live-jobs": Range(int, 1, 64, "engines on one GPU"),
+    }
 
 
 def _int_list(text: str) -> list[int]:
@@ -107,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="hisparse",
                      description="Exact model of vLLM HiSparse buffer sizing and routing.")
     sub = parser.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+    ranges = option_ranges()
 
     p = sub.add_parser("predict", help="sizes, start-up and each prompt served alone")
     add_knob_args(p, "predict")
@@ -125,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
                        'line) with --rate, or a trace with arrival times, replayed: Azure CSV '
                        '(TIMESTAMP,ContextTokens,GeneratedTokens), Mooncake JSONL (timestamp '
                        'ms, input_length, output_length), JSON Lines with arrival_s')
-    p.add_argument("--accepted", type=int, default=None, metavar="N",
+    p.add_argument("--accepted", type=ranged(ranges["--accepted"]), default=None, metavar="N",
                    help="MTP drafts accepted per verify step (default 0: dummy weights)")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.add_argument("--check", action="store_true", help="exit 1 when the workload crashes "
@@ -133,29 +171,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--full", action="store_true", help="do not fold similar steps")
     from .answers.traffic_risk import SEEDS, STEP_MS
     traffic = p.add_argument_group("with --traffic")
-    traffic.add_argument("--minutes", type=float, default=60.0,
+    traffic.add_argument("--minutes", type=ranged(ranges["--minutes"]), default=60.0,
                          help="minutes of traffic per seed (default: 60)")
-    traffic.add_argument("--rate", type=float, default=None, metavar="R",
+    traffic.add_argument("--rate", type=ranged(ranges["--rate"]), default=None, metavar="R",
                          help="requests per second (default: the file's rate_per_s); for a "
                          "trace with arrival times: Poisson arrivals at R, the trace's lengths")
-    traffic.add_argument("--speed", type=float, default=None, metavar="X",
+    traffic.add_argument("--speed", type=ranged(ranges["--speed"]), default=None, metavar="X",
                          help="a trace with arrival times is replayed X times as fast "
                          "(default 1: its own times)")
-    traffic.add_argument("--seeds", type=int, default=SEEDS,
+    traffic.add_argument("--seeds", type=ranged(ranges["--seeds"]), default=SEEDS,
                          help=f"seeds to serve (default: {SEEDS})")
-    traffic.add_argument("--seed", type=int, default=0, help="the first seed (default: 0)")
-    traffic.add_argument("--step-ms", type=float, default=None,
+    traffic.add_argument("--seed", type=ranged(ranges["--seed"]), default=0, help="the first seed (default: 0)")
+    traffic.add_argument("--step-ms", type=ranged(ranges["--step-ms"]), default=None,
                          help=f"time of one engine step (default: read from the server with "
                          f"the next two options, else {STEP_MS:g} ms, assumed)")
     traffic.add_argument("--step-ms-from-metrics", metavar="URL", default=None,
                          help="read the step time from a running vLLM's /metrics (read twice, "
                          "--metrics-seconds apart: mean inter-token latency)")
-    traffic.add_argument("--metrics-seconds", type=float, default=None, metavar="S",
+    traffic.add_argument("--metrics-seconds", type=ranged(ranges["--metrics-seconds"]),
+                         default=None, metavar="S",
                          help="seconds between the two reads of /metrics (default: 10)")
     traffic.add_argument("--step-ms-from-log", metavar="FILE", default=None,
                          help="read the step time from a vLLM log's periodic 'Avg prompt "
                          "throughput ... Running: N reqs' lines")
-    traffic.add_argument("--jobs", type=int, default=None,
+    traffic.add_argument("--jobs", type=ranged(ranges["--jobs"]), default=None,
                          help="seeds served at once (default: one per CPU core)")
     traffic.add_argument("--plot", metavar="FILE.svg", default=None,
                          help="write the crash probability against time as an SVG picture")
@@ -195,8 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None)
     p.add_argument("--sweep", default=None, help="JSON list of configurations, one child each")
     p.add_argument("--out-dir", default=None, help="with --sweep: where recordings go")
-    p.add_argument("--timeout", type=float, default=600.0,
+    p.add_argument("--timeout", type=ranged(ranges["--timeout"]), default=600.0,
                    help="seconds per child, counted from when it holds the GPU start-up lock")
-    p.add_argument("--jobs", type=int, default=1, help="with --sweep: children at once on one GPU")
+    p.add_argument("--jobs", type=ranged(ranges["--live-jobs"]), default=1,
+                   help="with --sweep: children at once on one GPU")
     from .app import add_parser as _app_parser; _app_parser(sub)  # noqa: E702
     return parser

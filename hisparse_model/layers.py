@@ -10,6 +10,7 @@ import ast
 import pathlib
 
 LAYERS = (  # (subpackage, what it is for); "" is the package's top: its face and entry points
+    ("boundary", "every file, stream, URL and number read: bounded, one-line refusals"),
     ("model", "one engine configuration: knobs to sizes, start-up batches, one batch's route"),
     ("schedule", "requests over engine steps: workloads, vLLM's scheduler, serving, DP sync"),
     ("inputs", "what the user gives: commands, vLLM's flags, start-up logs, traces, a server"),

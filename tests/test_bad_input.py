@@ -227,10 +227,12 @@ def _knob_cases():
                                  ("abc", 2), ("", 2), ("1e3", 2), ("9" * 5000, 2)):
                 yield spec.name, [f, text], status
         elif spec.kind is float:
-            # a positive finite number (host_pool_gib): 1e30 GiB answers, since the model
-            # does not know the machine's RAM (vLLM pins the pool in it, model/host_pool.py);
-            # 9...9 (5,000 digits) reads as inf
-            for text, status in (("-1", 2), ("0", 2), ("1e30", 0), ("1.5", 0), ("abc", 2),
+            # a positive finite number up to its declared maximum (host_pool_gib: 32,768 GiB,
+            # the largest servers' memory): 32768 answers, 32768.5 and 1e30 do not, 1e300 is
+            # no OverflowError; 9...9 (5,000 digits) reads as inf
+            top = spec.maximum
+            for text, status in (("-1", 2), ("0", 2), (str(top), 0), (f"{top}.5", 2),
+                                 ("1e30", 2), ("1e300", 2), ("1.5", 0), ("abc", 2),
                                  ("", 2), ("nan", 2), ("inf", 2), ("9" * 5000, 2)):
                 yield spec.name, [f, text], status
         elif spec.kind is bool:

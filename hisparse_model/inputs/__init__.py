@@ -6,6 +6,9 @@
 :mod:`.traces`) and the step time of a running server (:mod:`.step_time`).  Each refuses bad
 input in one line naming the value.
 
-Imports: :mod:`hisparse_model.model` and :mod:`hisparse_model.schedule`.  A new input
-format goes here.
+Every byte and number comes in through :mod:`hisparse_model.boundary` (bounded reads, one
+HTTP fetch, ranged numbers).
+
+Imports: :mod:`hisparse_model.boundary`, :mod:`hisparse_model.model` and
+:mod:`hisparse_model.schedule`.  A new input format goes here.
 """

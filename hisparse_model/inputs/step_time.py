@@ -31,17 +31,23 @@ import math
 import re
 import statistics
 import time
-import urllib.request
 from dataclasses import dataclass
 
+from ..boundary import http
+from ..boundary.files import InputError
+from ..boundary.limits import METRICS
+from ..boundary.numbers import Range
 from .log_text import read_log
 
 ITL = "vllm:inter_token_latency_seconds"
 ITERATIONS = "vllm:iteration_tokens_total"
-LOG_LINE = re.compile(r"Avg prompt throughput: ([\d.]+) tokens/s, Avg generation throughput: "
-                      r"([\d.]+) tokens/s, Running: (\d+) reqs")
+_RATE = r"(\d+(?:\.\d+)?)"  # vLLM prints %.1f: one number, not "1.2.3"
+LOG_LINE = re.compile(rf"Avg prompt throughput: {_RATE} tokens/s, Avg generation throughput: "
+                      rf"{_RATE} tokens/s, Running: (\d+) reqs")
 SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)(?:\s+\d+)?$")
 METRICS_SECONDS = 10.0  # between the two reads of /metrics
+METRICS_RANGE = Range(float, 0, 600, "ten minutes: the step time of a server under load is "
+                      "read in seconds", low_open=True)
 
 
 class StepTimeError(ValueError):
@@ -60,7 +66,10 @@ class StepTime:
 
 def parse_metrics(text: str) -> dict[str, float]:
     """Prometheus text: ``{metric name: value summed over its label sets}`` (comments and
-    the ``_created`` timestamps skipped)."""
+    the ``_created`` timestamps skipped).  A sample that is not a finite number (``NaN``,
+    ``+Inf``) makes its metric unreadable: it is kept as NaN, which
+    :func:`step_from_metrics` names, rather than dropped (a dropped first read would count
+    the whole counter since start-up as the interval)."""
     out: dict[str, float] = {}
     for line in text.splitlines():
         line = line.strip()
@@ -69,9 +78,14 @@ def parse_metrics(text: str) -> dict[str, float]:
         m = SAMPLE.match(line)
         if m is None:
             raise StepTimeError(f"/metrics: not a Prometheus sample line: {line[:80]!r}")
-        name, value = m.group(1), float(m.group(3))
-        if not name.endswith("_created") and math.isfinite(value):
-            out[name] = out.get(name, 0.0) + value
+        name = m.group(1)
+        try:
+            value = float(m.group(3))
+        except ValueError:
+            raise StepTimeError(f"/metrics: {name}: {m.group(3)[:40]!r} is not a number"
+                                ) from None
+        if not name.endswith("_created"):
+            out[name] = out.get(name, 0.0) + (value if math.isfinite(value) else math.nan)
     return out
 
 
@@ -81,7 +95,19 @@ def step_from_metrics(before: dict[str, float], after: dict[str, float], seconds
     def delta(name: str) -> float:
         if name not in after:
             raise StepTimeError(f"{source}: no {name} (is it a vLLM server's /metrics?)")
-        return after[name] - before.get(name, 0.0)
+        if name not in before:
+            raise StepTimeError(f"{source}: {name} is in the second read only (a server "
+                                "restarted between the reads?); read it again")
+        for read, value in (("first", before[name]), ("second", after[name])):
+            if not math.isfinite(value):
+                raise StepTimeError(f"{source}: {name} is {value} in the {read} read (not a "
+                                    "finite count); read it again, or give --step-ms")
+        d = after[name] - before[name]
+        if d < 0:
+            raise StepTimeError(f"{source}: {name} went backwards between the reads "
+                                f"({before[name]:g}, then {after[name]:g}): the server "
+                                "restarted, or two servers answer this URL; read it again")
+        return d
 
     tokens, latency = delta(ITL + "_count"), delta(ITL + "_sum")
     steps = delta(ITERATIONS + "_count")
@@ -101,8 +127,14 @@ def step_from_metrics(before: dict[str, float], after: dict[str, float], seconds
 def from_metrics(url: str, seconds: float = METRICS_SECONDS, *, fetch=None,
                  clock=time.monotonic, sleep=time.sleep) -> StepTime:
     """Read ``url`` (a server's /metrics) twice ``seconds`` apart; the step time."""
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise StepTimeError(f"--metrics-seconds {seconds:g}: must be a number > 0")
+    try:
+        METRICS_RANGE.check(seconds, "--metrics-seconds")
+    except ValueError as exc:
+        raise StepTimeError(str(exc)) from None
+    try:  # the URL before the first read, not after a sleep
+        http.check_url(url, "--step-ms-from-metrics")
+    except InputError as exc:
+        raise StepTimeError(str(exc)) from None
     fetch = fetch or _fetch
     first, t0 = parse_metrics(fetch(url)), clock()
     sleep(seconds)
@@ -111,20 +143,24 @@ def from_metrics(url: str, seconds: float = METRICS_SECONDS, *, fetch=None,
 
 
 def _fetch(url: str) -> str:
-    if not url.startswith(("http://", "https://")):
-        raise StepTimeError(f"--step-ms-from-metrics {url}: give an http:// or https:// URL")
+    """One read of /metrics through the input boundary's HTTP fetch (no redirect followed,
+    one deadline, the body bounded)."""
     try:
-        with urllib.request.urlopen(url, timeout=10) as r:
-            return r.read().decode("utf-8")
-    except (OSError, ValueError) as exc:
-        raise StepTimeError(f"--step-ms-from-metrics {url}: {exc}") from None
+        body = http.fetch(url, "--step-ms-from-metrics", METRICS)
+    except InputError as exc:
+        raise StepTimeError(str(exc)) from None
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise StepTimeError(f"--step-ms-from-metrics {url}: not UTF-8 text (offset "
+                            f"{exc.start}): is it a vLLM server's /metrics?") from None
 
 
 def from_log(path: str) -> StepTime:
     """The median over vLLM's periodic throughput lines in ``path`` (module docstring)."""
     try:  # read as check --from-log reads a log: gzipped, coloured, CR-only, stdin (-)
         lines = read_log(path).splitlines()
-    except ValueError as exc:
+    except InputError as exc:
         raise StepTimeError(f"--step-ms-from-log: {exc}") from None
     said = [(float(g), int(n)) for m in map(LOG_LINE.search, lines) if m
             for _, g, n in [m.groups()]]

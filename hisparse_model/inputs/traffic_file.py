@@ -19,11 +19,13 @@ row and column: ``traces.py``).
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
 from dataclasses import dataclass
 
+from ..boundary.files import InputError
 from ..model.knobs import MODEL_MAX_LEN
 from ..schedule.workload import WorkloadError, short_repr
 
@@ -33,6 +35,7 @@ DESCRIPTION_KEYS = ("rate_per_s", "prompt_len", "max_tokens")
 # What no server could see, refused with its bound rather than run (each a one-line refusal)
 MAX_RATE_PER_S = 10_000  # requests/s: 250 new requests in every 25-ms engine step
 MAX_OUTPUT_LEN = MODEL_MAX_LEN  # no request generates more tokens than the model's context
+MAX_SPEED = 1e6  # a trace replayed a million times as fast: a day in under a tenth of a second
 
 
 class TrafficError(WorkloadError):
@@ -176,20 +179,23 @@ def load_traffic(path: str, rate_per_s: float | None = None,
     file's (and is needed for untimed JSON Lines, which carry no rate).  A trace with
     arrival times (``traces.py``) is replayed at its own times divided by ``speed``, or,
     given ``rate_per_s``, its lengths are served at Poisson arrivals of that rate."""
-    from .traces import TraceError, read_trace
+    from .traces import read_rows, text_lines, trace_format
 
     name = f"traffic {path}"
-    try:
-        trace = read_trace(path)
-        with open(path, encoding="utf-8-sig") as f:
-            text = f.read() if trace is None else ""
-    except UnicodeDecodeError as exc:
-        raise TrafficError(f"{name}: not UTF-8 text (offset {exc.start})") from None
-    except OSError as exc:  # gzip's BadGzipFile and EOFError are OSError / EOFError
-        raise TrafficError(f"{name}: {exc.strerror or exc}") from None
-    except EOFError:
-        raise TrafficError(f"{name}: a gzip file cut short") from None
-    except TraceError as exc:
+    trace, text = None, ""
+    try:  # read once, through the input boundary: a trace row by row, other files whole
+        numbered = text_lines(path, name)
+        head = []
+        for number, line in numbered:
+            head.append(line)
+            if line.strip():
+                fmt = trace_format(line)
+                if fmt is not None:
+                    trace = read_rows(path, fmt, line, numbered)
+                break
+        if trace is None:
+            text = "\n".join(itertools.chain(head, (line for _, line in numbered)))
+    except InputError as exc:  # a trace's row (TraceError) or the file itself
         raise TrafficError(str(exc)) from None
     rate = None if rate_per_s is None else _rate(rate_per_s, "--rate")
     if speed is not None:
@@ -199,8 +205,9 @@ def load_traffic(path: str, rate_per_s: float | None = None,
         if rate is not None:
             raise TrafficError(f"--speed {speed:g} and --rate {rate:g}: give one (--speed "
                                "keeps the trace's times, --rate draws new ones)")
-        if not (isinstance(speed, (int, float)) and math.isfinite(speed) and speed > 0):
-            raise TrafficError(f"--speed {speed:g}: must be a number > 0")
+        if not (isinstance(speed, (int, float)) and math.isfinite(speed)
+                and 0 < speed <= MAX_SPEED):
+            raise TrafficError(f"--speed {speed:g}: must be a number > 0 and <= {MAX_SPEED:g}")
     if trace is not None:
         return _trace_traffic(trace, rate, speed or 1.0)
     try:

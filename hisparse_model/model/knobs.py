@@ -36,8 +36,13 @@ CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PI
 # (max_position_embeddings 163840, no rope-scaling growth).
 MODEL_MAX_LEN = 163_840
 MAX_GPUS = 8  # one H200 host: the largest tensor / data / pipeline parallel size offered
+# the largest host pool: pinned host memory of the largest servers sold (32 TiB); past it a
+# size in bytes stops being a finite float (1e300 GiB)
+MAX_HOST_POOL_GIB = 32_768
 # why a bound is where it is, said with the refusal
-MAXIMUM_WHY = {MAX_GPUS: "the GPUs of one H200 host, the largest deployment the model covers"}
+MAXIMUM_WHY = {MAX_GPUS: "the GPUs of one H200 host, the largest deployment the model covers",
+               MAX_HOST_POOL_GIB: "32 TiB, the memory of the largest single servers: the "
+                                  "pool is pinned host memory"}
 H200_MEMORY_BYTES = 141 * 10**9  # NVIDIA's H200: 141 GB of HBM3e
 BF16_BYTES = 2
 
@@ -72,7 +77,7 @@ class KnobSpec(NamedTuple):
     help: str
     choices: tuple | None = None  # allowed values (str knobs)
     minimum: int | None = None  # smallest allowed value (int knobs)
-    maximum: int | None = None  # largest allowed value (int knobs)
+    maximum: int | None = None  # largest allowed value (int and float knobs)
     optional: bool = False  # None means "vLLM's default"
     cli_required: bool = False  # the command line insists on it
 
@@ -125,7 +130,7 @@ class Knobs:
     # vLLM's refusal of a pool too small for one max_model_len request.
     host_pool_gib: float = _knob(
         float(HOST_POOL_GIB), "HiSparse host pool in GiB (the HiSparseConnector's host_pool_gib)",
-        kind=float)
+        kind=float, maximum=MAX_HOST_POOL_GIB)
     # Parallelism (vLLM's names; parallel.py models what each one changes).
     # max_num_seqs, B and the KV pool are per data-parallel rank.
     tensor_parallel_size: int = _knob(

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import bisect
 import functools
-import json
 import os
-import sys
 from dataclasses import dataclass
 
+from ..boundary.files import InputError
+from ..boundary.json_file import load as load_json
 from ..model.knobs import MODEL_MAX_LEN, model_config
 from ..model.reproduction import MAX_TOKENS, PROMPT_FIRST_TOKEN_ID, prompt_token_ids
 from .shared_prompts import BlockPrompt, LazyPrompt, check_blocks
@@ -265,24 +265,12 @@ def _too_long(where: str, n: int, max_model_len: int) -> str:
 
 
 def read_json_file(path: str | os.PathLike, what: str, error=ValueError):
-    """A user's JSON file (a workload, engine arguments); a missing file or malformed JSON
-    is one ``error`` line naming ``what`` and the file."""
-    name = f"{what} {os.fspath(path)}"
-    try:  # utf-8-sig: a UTF-8 byte-order mark (as some editors write one) is read past
-        with open(path, encoding="utf-8-sig") as f:
-            return json.load(f)
-    except json.JSONDecodeError as exc:
-        raise error(f"{name}: malformed JSON: {exc}") from None
-    except UnicodeDecodeError as exc:
-        raise error(f"{name}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
-                    f"{exc.start}); save it as UTF-8") from None
-    except RecursionError:
-        raise error(f"{name}: nested too deeply to read (JSON arrays or objects nested "
-                    f"more than about {sys.getrecursionlimit()} levels)") from None
-    except ValueError as exc:  # e.g. an integer of more than 4300 digits
-        raise error(f"{name}: unreadable JSON: {exc}") from None
-    except OSError as exc:
-        raise error(f"{name}: {exc.strerror or exc}") from None
+    """A user's JSON file (a workload, engine arguments), read through the input boundary
+    (bounded, one line naming ``what`` and the file: :mod:`~hisparse_model.boundary.json_file`)."""
+    try:
+        return load_json(os.fspath(path), f"{what} {os.fspath(path)}")
+    except InputError as exc:
+        raise error(str(exc)) from None
 
 
 def load_workload(path: str | os.PathLike) -> Workload:

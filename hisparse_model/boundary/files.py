@@ -1,0 +1,156 @@
+"""One reader for every file and stream the package is given: bounded, streamed, one-line refusals.
+
+A path is a regular file, ``-`` (standard input), a FIFO or a character device
+(``<(zcat serve.log.gz)``, ``/dev/stdin``): each is read in :data:`~.limits.CHUNK` pieces and
+counted as it comes, so no input holds more memory than its :class:`~.limits.Bound`.  A
+regular file over its bound (and not gzip-compressed) is refused from its size before a byte
+is read.  A gzip file (its magic bytes, whatever its name) is decompressed as it streams, its
+decompressed size counted against the bound (a small file that inflates without end is
+refused at the bound, not after); a corrupt or cut one is one line saying so.  Lines are
+split at ``\\n``; one line longer than :data:`~.limits.LINE_BYTES` is refused (``/dev/zero``
+in a second).  Every refusal is an :class:`InputError` naming the input and the bound.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import zlib
+from collections.abc import Iterator
+
+from .limits import CHUNK, LINE_BYTES, MIB, Bound
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+class InputError(ValueError):
+    """An input the package cannot read: one line naming it (exit status 2)."""
+
+
+def _size(n: int) -> str:
+    return f"{n / MIB:g} MiB" if n >= MIB else f"{n:,} bytes"
+
+
+def over(bound: Bound, name: str) -> InputError:
+    """The refusal of an input past its bound."""
+    return InputError(f"{name}: more than {_size(bound.bytes)}, the bound on a {bound.kind} "
+                      f"({bound.why})")
+
+
+def _raw(path: str, name: str, bound: Bound) -> Iterator[bytes]:
+    """The bytes at ``path`` as they come, ``CHUNK`` at a time (refusals: module docstring)."""
+    if path == "-":
+        stream = sys.stdin.buffer if sys.stdin is not None else None
+        while stream is not None and (piece := stream.read(CHUNK)):
+            yield piece
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO without a writer: no wait
+    except OSError as exc:
+        raise InputError(f"{name}: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise InputError(f"{name}: a directory, not a file")
+        os.set_blocking(fd, True)
+        if stat.S_ISREG(st.st_mode) and st.st_size > bound.bytes:
+            if os.pread(fd, 2, 0) != GZIP_MAGIC:  # a gzip file is judged as it inflates
+                raise over(bound, name)
+        while True:
+            try:
+                piece = os.read(fd, CHUNK)
+            except OSError as exc:
+                raise InputError(f"{name}: {exc.strerror or exc}") from None
+            if not piece:
+                return
+            yield piece
+    finally:
+        os.close(fd)
+
+
+def chunks(path: str, bound: Bound, name: str) -> Iterator[bytes]:
+    """The content at ``path`` (decompressed when gzip), at most ``bound.bytes`` in all."""
+    raw = _raw(path, name, bound)
+    first = next(raw, b"")
+    while len(first) < 2 and first:  # a pipe may deliver a byte at a time
+        more = next(raw, b"")
+        if not more:
+            break
+        first += more
+    pieces = _inflate(first, raw, name) if first.startswith(GZIP_MAGIC) else \
+        _chain(first, raw)
+    total = 0
+    for piece in pieces:
+        total += len(piece)
+        if total > bound.bytes:
+            raise over(bound, name)
+        yield piece
+
+
+def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
+    if first:
+        yield first
+    yield from rest
+
+
+def _inflate(first: bytes, rest: Iterator[bytes], name: str) -> Iterator[bytes]:
+    """gzip members (one after another, as ``cat a.gz b.gz`` makes) inflated ``CHUNK`` at a
+    time: what is held is one chunk in and one out, however far the data inflates."""
+    d = zlib.decompressobj(wbits=31)  # 31: a gzip header and trailer
+    for data in _chain(first, rest):
+        while data:
+            try:
+                out = d.decompress(data, CHUNK)
+            except zlib.error as exc:
+                raise InputError(f"{name}: a gzip file that cannot be decompressed ({exc})"
+                                 ) from None
+            if out:
+                yield out
+            if d.eof:
+                data = d.unused_data
+                d = zlib.decompressobj(wbits=31) if data else d
+                if data and not data.startswith(GZIP_MAGIC[:len(data)]):
+                    return  # trailing bytes after the last member: gzip ignores them too
+            else:
+                data = d.unconsumed_tail
+    if not d.eof:
+        raise InputError(f"{name}: a gzip file cut short (it ends inside its compressed "
+                         "data)")
+
+
+def read_bytes(path: str, bound: Bound, name: str) -> bytes:
+    """The whole content at ``path``, bounded (for a format read whole: JSON)."""
+    return b"".join(chunks(path, bound, name))
+
+
+def lines(path: str, bound: Bound, name: str) -> Iterator[tuple[int, bytes]]:
+    """``(number, line)`` from 1, each without its ``\\n`` (nor a ``\\r`` before it), as they
+    come.  A content with no ``\\n`` at all but ``\\r`` has CR-only line endings and is split
+    at ``\\r``.  A content ending in ``\\n`` ends with an empty line (as ``str.split``
+    gives it, so that joined again the text is the content).  A line over
+    :data:`LINE_BYTES` is refused."""
+    pending, number, seen_newline = b"", 0, False
+    for piece in chunks(path, bound, name):
+        pending += piece
+        if b"\n" in pending:
+            seen_newline = True
+            *done, pending = pending.split(b"\n")
+            for line in done:
+                number += 1
+                yield number, line[:-1] if line.endswith(b"\r") else line
+        if len(pending) > LINE_BYTES:
+            if not seen_newline and b"\r" in pending:  # CR-only: split it there
+                *done, pending = pending.split(b"\r")
+                for line in done:
+                    number += 1
+                    yield number, line
+            if len(pending) > LINE_BYTES:
+                raise InputError(f"{name}: line {number + 1} is longer than "
+                                 f"{_size(LINE_BYTES)} (no line of a log or a trace is)")
+    if not seen_newline and b"\r" in pending:
+        for line in pending.split(b"\r"):
+            number += 1
+            yield number, line
+    elif pending or seen_newline:  # after a last "\n": the empty line str.split gives
+        yield number + 1, pending[:-1] if pending.endswith(b"\r") else pending
