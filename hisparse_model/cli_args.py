@@ -172,7 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .answers.traffic_risk import SEEDS, STEP_MS
     traffic = p.add_argument_group("with --traffic")
     traffic.add_argument("--minutes", type=ranged(ranges["--minutes"]), default=60.0,
-                         help="minutes of traffic per seed (default: 60)")
+                         help="minutes of traffic per seed (default: 60); a trace replayed "
+                         "at its own times: its first N minutes (of its sped-up time), served "
+                         "once, every row that arrives in them")
     traffic.add_argument("--rate", type=ranged(ranges["--rate"]), default=None, metavar="R",
                          help="requests per second (default: the file's rate_per_s); for a "
                          "trace with arrival times: Poisson arrivals at R, the trace's lengths")

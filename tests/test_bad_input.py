@@ -360,12 +360,17 @@ ENGINE_ARGS = [
     ({"kv_transfer_config": None}, 2, "HiSparse is off"),  # no connector, no hisparse_config
     ({"kv_transfer_config": None, "attention_config": {"hisparse_config": {}}}, 2,
      "HiSparse requires HiSparseConnector with host_pool_gib"),  # on, but no host pool
-    ({"kv_transfer_config": {"kv_connector": "HiSparseConnector"}}, 2,
+    ({"kv_transfer_config": {"kv_connector": "HiSparseConnector", "kv_role": "kv_both"}}, 2,
      "give host_pool_gib (GiB)"),
+    ({"kv_transfer_config": {"kv_connector": "HiSparseConnector"}}, 2,
+     "Please specify kv_role when kv_connector is set"),  # vllm/config/kv_transfer.py:135
+    ({"kv_transfer_config": {**connector(), "kv_role": "kv_sender"}}, 2,
+     "Unsupported kv_role: 'kv_sender'"),
     ({"kv_transfer_config": {**connector(), "kv_connector_extra_config": []}}, 2,
      "kv_connector_extra_config: vLLM refuses it: expected an object"),
     ({"kv_transfer_config": connector(0)}, 2, "host_pool_gib must be a number > 0, got 0"),
-    ({"kv_transfer_config": connector(None)}, 2, "host_pool_gib must be a number, got None"),
+    # null: vLLM's .get("host_pool_gib") is None, "HiSparseConnector requires host_pool_gib"
+    ({"kv_transfer_config": connector(None)}, 2, "give host_pool_gib (GiB)"),
     ({"attention_config": {"hisparse_config": {}}}, 0, OK),  # both: on, the connector's pool
     ({"attention_config": [1, 2]}, 2, "attention_config: expected a JSON object"),
     ({"attention_config": 5}, 2, "attention_config: expected a JSON object"),

@@ -68,8 +68,21 @@ READ_CASES = [
      {"max_num_seqs": 2, "attention_backend": "FLASHMLA_SPARSE", "enable_prefix_caching": True}),
     # the host pool in GiB, a JSON number as vLLM's float() reads it ("1.5" too)
     (f"""{MODEL} --max-num-seqs 2 --max-model-len 320 --kv-transfer-config '{{"kv_connector": """
-     """"HiSparseConnector", "kv_connector_extra_config": {"host_pool_gib": "1.5"}}'""",
+     """"HiSparseConnector", "kv_role": "kv_both", "kv_connector_extra_config": """
+     """{"host_pool_gib": "1.5"}}'""",
      {"max_num_seqs": 2, "host_pool_gib": 1.5}),
+    # vLLM's dotted forms, each dot a level deeper (vllm/utils/argparse_utils.py:434-446),
+    # values read as JSON: the same 512-GiB connector as the JSON flag
+    ("{MODEL} --max-num-seqs 2 --kv-transfer-config.kv_connector HiSparseConnector "
+     "--kv-transfer-config.kv_role kv_both "
+     "--kv-transfer-config.kv_connector_extra_config.host_pool_gib 512".format(MODEL=MODEL),
+     {"max_num_seqs": 2, "host_pool_gib": 512.0}),
+    # ... and a human-readable value, as vLLM's dotted parser takes one (80g = 80e9 GiB is
+    # past the 32 TiB bound: 2k = 2,000)
+    (f"{MODEL} --max-num-seqs 2 --kv-transfer-config.kv_connector HiSparseConnector "
+     "--kv-transfer-config.kv_role=kv_both "
+     "--kv-transfer-config.kv_connector_extra_config.host_pool_gib=2k",
+     {"max_num_seqs": 2, "host_pool_gib": 2000.0}),
     # an 8-GPU tensor-parallel launch: -tp 8 (the tiny model's 8 heads split 1 per GPU)
     (f"{MODEL} --max-num-seqs 4 -tp 8 {HS}", {"max_num_seqs": 4, "tensor_parallel_size": 8}),
 ]
@@ -117,12 +130,32 @@ REFUSED = [
     # HiSparse without its host pool: vLLM refuses to size the KV cache (model/host_pool.py)
     (f"{MODEL} --max-num-seqs 2 {AC}", "(\"HiSparse requires HiSparseConnector with "
      "host_pool_gib\"): add --kv-transfer-config"),
-    (f"""{MODEL} --max-num-seqs 2 --kv-transfer-config '{{"kv_connector": "HiSparseConnector"}}'""",
-     "give host_pool_gib (GiB), else vLLM refuses to start"),
+    (f"""{MODEL} --max-num-seqs 2 --kv-transfer-config '{{"kv_connector": "HiSparseConnector", """
+     """"kv_role": "kv_both"}'""", "give host_pool_gib (GiB), else vLLM refuses to start"),
+    # KVTransferConfig's kv_role: required with a connector, one of three
+    # (vllm/config/kv_transfer.py:129-139), null as no role
+    (f"""{MODEL} --max-num-seqs 2 --kv-transfer-config '{{"kv_connector": "HiSparseConnector", """
+     """"kv_connector_extra_config": {"host_pool_gib": 4}}'""",
+     "vLLM refuses it: Please specify kv_role when kv_connector is set"),
+    (f"""{MODEL} --max-num-seqs 2 --kv-transfer-config '{{"kv_connector": "HiSparseConnector", """
+     """"kv_role": null, "kv_connector_extra_config": {"host_pool_gib": 4}}'""",
+     "Please specify kv_role when kv_connector is set"),
+    (f"""{MODEL} --max-num-seqs 2 --kv-transfer-config '{{"kv_connector": "HiSparseConnector", """
+     """"kv_role": "bogus", "kv_connector_extra_config": {"host_pool_gib": 4}}'""",
+     "kv_role: vLLM refuses it: Unsupported kv_role: 'bogus'. Supported roles are "
+     "('kv_producer', 'kv_both', 'kv_consumer')"),
+    (f"{MODEL} --max-num-seqs 2 {AC} --kv-transfer-config.kv_connector HiSparseConnector "
+     "--kv-transfer-config.kv_connector_extra_config.host_pool_gib 4",
+     "Please specify kv_role when kv_connector is set"),
+    # null host_pool_gib: vLLM's .get() finds none (vllm/config/kv_transfer.py:41-43)
+    (f"""{MODEL} --max-num-seqs 2 --kv-transfer-config '{{"kv_connector": "HiSparseConnector", """
+     """"kv_role": "kv_both", "kv_connector_extra_config": {"host_pool_gib": null}}'""",
+     "give host_pool_gib (GiB), else vLLM refuses to start (\"HiSparseConnector requires "
+     "host_pool_gib\")"),
     # 1 GiB = 1,820 blocks; L 163,840 needs cdiv(163840, 64) + 2 = 2,562
     (f"{MODEL} --max-num-seqs 2 {HS_KV}", "host_pool_gib: 1 GiB holds 1820 host blocks"),
     (f"""{MODEL} --max-num-seqs 2 --kv-transfer-config '{{"kv_connector": "HiSparseConnector", """
-     """"kv_connector_extra_config": {"host_pool_gib": "lots"}}'""",
+     """"kv_role": "kv_both", "kv_connector_extra_config": {"host_pool_gib": "lots"}}'""",
      "host_pool_gib must be a number, got 'lots'"),
 ]
 

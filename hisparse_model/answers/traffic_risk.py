@@ -27,6 +27,7 @@ after *exposed*: with my traffic, how long until it dies, and how often within N
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 import math
@@ -34,7 +35,7 @@ import os
 import random
 from dataclasses import dataclass, field
 
-from ..model.host_pool import HostUse
+from ..model.host_pool import HostPoolShort, HostUse
 from ..model.knobs import Knobs
 from ..schedule.shared_prompts import BlockPrompt
 from ..inputs.traffic_file import (  # noqa: F401 - the traffic a seed serves; re-exported for callers
@@ -71,6 +72,7 @@ class SeedRun:
     tokens: int | None = None  # tokens the crash step computed
     startup: bool = False  # the engine died at start-up, before any traffic
     blocks: tuple = ()  # each accepted request's shared prompt blocks (a trace's hash_ids)
+    short: HostPoolShort | None = None  # the host pool may run short: the model declines
 
     @property
     def crashed(self) -> bool:
@@ -296,7 +298,11 @@ def check_traffic_knobs(knobs: Knobs, minutes: float, step_ms: float, seeds: int
         raise TrafficError(f"--seeds {seeds}: at most {MAX_SEEDS:,} (the share of seeds "
                            "crashed is then known to a tenth of a percent)")
     if traffic is not None:
-        arrivals = traffic.rate_per_s * minutes * 60
+        # a replay serves the trace's own rows up to --minutes of its (sped-up) time: bounded
+        # by the rows it holds (traces.TRACE_ROWS), not by its mean rate x --minutes, which
+        # for a 1-s burst replayed within an hour would count 3,600 times its rows
+        arrivals = (bisect.bisect_left(traffic.arrivals_s, minutes * 60) if traffic.replayed
+                    else traffic.rate_per_s * minutes * 60)
         if arrivals > MAX_REQUESTS_PER_SEED:
             raise TrafficError(f"--minutes {minutes:g} at {traffic.rate_per_s:g} requests/s: "
                                f"{arrivals:,.0f} requests per seed, more than "
@@ -340,13 +346,26 @@ def estimate(knobs: Knobs, traffic: Traffic, minutes: float, *, seeds: int = SEE
     order = range(first_seed, first_seed + seeds)
     if jobs == 1 or seeds == 1:
         out.runs = [serve_seed(job, seed) for seed in order]
-        return out
+        return _declined(out)
     from functools import partial
 
     from .forked import map_forked
 
     out.runs = map_forked(partial(serve_seed, job), order, jobs)
-    return out
+    return _declined(out)
+
+
+def _declined(out: Estimate) -> Estimate:
+    """The estimate, or the host pool's refusal if any seed may find it short: the first
+    such seed's, suggesting the pool that holds every seed (the same for any --jobs)."""
+    short = [r.short for r in out.runs if r.short is not None]
+    if not short:
+        return out
+    if len(out.runs) == 1:
+        raise short[0]
+    need = max(s.need for s in short)
+    raise short[0].needing(need, f"the most any of the {len(out.runs)} seeds needs; "
+                                 f"{len(short)} may run short")
 
 
 def serve_seed(job: tuple, seed: int) -> SeedRun:
@@ -358,7 +377,11 @@ def serve_seed(job: tuple, seed: int) -> SeedRun:
     elif not never and run.requests:  # never: no traffic crashes it, nothing to serve
         work = run.workload()
         what = REPLAY if traffic.replayed else f"seed {seed}'s traffic"
-        found = first_crash(knobs, work, accepted, what=what)
+        try:
+            found = first_crash(knobs, work, accepted, what=what)
+        except HostPoolShort as short:  # every seed is served: the pool for all is named
+            run.short = short
+            return run
         if found is not None:
             run.crash_step, run.error, st, seen = found
             run.kind, run.tokens = crash_kind(st, work, seen), st.num_tokens

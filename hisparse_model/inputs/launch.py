@@ -150,6 +150,8 @@ def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: s
             if name == "speculative_config" and "method" not in config:
                 raise ValueError(f"{where}: give \"method\": \"mtp\" (the model covers "
                                  "DeepSeek-V3.2's MTP drafter only)")
+            if name == "kv_transfer_config":
+                kv_role_refusal(config, where)
             for key, sub in config.items():
                 here = f"{where} {key}"
                 if key not in allowed:
@@ -160,6 +162,8 @@ def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: s
                     extra = connector_extra(here, sub)
                     for extra_key, extra_value in extra.items():
                         row = by_flag.get(f"{name}.{key}.{extra_key}")
+                        if row is not None and extra_value is None:
+                            continue  # null: vLLM's .get() finds no pool (host_pool_refusal)
                         if row is not None:
                             set_knob(row, extra_value, f"{here} {extra_key}")
                         else:
@@ -199,6 +203,26 @@ def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: s
                          "the off-by-one cannot happen; the model covers HiSparse engines")
     host_pool_refusal(connector, values, spell("kv_transfer_config"))
     return resolve_defaults(values, read, ignored, vllm_version, source, hisparse)
+
+
+# vLLM's KVTransferConfig roles (vllm/config/kv_transfer.py:11-13 `KVProducer = Literal`)
+KV_ROLES = ("kv_producer", "kv_both", "kv_consumer")
+
+
+def kv_role_refusal(config: dict, where: str) -> None:
+    """Refuse what vLLM's ``KVTransferConfig`` refuses of ``kv_role``: a role other than its
+    three (vllm/config/kv_transfer.py:129-133 `Unsupported kv_role`), and none with a
+    connector (vllm/config/kv_transfer.py:135-139 `Please specify kv_role when kv_connector`,
+    vllm/config/kv_transfer.py:141-145@0.34.0 `Please specify kv_role`).  ``null`` is no
+    role, as vLLM's ``None``."""
+    role = config.get("kv_role")
+    if role is not None and role not in KV_ROLES:
+        raise ValueError(f"{where} kv_role: vLLM refuses it: Unsupported kv_role: "
+                         f"{short_repr(role)}. Supported roles are {KV_ROLES}")
+    if config.get("kv_connector") is not None and role is None:
+        raise ValueError(f"{where}: vLLM refuses it: Please specify kv_role when kv_connector "
+                         f"is set, supported roles are {KV_ROLES} (the HiSparseConnector "
+                         "takes \"kv_role\": \"kv_both\")")
 
 
 def connector_extra(where: str, extra) -> dict:

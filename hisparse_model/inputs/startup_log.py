@@ -92,7 +92,7 @@ ENGINE_FIELDS = {"num_speculative_tokens": "speculative_config", "max_model_len"
                  "cudagraph_mode": "compilation_config"}
 # Config arguments: the keys the model reads of each (launch.py's CONFIG_KEYS).
 CONFIG_READ = {"attention_config": ("backend", "hisparse_config"),
-               "kv_transfer_config": ("kv_connector", "kv_connector_extra_config"),
+               "kv_transfer_config": ("kv_connector", "kv_role", "kv_connector_extra_config"),
                "speculative_config": ("method", "num_speculative_tokens", "parallel_drafting"),
                "compilation_config": ("cudagraph_mode",)}
 

@@ -187,16 +187,39 @@ def parse_command(argv: list[str]) -> tuple[str, dict]:
             text += " " + args.pop(0)  # --served-model-name a b: one or more names
         if name == "model":
             model = text
-        elif key:
+        elif key:  # each dot one level deeper, as vLLM's parser nests them
             nested = values.setdefault(name, {})
-            if not isinstance(nested, dict):
-                raise ValueError(f"{flag}: {name} given both as JSON and by key")
-            nested[key] = text
+            *path, leaf = key.split(".")
+            for part in path:
+                nested = nested.setdefault(part, {}) if isinstance(nested, dict) else None
+            if not isinstance(nested, dict) or not all(path + [leaf]):
+                raise ValueError(f"{flag}: {name} given both as JSON and by key, or a key "
+                                 "with an empty part")
+            nested[leaf] = dotted_value(text)
         else:
             values[name] = text
     if model is None:
         raise ValueError("command: no model (vllm serve MODEL ...)")
     return model, values
+
+
+def dotted_value(text: str):
+    """A dotted flag's value as vLLM's parser reads it: JSON (``512``, ``true``, ``null``),
+    else a human-readable integer (``80g``), else the text
+    (vllm/utils/argparse_utils.py:434-444 `value = json.loads(value_str)`)."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):  # JSONDecodeError; an integer past 4300 digits
+        pass
+    m = _HUMAN_INT.fullmatch(text)
+    try:
+        if m and m.group(2) in _DECIMAL:
+            return int(float(m.group(1)) * _DECIMAL[m.group(2)])
+        if m and m.group(1).isdigit():
+            return int(m.group(1)) * _BINARY[m.group(2)]
+    except (OverflowError, ValueError):  # digits past what a float or an int holds
+        pass
+    return text
 
 
 def json_config(where: str, value) -> dict:

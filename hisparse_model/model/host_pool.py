@@ -105,14 +105,22 @@ def host_refusal(knobs) -> str | None:
 
 
 class HostPoolShort(ValueError):
-    """The model declines: the host pool may run short by engine step ``step``."""
+    """The model declines: the host pool may run short by engine step ``step``; ``need``
+    host blocks (the null block included) would hold the schedule, ``k`` the drafts."""
 
-    def __init__(self, text: str, step: int):
+    def __init__(self, text: str, step: int, need: int = 0, k: int = 0):
         super().__init__(text)
-        self.step = step
+        self.step, self.need, self.k = step, need, k
 
     def __reduce__(self):  # raised again in the parent of a forked seed (answers/forked.py)
-        return HostPoolShort, (str(self), self.step)
+        return HostPoolShort, (str(self), self.step, self.need, self.k)
+
+    def needing(self, need: int, why: str) -> "HostPoolShort":
+        """The same refusal suggesting the pool for ``need`` blocks (what ``why`` needs)."""
+        head = str(self).rpartition(": set host_pool_gib to at least ")[0]
+        return HostPoolShort(f"{head}: set host_pool_gib to at least "
+                             f"{gib_for_blocks(need, self.k):g} ({why})", self.step, need,
+                             self.k)
 
 
 class HostUse:
@@ -175,4 +183,5 @@ class HostUse:
                 "copy-on-write tail each, until two steps after a request finishes), more "
                 f"than the {self.blocks - 1} besides the null block; the model assumes the host "
                 "pool never runs short (vLLM would hold requests back or preempt them): set "
-                f"host_pool_gib to at least {gib_for_blocks(self.peak + 1, self.k):g}", step)
+                f"host_pool_gib to at least {gib_for_blocks(self.peak + 1, self.k):g}", step,
+                self.peak + 1, self.k)

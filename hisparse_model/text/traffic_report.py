@@ -21,6 +21,17 @@ def _minutes(m: float) -> str:
     return f"{m:.1f} min" if m >= 1 else f"{m * 60:.0f} s"
 
 
+def _replay_words(est: Estimate) -> str:
+    """What a replay served: the trace's first --minutes, or the whole of a shorter one."""
+    t = est.traffic
+    whole = t.arrivals_s[-1] < est.minutes * 60
+    span = (f"the whole trace ({len(t.arrivals_s):,} requests over "
+            f"{_minutes(t.arrivals_s[-1] / 60)}, within --minutes {est.minutes:g})" if whole
+            else f"the first {_minutes(est.minutes)} of the trace (--minutes)")
+    return (f"Served: {span}, one replay (the trace fixes every arrival and length: a seed "
+            "has nothing to vary)")
+
+
 def estimate_lines(est: Estimate, replay: str | None = None) -> list[str]:
     """The answer in words: traffic, odds, median, curve, kinds, the first crashes."""
     k, t = est.knobs, est.traffic
@@ -31,8 +42,7 @@ def estimate_lines(est: Estimate, replay: str | None = None) -> list[str]:
              f"  {k.attention_backend}",
              f"Traffic {t.source}: {t.rate_per_s:g} requests/s ({t.arrivals_words()}), "
              f"prompt_len {t.prompt_len.describe()}, max_tokens {t.max_tokens.describe()}",
-             (f"Served: the first {_minutes(est.minutes)} of the trace, one replay (the trace "
-              "fixes every arrival and length: a seed has nothing to vary)" if t.replayed else
+             (_replay_words(est) if t.replayed else
               f"Served: {_minutes(est.minutes)} per seed, {n} {seeds}")
              + f", one engine step = {est.step_ms:.3g} ms",
              est.step_said or f"Step time: {est.step_ms:.3g} ms per engine step (assumed)"]
