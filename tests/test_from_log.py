@@ -303,6 +303,11 @@ EDITS = [
      lambda ls: _edit(4, "DeepseekV32ForCausalLM", "Qwen/Qwen3-8B")(ls), None,
      "model: line 4: Resolved architecture: Qwen/Qwen3-8B: the model covers DeepSeek-V3.2 "
      "only (DeepseekV32ForCausalLM)"),
+    # issue 51: a Hugging Face id of another model, the architecture line left as it was:
+    # refused as check -- vllm serve Qwen/Qwen3-8B refuses it (a local path may have any name)
+    ("another model's id in the arguments",
+     _edit(1, "'/tmp/dsv32-tiny-drqf1qom'", "'Qwen/Qwen3-8B'"), None,
+     "line 1 (non-default args): model 'Qwen/Qwen3-8B': the model covers DeepSeek-V3.2 only"),
     ("an assumption changed", _edit(1, "'block_size': 64", "'block_size': 32"), None,
      "line 1 (non-default args): block_size 32: changes what the model assumes (64-token KV "
      "blocks: block_size = 64)"),
@@ -310,8 +315,8 @@ EDITS = [
     ("a second hot-cache line that disagrees",
      lambda ls: ls[:22] + [ls[21].replace("max_num_seqs=2.", "max_num_seqs=180.")] + ls[22:],
      None, "max_num_seqs: lines 22 and 23 (Enabled experimental HiSparse HMA hot cache) "
-     "disagree: max_num_seqs=2, then 180 (one start-up's engine has one S; give the log of one "
-     "engine)"),
+     "disagree: max_num_seqs=2, then 180 (one start-up's engines, every data-parallel rank's, "
+     "run one max_num_seqs; give the log of one engine)"),
     # two servers' logs interleaved line by line: the second server's arguments come first
     ("two servers interleaved", lambda ls: [x for pair in zip(ls, ls) for x in pair], None,
      "the log mixes two or more servers' start-ups line by line (a second non-default args "
@@ -496,6 +501,37 @@ def test_a_data_parallel_log_is_one_start_up_with_its_ranks_backend():
         assert launch.knobs.attention_backend == backend
         assert launch.read["attention_backend"].startswith("line 21: Using ")
         assert not any("start-ups" in note for note in launch.notes), launch.notes
+
+
+def _dp_log_each_rank_engine(backend: str, s1: int = 2) -> str:
+    """:func:`_dp_log` with an engine line from DP rank 1 too (as a server whose ranks each
+    print theirs: issue 51's probe), DP1's hot-cache line saying max_num_seqs ``s1``."""
+    lines = _dp_log(backend).split("\n")
+    engine = next(i for i, ln in enumerate(lines) if "Initializing a V1 LLM engine" in ln)
+    dp1 = lines[engine].replace("EngineCore_DP0 pid=2701", "EngineCore_DP1 pid=2702")
+    hot = max(i for i, ln in enumerate(lines) if "EngineCore_DP1" in ln and "hot cache" in ln)
+    lines[hot] = lines[hot].replace("max_num_seqs=2.", f"max_num_seqs={s1}.")
+    return "\n".join(lines[:engine + 1] + [dp1] + lines[engine + 1:])
+
+
+def test_each_ranks_engine_line_is_one_start_up_and_the_ranks_must_agree():
+    """Engine lines of different DP ranks with no arguments line between are one start-up
+    (no restart): the ranks' backend is read (FLASHMLA_SPARSE, set by no argument), and a
+    rank whose hot-cache line says another S (DP1: 180) refuses the log."""
+    launch = from_log_text(_dp_log_each_rank_engine("FLASHMLA_SPARSE"))
+    assert launch.knobs.attention_backend == "FLASHMLA_SPARSE"
+    assert launch.knobs.data_parallel_size == 2 and launch.knobs.max_num_seqs == 2
+    assert not any("start-ups" in note for note in launch.notes), launch.notes
+    with pytest.raises(ValueError, match=r"max_num_seqs: lines \d+ and \d+ \(Enabled "
+                       r"experimental HiSparse HMA hot cache\) disagree: max_num_seqs=2, "
+                       r"then 180"):
+        from_log_text(_dp_log_each_rank_engine("FLASHMLA_SPARSE", s1=180))
+    ranks = _dp_log_each_rank_engine("FLASHMLA_SPARSE").split("\n")
+    first = next(i for i, ln in enumerate(ranks) if "EngineCore_DP1" in ln and "Using " in ln)
+    ranks[first] = ranks[first].replace("FLASHMLA_SPARSE", "FLASH_ATTN_MLA_SPARSE")
+    with pytest.raises(ValueError, match="attention_backend: lines .* disagree: "
+                       "attention_backend=FLASHMLA_SPARSE, then FLASH_ATTN_MLA_SPARSE"):
+        from_log_text("\n".join(ranks))
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMMATIC_LOGS))

@@ -72,14 +72,20 @@ def cut_line(knob: str, line: Line, before: str = "") -> ValueError:
                       f"whole line, or {flag_for(knob)})")
 
 
+DP_RANK = re.compile(r"\(\w*_DP(\d+)\b")  # a line's process prefix: (EngineCore_DP1 pid=..)
+
+
 def scan(text: str) -> tuple[dict[str, list[Line]], list[int]]:
     """Each message's lines in the first start-up, and the line where each start-up begins.
 
     A start-up begins at a ``non-default args`` line, or at an engine line that follows
-    another engine line with no arguments line between (an engine restarted)."""
+    another engine line with no arguments line between (an engine restarted) -- unless the
+    two are different data-parallel ranks' (``EngineCore_DP0``, ``EngineCore_DP1``: the
+    ranks of one server, each printing its own engine line), which are one start-up."""
     found: dict[str, list[Line]] = {kind: [] for kind in HEADS}
     starts: list[int] = []
     engine_seen = False
+    ranks: set = set()  # the DP ranks whose engine line this start-up has shown
     for number, raw in enumerate(text.split("\n"), 1):
         for kind, head in HEADS.items():
             at = raw.find(head)
@@ -89,8 +95,14 @@ def scan(text: str) -> tuple[dict[str, list[Line]], list[int]]:
                 at = raw.rfind("Using ", 0, at)
                 if at < 0:
                     continue
-            if kind == ARGS or (kind == ENGINE and (engine_seen or not starts)):
+            rank = DP_RANK.search(raw[:at])
+            rank = rank.group(1) if rank else None
+            if kind == ARGS or (kind == ENGINE and (not starts or (
+                    engine_seen and (rank is None or rank in ranks)))):
                 starts.append(number)
+                ranks = set()
+            if kind == ENGINE:
+                ranks.add(rank)
             engine_seen = (engine_seen and kind != ARGS) or kind == ENGINE
             if len(starts) < 2 or number < starts[1]:
                 found[kind].append(Line(number, raw[at:].split("\r")[0]))

@@ -68,6 +68,8 @@ changed them: the model would answer for another engine).  A log of several star
 
 from __future__ import annotations
 
+import re
+
 from ..model.knobs import DEFAULT_ATTENTION_BACKEND, VLLM_VERSIONS, knob_specs
 from .log_text import read_log  # noqa: F401 (tests and users read logs through it)
 from .launch import Launch, check_model, knobs_from_settings, resolve_defaults
@@ -78,6 +80,7 @@ from .vllm_flags import ASSUMED
 
 SOURCE = "vLLM start-up log"
 ARCHITECTURE = "DeepseekV32ForCausalLM"  # the architecture the model covers
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # org/name: a Hugging Face model id
 DEFAULT_MAX_NUM_SEQS = 1024  # requests/step: vLLM's default on a >= 70 GiB GPU (launch.py)
 
 # The engine line's fields, in the order vLLM writes them: knob -> field.
@@ -231,6 +234,20 @@ def _engine_knobs(line: Line, fields: dict, cut: bool, version: str) -> tuple[di
     return values, read, sizes
 
 
+def _agree(kind: str, knob: str, first, found: dict, what: str) -> None:
+    """Every line of ``kind`` in the start-up (each DP rank prints its own) says what the
+    first says: one server's ranks run one S and one backend, else the log is refused."""
+    if first is None:
+        return
+    for other in found[kind][1:]:
+        m = WHOLE[kind].match(other.text)
+        if m is not None and m.group("value") != first[1].group("value"):
+            raise ValueError(f"{knob}: lines {first[0].number} and {other.number} ({what}) "
+                             f"disagree: {knob}={first[1].group('value')}, then "
+                             f"{m.group('value')} (one start-up's engines, every data-parallel "
+                             f"rank's, run one {knob}; give the log of one engine)")
+
+
 def from_log(path: str, vllm_version: str | None = None) -> Launch:
     """The knobs of the engine whose start-up the log at ``path`` (``-``: standard input)
     shows; ``vllm_version``: ``--vllm``, which must agree with the log."""
@@ -273,21 +290,21 @@ def from_log_text(text: str, vllm_version: str | None = None) -> Launch:
         except ValueError as exc:
             raise ValueError(f"{at_args}: {exc} (and the log has no \"Resolved "
                              "architecture:\" line)") from None
+    elif isinstance(model, str) and HUB_ID.fullmatch(model):
+        try:  # a Hugging Face id names its model: another one's is refused as check refuses it
+            check_model(model)
+        except ValueError as exc:
+            raise ValueError(f"{at_args}: {exc} (the model's id names another model than "
+                             f"the architecture line {arch[0].number} says; a local path may "
+                             "have any name)") from None
     values, engine_read, sizes = _engine_knobs(engine_line, fields, cut, version)
     chunked = whole_message(CHUNKED, "max_num_batched_tokens", found)
     if chunked is None:
         raise missing_line("max_num_batched_tokens", CHUNKED)
     hot = whole_message(HOT, "max_num_seqs", found)
-    if hot is not None:  # every hot-cache line of the start-up must say the same S
-        for other in found[HOT][1:]:
-            m = WHOLE[HOT].match(other.text)
-            if m is not None and m.group("value") != hot[1].group("value"):
-                raise ValueError(f"max_num_seqs: lines {hot[0].number} and {other.number} "
-                                 f"(Enabled experimental HiSparse HMA hot cache) disagree: "
-                                 f"max_num_seqs={hot[1].group('value')}, then "
-                                 f"{m.group('value')} (one start-up's engine has one S; give "
-                                 "the log of one engine)")
+    _agree(HOT, "max_num_seqs", hot, found, "Enabled experimental HiSparse HMA hot cache")
     backend = whole_message(BACKEND, "attention_backend", found)
+    _agree(BACKEND, "attention_backend", backend, found, "Using ... attention backend")
 
     tag = WHOLE[ENGINE].search(engine_line.text).group("value")  # as printed: 0.31.0+cu130
     read, defaults = {"vllm_version": f"line {engine_line.number}: Initializing a V1 LLM "
