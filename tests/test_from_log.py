@@ -307,7 +307,9 @@ EDITS = [
     # refused as check -- vllm serve Qwen/Qwen3-8B refuses it (a local path may have any name)
     ("another model's id in the arguments",
      _edit(1, "'/tmp/dsv32-tiny-drqf1qom'", "'Qwen/Qwen3-8B'"), None,
-     "line 1 (non-default args): model 'Qwen/Qwen3-8B': the model covers DeepSeek-V3.2 only"),
+     "line 1 (non-default args): model 'Qwen/Qwen3-8B': the model covers DeepSeek-V3.2 only "
+     "(a model name containing DeepSeek-V3.2) (the model's id names another model than the "
+     "architecture line 4 says; a local path may have any name)"),
     ("an assumption changed", _edit(1, "'block_size': 64", "'block_size': 32"), None,
      "line 1 (non-default args): block_size 32: changes what the model assumes (64-token KV "
      "blocks: block_size = 64)"),
