@@ -5,7 +5,9 @@
 For each run: the step time its own /metrics reported before the replay ended, the model's
 first crash for the replay at that step time (time, requests, kind, error), and what the
 server did (hisparse_model/recorded/serve_recordings.py).  Prints a Markdown table (the
-README's), or one JSON object per run.
+README's), or one JSON object per run.  A folder that is no run, or whose files cannot be
+read (no run.json, a field missing or out of range, a trace named outside tests/traces/,
+/metrics that is not Prometheus text), is one line on stderr and exit status 2.
 """
 
 import argparse
@@ -28,7 +30,12 @@ def main(argv=None) -> int:
     p.add_argument("runs", nargs="+")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
-    rows = [compare(read_run(r, str(ROOT / "tests" / "traces"))) for r in args.runs]
+    try:  # a folder that is no run, or whose files cannot be read: one line, exit 2
+        rows = [compare(read_run(r, str(ROOT / "tests" / "traces"))) for r in args.runs]
+    except ValueError as exc:
+        said = str(exc).splitlines() or [type(exc).__name__]
+        print(f"serve_compare.py: error: {said[0]}", file=sys.stderr)
+        return 2
     if args.json:
         for row in rows:
             print(json.dumps(row, default=str))

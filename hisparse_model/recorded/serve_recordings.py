@@ -23,16 +23,20 @@ when and how did it?
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
 
 from ..answers.traffic_risk import REPLAY, crash_kind, first_crash, generate
+from ..boundary.files import InputError, read_bytes
+from ..boundary.json_file import loads
+from ..boundary.limits import JSON, LOG, METRICS, Bound
+from ..boundary.numbers import Range
 from ..inputs.step_time import StepTime, parse_metrics, step_from_metrics
-from ..inputs.traffic_file import load_traffic
+from ..inputs.traffic_file import MAX_SPEED, load_traffic
 from ..model.host_pool import HostPoolShort
 from ..model.knobs import Knobs
+from ..schedule.workload import short_repr
 
 ERROR = re.compile(r"stop=(\d+), capacity=(\d+)")
 DUMP = re.compile(r"Dumping scheduler output for model execution: .*?"
@@ -62,23 +66,90 @@ class ServeRun:
         return None
 
 
-def _text(folder: str, name: str) -> str | None:
+class RunError(ValueError):
+    """A served replay's folder that cannot be compared (one line naming it and why)."""
+
+
+def _text(folder: str, name: str, bound: Bound) -> str | None:
+    """A file of the run's folder through the input boundary (None: not there)."""
     path = os.path.join(folder, name)
-    if not os.path.exists(path):
+    if not os.path.lexists(path):
         return None
-    with open(path, errors="replace") as f:
-        return f.read()
+    return read_bytes(path, bound, f"serve run {folder}: {name}").decode("utf-8", "replace")
+
+
+# run.json's fields this module reads: name -> (Range, required)
+_NUMBERS = {"speed": (Range(float, 0, MAX_SPEED, low_open=True), True),
+            "replay_seconds": (Range(float, 0, 7 * 24 * 3600, "a week", low_open=True), True),
+            "crash_logged_s": (Range(float, 0, 7 * 24 * 3600, "a week"), False),
+            "stalled_at_s": (Range(float, 0, 7 * 24 * 3600, "a week"), False)}
+
+
+def _checked(run, where: str, traces: str) -> tuple[dict, str]:
+    """run.json's object and its trace's path, or one line naming the field: every field
+    this module reads is there and in range, and the trace is a file of ``traces`` by its
+    bare name (a path elsewhere, ``../`` included, is not opened)."""
+    if not isinstance(run, dict):
+        raise RunError(f"{where}: run.json is not a JSON object")
+    knobs = (run.get("provenance") or {}).get("knobs") if isinstance(
+        run.get("provenance"), dict) else None
+    if not isinstance(knobs, dict):
+        raise RunError(f"{where}: run.json has no provenance.knobs object")
+    for key, (rng, required) in _NUMBERS.items():
+        if run.get(key) is None and not required:
+            continue
+        if key not in run:
+            raise RunError(f"{where}: run.json has no {key!r}")
+        try:
+            rng.check(run[key], f"run.json {key}")
+        except ValueError as exc:
+            raise RunError(f"{where}: {exc}") from None
+    warm = run.get("warm_pass_seconds")
+    if warm is not None:
+        if not isinstance(warm, list) or not warm:
+            raise RunError(f"{where}: run.json warm_pass_seconds: a list of seconds")
+        for value in warm:
+            try:
+                Range(float, 0, 24 * 3600, "a day", low_open=True).check(
+                    value, "run.json warm_pass_seconds")
+            except ValueError as exc:
+                raise RunError(f"{where}: {exc}") from None
+    name = run.get("trace")
+    if not isinstance(name, str) or not name or os.path.basename(name) != name or \
+            name.startswith("."):
+        raise RunError(f"{where}: run.json trace {short_repr(name)}: the name of a trace "
+                       f"file in {traces} (no path: a recording opens nothing outside it)")
+    path = os.path.join(traces, name)
+    if not os.path.isfile(path):
+        raise RunError(f"{where}: run.json trace {name!r}: no such file in {traces}")
+    return run, path
 
 
 def read_run(folder: str, traces: str) -> ServeRun:
-    """The recording in ``folder``; its trace is looked up by name in ``traces``."""
+    """The recording in ``folder``; its trace is looked up by name in ``traces``.  A folder
+    that is no run (no run.json, a run.json without the fields read, a file too large) is
+    one :class:`RunError` line."""
     folder = os.path.normpath(folder)
-    run = json.loads(_text(folder, "run.json"))
-    snapshots = {float(m.group(1)): _text(folder, m.group(0))
-                 for m in map(SNAPSHOT.match, os.listdir(folder)) if m}
-    return ServeRun(folder, run, Knobs.from_dict(run["provenance"]["knobs"]),
-                    os.path.join(traces, run["trace"]), snapshots,
-                    _text(folder, "server.log") or "", _text(folder, "metrics-warm.txt"))
+    if not os.path.isdir(folder):
+        raise RunError(f"serve run {folder}: not a folder")
+    where = f"serve run {folder}"
+    if not os.path.isfile(os.path.join(folder, "run.json")):
+        raise RunError(f"{where}: no run.json (a folder scripts/gpu_serve.sh wrote)")
+    try:
+        run = loads(read_bytes(os.path.join(folder, "run.json"), JSON, f"{where}: run.json"),
+                    f"{where}: run.json")
+        run, trace = _checked(run, where, traces)
+        knobs = Knobs.from_dict(run["provenance"]["knobs"])
+        snapshots = {float(m.group(1)): _text(folder, m.group(0), METRICS)
+                     for m in map(SNAPSHOT.match, sorted(os.listdir(folder))) if m}
+        log = _text(folder, "server.log", LOG) or ""
+        warm = _text(folder, "metrics-warm.txt", METRICS)
+    except RunError:
+        raise
+    except (InputError, TypeError, ValueError) as exc:  # a knob out of range, a file too big
+        text = str(exc)
+        raise RunError(text if text.startswith(where) else f"{where}: {text}") from None
+    return ServeRun(folder, run, knobs, trace, snapshots, log, warm)
 
 
 def measured_step(run: ServeRun, until_s: float | None = None) -> StepTime:
