@@ -71,7 +71,7 @@ def option_ranges() -> dict[str, Range]:
         "--seeds": Range(int, 1, MAX_SEEDS, "the share of seeds crashed is then known to a "
                          "tenth of a percent"),
         "--seed": Range(int, 0, 2**32 - 1, "a 32-bit seed"),
-        "--step-ms": Range(float, 0, 60_000, "a minute per engine step", low_open=True),
+        "--step-ms": Range(float, 0.01, 60_000, "10 us to a minute per engine step"),
         "--metrics-seconds": METRICS_RANGE,
         "--jobs": Range(int, 1, 1024, "processes on one machine"),
         # 0 .. num_speculative_tokens, which cli._check_accepted says with K

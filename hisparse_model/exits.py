@@ -23,10 +23,17 @@ EXIT_BAD_INPUT = 2  # as cli.EXIT_BAD_INPUT
 EXIT_INTERRUPTED = 130  # 128 + SIGINT (2)
 
 
+def one_line(text: str) -> str:
+    """``text`` as one printable line: a newline, tab or other control character in it (a
+    path or value the user gave) written as its Python escape (``\\n``), so a refusal is
+    always one line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def say(line: str) -> None:
     """One line on stderr, if anyone can read it (a closed or broken stderr is no error)."""
     try:
-        sys.stderr.write(line + "\n")
+        sys.stderr.write(one_line(line) + "\n")
         sys.stderr.flush()
     except (OSError, ValueError, AttributeError):  # broken pipe, closed file, no stderr
         pass

@@ -304,6 +304,29 @@ MUTATIONS: list[Mutation] = [
       _T, "for i, ((a, n, m), b) in enumerate(zip(self.requests, blocks)) if a <= cut))",
       "for i, ((a, n, m), b) in enumerate(zip(self.requests, blocks)) if a < cut))",
       ("tests/test_traffic_risk.py",)),
+    # -- the input boundary (hisparse_model/boundary/, issue 51) ------------------------------
+    M("replay: sized by its mean rate x --minutes, not by its own rows",
+      _T, "arrivals = (bisect.bisect_left(traffic.arrivals_s, minutes * 60) if traffic.replayed",
+      "arrivals = (traffic.rate_per_s * minutes * 60 if traffic.replayed",
+      ("tests/test_boundary.py::test_a_replay_is_sized_by_its_own_rows_not_its_rate",)),
+    M("check: a connector without kv_role taken, where vLLM's KVTransferConfig refuses it",
+      "hisparse_model/inputs/launch.py",
+      "if config.get(\"kv_connector\") is not None and role is None:",
+      "if False:", ("tests/test_check.py",)),
+    M("--from-log: two DP ranks' engine lines read as two start-ups",
+      "hisparse_model/inputs/log_lines.py", "engine_seen and (rank is None or rank in ranks)))):",
+      "engine_seen))):", ("tests/test_from_log.py",)),
+    M("boundary: a log's line count unbounded",
+      "hisparse_model/boundary/files.py", "if bound.lines and count > bound.lines:",
+      "if False:", ("tests/test_boundary.py::"
+                    "test_every_reader_refuses_past_its_bound_in_bounded_memory_and_time",)),
+    M("boundary: a /metrics redirect answered as any other HTTP error",
+      "hisparse_model/boundary/http.py", "if 300 <= response.status < 400:",
+      "if 300 <= response.status < 300:",
+      ("tests/test_boundary.py::test_a_redirect_is_not_followed_and_names_where_it_points",)),
+    M("boundary: a refusal's newline (a path the user gave) printed as a second line",
+      "hisparse_model/exits.py", "c if c.isprintable() else repr(c)[1:-1]", "c",
+      ("tests/test_fuzz_flags.py::test_every_flag_takes_hostile_values_in_one_line",)),
 ]
 
 

@@ -253,7 +253,7 @@ def check_arguments(args, covered) -> object:
         raise ValueError(f"--out {args.out!r}: give a file name (docs/releases/VERSION.md)")
     if args.crosscheck_junit is None:
         return None
-    if not os.path.isfile(args.crosscheck_junit):
+    if not os.path.exists(args.crosscheck_junit):
         raise ValueError(f"--crosscheck-junit {args.crosscheck_junit}: no such file")
     return read_junit(pathlib.Path(args.crosscheck_junit))
 

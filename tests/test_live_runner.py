@@ -243,7 +243,7 @@ def test_validate_sweep_names_the_bad_entry(tmp_path):
     ok = live.validate_sweep(write([{"name": "w", "knobs": {"max_num_seqs": 2},
                                      "workload": [{"prompt_len": 3}]}]))
     assert ok[0]["workload"] == [{"prompt_len": 3}] and ok[0]["prompt_lens"] == []
-    with pytest.raises(ValueError, match="cannot read"):
+    with pytest.raises(ValueError, match=r"--sweep .*missing.json: No such file"):
         live.validate_sweep(str(tmp_path / "missing.json"))
 
 

@@ -124,31 +124,42 @@ def read_bytes(path: str, bound: Bound, name: str) -> bytes:
     return b"".join(chunks(path, bound, name))
 
 
+def _within(bound: Bound, name: str, count: int) -> None:
+    if bound.lines and count > bound.lines:
+        raise InputError(f"{name}: more than {bound.lines:,} lines, the bound on a "
+                         f"{bound.kind} ({bound.why})")
+
+
 def lines(path: str, bound: Bound, name: str) -> Iterator[tuple[int, bytes]]:
     """``(number, line)`` from 1, each without its ``\\n`` (nor a ``\\r`` before it), as they
     come.  A content with no ``\\n`` at all but ``\\r`` has CR-only line endings and is split
     at ``\\r``.  A content ending in ``\\n`` ends with an empty line (as ``str.split``
     gives it, so that joined again the text is the content).  A line over
-    :data:`LINE_BYTES` is refused."""
-    pending, number, seen_newline = b"", 0, False
+    :data:`LINE_BYTES` is refused, and more lines than ``bound.lines`` (counted before
+    they are handed on: a file of newlines costs no more than its bound)."""
+    pending, number, seen_newline, split_at_cr = b"", 0, False, False
     for piece in chunks(path, bound, name):
         pending += piece
         if b"\n" in pending:
             seen_newline = True
             *done, pending = pending.split(b"\n")
+            _within(bound, name, number + len(done))
             for line in done:
                 number += 1
                 yield number, line[:-1] if line.endswith(b"\r") else line
         if len(pending) > LINE_BYTES:
             if not seen_newline and b"\r" in pending:  # CR-only: split it there
+                split_at_cr = True
                 *done, pending = pending.split(b"\r")
+                _within(bound, name, number + len(done))
                 for line in done:
                     number += 1
                     yield number, line
             if len(pending) > LINE_BYTES:
                 raise InputError(f"{name}: line {number + 1} is longer than "
                                  f"{_size(LINE_BYTES)} (no line of a log or a trace is)")
-    if not seen_newline and b"\r" in pending:
+    if not seen_newline and (split_at_cr or b"\r" in pending):
+        _within(bound, name, number + pending.count(b"\r") + 1)
         for line in pending.split(b"\r"):
             number += 1
             yield number, line

@@ -51,10 +51,13 @@ def fetch(url: str, flag: str, bound: Bound, seconds: float = HTTP_SECONDS) -> b
     kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     conn = kind(parts.hostname, parts.port, timeout=seconds)
     deadline = time.monotonic() + seconds
-    timer = threading.Timer(seconds, _cut, (conn,))
+    held: list = []  # the connection's socket, which the deadline shuts down
+    timer = threading.Timer(seconds, _cut, (held,))
     timer.daemon = True
     timer.start()
     try:
+        conn.connect()
+        held.append(conn.sock)
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         conn.request("GET", target, headers={"Accept": "text/plain"})
         response = conn.getresponse()
@@ -65,13 +68,18 @@ def fetch(url: str, flag: str, bound: Bound, seconds: float = HTTP_SECONDS) -> b
         if response.status != 200:
             raise InputError(f"{where}: HTTP {response.status} {response.reason}")
         body, total = [], 0
-        while piece := response.read(CHUNK):
+        while piece := response.read1(CHUNK):  # what has come: the deadline is checked
             total += len(piece)
             if total > bound.bytes:
                 raise over(bound, where)
             body.append(piece)
             if time.monotonic() > deadline:
                 raise TimeoutError
+        if time.monotonic() >= deadline:  # the deadline shut the socket: the body is cut
+            raise TimeoutError
+        if response.length:  # fewer bytes than its Content-Length said
+            raise InputError(f"{where}: the body ended {response.length:,} bytes short of "
+                             "its Content-Length")
         return b"".join(body)
     except InputError:
         raise
@@ -89,10 +97,10 @@ def fetch(url: str, flag: str, bound: Bound, seconds: float = HTTP_SECONDS) -> b
         conn.close()
 
 
-def _cut(conn: http.client.HTTPConnection) -> None:
-    """At the deadline: end the connection, waking the read that waits on it."""
-    sock = conn.sock
-    if sock is not None:
+def _cut(held: list) -> None:
+    """At the deadline: shut the connection's socket, waking the read that waits on it
+    (the response holds the socket after the connection lets go of it)."""
+    for sock in held:
         try:
             sock.shutdown(socket.SHUT_RDWR)
         except OSError:

@@ -18,13 +18,15 @@ class Bound(NamedTuple):
     kind: str  # the input, as the refusal names it
     bytes: int  # the most it may hold (decompressed, for a gzip file)
     why: str
+    lines: int = 0  # the most lines it may hold, read line by line (0: read whole)
 
 
 # Per kind of file, its whole size (a gzip file's decompressed size).
 LOG = Bound("log", 128 * MIB, "a day of a busy vllm serve's INFO log is tens of MiB; give a "
-            "larger log's start-up (head -n 5000) or its tail (tail -n 100000)")
+            "larger log's start-up (head -n 5000) or its tail (tail -n 100000)", 2_000_000)
 TRACE = Bound("trace", 64 * MIB, "200,000 requests in the largest format (Mooncake's JSON "
-              "Lines with hash_ids) take about 50 MiB; the public traces are 3 MiB and less")
+              "Lines with hash_ids) take about 50 MiB; the public traces are 3 MiB and less",
+              400_000)
 JSON = Bound("JSON file", 16 * MIB, "a workload of 100,000 requests or any engine-args file "
              "fits in a few MiB")
 METRICS = Bound("/metrics body", 16 * MIB, "a vLLM server's /metrics is some 100 KiB")

@@ -37,6 +37,7 @@ import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
+from ..boundary.json_file import load as load_json
 from ..model.knobs import Knobs
 from ..recorded.recordings import write_json_atomic
 from ..schedule.workload import Workload
@@ -98,13 +99,7 @@ def validate_sweep(path: str) -> list[dict]:
     turned into :class:`~hisparse_model.model.knobs.Knobs` (so every knob is checked
     as the command line checks it), ready for :func:`run_sweep`.  Needs no GPU.
     """
-    try:
-        with open(path) as f:
-            raw = json.load(f)
-    except OSError as exc:
-        raise ValueError(f"sweep: cannot read {path}: {exc.strerror}") from exc
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"sweep: {path} is not JSON ({exc})") from exc
+    raw = load_json(path, f"--sweep {path}")
     if not isinstance(raw, list) or not raw:
         raise ValueError(f"sweep: {path} must hold a non-empty JSON list of configurations")
     entries, names = [], set()

@@ -212,6 +212,9 @@ def load_traffic(path: str, rate_per_s: float | None = None,
         return _trace_traffic(trace, rate, speed or 1.0)
     try:
         whole = json.loads(text)
+    except RecursionError:
+        raise TrafficError(f"{name}: nested too deeply to read (JSON arrays or objects "
+                           "nested hundreds of levels)") from None
     except ValueError:
         whole = None
     if isinstance(whole, dict) and "output_len" in whole and set(whole) <= {"prompt_len",
@@ -240,7 +243,7 @@ def load_traffic(path: str, rate_per_s: float | None = None,
         where = f"{name} line {i + 1}"
         try:
             obj = json.loads(line)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise TrafficError(f"{where}: not a JSON object ({exc}); a traffic file is a "
                                "JSON description or JSON Lines of requests") from None
         if not isinstance(obj, dict) or "prompt_len" not in obj:

@@ -152,11 +152,16 @@ def read_run(folder: str, traces: str) -> ServeRun:
     return ServeRun(folder, run, knobs, trace, snapshots, log, warm)
 
 
+def _snapshot_times(run: ServeRun, until_s: float | None) -> list[float]:
+    """The snapshots' times, in order, up to ``until_s`` (all of them for None)."""
+    return sorted(t for t in run.snapshots if until_s is None or t <= until_s)
+
+
 def measured_step(run: ServeRun, until_s: float | None = None) -> StepTime:
     """The step time the server's /metrics said between the replay's start and the last
     snapshot at or before ``until_s`` (the run's bad end by default; all of it without)."""
     until_s = run.end_s if until_s is None else until_s
-    times = sorted(t for t in run.snapshots if until_s is None or t <= until_s)
+    times = _snapshot_times(run, until_s)
     if len(times) < 2 or times[0] != 0:
         raise ValueError(f"{run.folder}: fewer than two /metrics snapshots from 0 s to "
                          f"{until_s} s")
@@ -229,10 +234,9 @@ def compare(run: ServeRun) -> dict:
     """The estimate from the step time the server reported before the replay (during it,
     without a warm-up) beside what the server did."""
     before = step_before(run)
-    try:
-        during = measured_step(run)
-    except ValueError:
-        during = None
+    times = _snapshot_times(run, run.end_s)
+    # a snapshot that is no /metrics text is refused here, not taken for a missing one
+    during = measured_step(run) if len(times) >= 2 and times[0] == 0 else None
     step = before or during
     if step is None:
         raise ValueError(f"{run.folder}: no step time: no warm-up and fewer than two /metrics "
