@@ -37,16 +37,28 @@ MODEL = "deepseek-ai/DeepSeek-V3.2"
 SIM = ["simulate", "--max-num-seqs", "64", "--seeds", "1", "--jobs", "1"]
 
 
+# A child forked from this (large) pytest process inherits its RSS high-water mark in
+# ru_maxrss (Linux keeps the pre-exec mark), so the command is forked from a small launcher
+# and its own rusage comes back as the launcher's one stdout line.
+_LAUNCHER = """import os, sys
+pid = os.fork()
+if pid == 0:
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss, usage.ru_utime + usage.ru_stime)
+"""
+
+
 def _measured(argv: list[str], stdin=subprocess.DEVNULL) -> tuple[int, str, float, float]:
     """``hisparse ARGV`` in a child: (status, stderr, peak RSS in MiB, CPU seconds), the
-    child's own rusage (os.wait4), so no other process and no sleep counts."""
-    proc = subprocess.Popen([sys.executable, "-m", "hisparse_model", *map(str, argv)],
-                            cwd=ROOT, stdin=stdin, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    err = proc.stderr.read().decode()  # the child ends; its pipe closes
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return (proc.returncode, err, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime)
+    child's own rusage (os.wait4 in the launcher), so no other process and no sleep counts."""
+    proc = subprocess.run([sys.executable, "-c", _LAUNCHER, sys.executable, "-m",
+                           "hisparse_model", *map(str, argv)], cwd=ROOT, stdin=stdin,
+                          capture_output=True)
+    status, rss_kib, cpu_s = proc.stdout.decode().split()
+    return int(status), proc.stderr.decode(), int(rss_kib) / 1024, float(cpu_s)
 
 
 @pytest.fixture(scope="module")
@@ -183,11 +195,13 @@ def test_a_pipe_that_gives_one_byte_first_is_still_seen_as_gzip(tmp_path):
     os.mkfifo(fifo)
     data = gzip.compress(b"a\nb\n")
 
+    w = os.open(fifo, os.O_RDWR)  # a writer before the reader opens (no writer: no wait)
+    os.write(w, data[:1])
+
     def trickle():
-        with open(fifo, "wb", buffering=0) as f:
-            f.write(data[:1])
-            time.sleep(0.05)
-            f.write(data[1:])
+        time.sleep(0.05)
+        os.write(w, data[1:])
+        os.close(w)
 
     writer = threading.Thread(target=trickle)
     writer.start()

@@ -89,7 +89,7 @@ BAD = [
     ("", ["--rate", 1], "no requests"),
     (SHAREGPT_SHAPED, ["--minutes", 0], "argument --minutes: must be > 0 and <= 10,080"),
     (SHAREGPT_SHAPED, ["--seeds", 0], "argument --seeds: must be >= 1 and <= 1,000"),
-    (SHAREGPT_SHAPED, ["--step-ms", -1], "argument --step-ms: must be > 0"),
+    (SHAREGPT_SHAPED, ["--step-ms", -1], "argument --step-ms: must be >= 0.01 and <= 60,000"),
     (SHAREGPT_SHAPED, ["--jobs", 0], "argument --jobs: must be >= 1"),
     (SHAREGPT_SHAPED, ["-dp", 2], "data_parallel_size: --traffic serves one engine"),
     (SHAREGPT_SHAPED, ["--num-gpu-blocks-override", 500], "num_gpu_blocks_override"),
