@@ -94,10 +94,12 @@ LOGS = list(_recorded_logs())
 
 
 def test_every_recorded_start_up_is_read():
-    """The H200 logs that print the host pool are many, with MTP and without."""
+    """The GPU logs that print the host pool are many, with MTP and without, and three pool sizes."""
     assert len(LOGS) >= 50
     counts = {LOGGED.search((RECORDED / p).read_text(errors="replace")).group(2) for p in LOGS}
-    assert counts == {"1820", "1618"}
+    # 1 GiB, K=0: 1,073,741,824 // 589,824 = 1,820;  1 GiB, K=1: // 663,552 = 1,618
+    # 5 GiB, K=0 (the H100 served replay): 5,368,709,120 // 589,824 = 9,102
+    assert counts == {"1820", "1618", "9102"}
 
 
 @pytest.mark.parametrize("name", LOGS)
