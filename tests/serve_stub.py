@@ -9,8 +9,8 @@ with ``usage``).  A prompt of exactly N tokens then, by MODE:
   that request and every later one with 500, as a dead engine's server does;
 * ``hang``: the request is never answered (an engine step that never ends).
 
-Started with PYTHONFAULTHANDLER=1 it dumps its threads' stacks on SIGABRT, as vLLM's
-processes do under the runner.
+Started with serve_process.stack_dump_env's PYTHONPATH it prints its threads' stacks on
+SIGUSR2 and goes on, as vLLM's processes do under the runner.
 """
 
 import json

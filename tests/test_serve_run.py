@@ -17,12 +17,15 @@ import pytest
 from hisparse_model.answers.traffic_risk import first_crash, generate
 from hisparse_model.engine import serve_run
 from hisparse_model.engine.serve_cli import ServeFlagsError, serve_flags
-from hisparse_model.engine.serve_process import stop_server
+from hisparse_model.engine.serve_process import stack_dump_env, stop_server
 from hisparse_model.inputs.startup_log import from_log
 from hisparse_model.inputs.traces import read_trace
 from hisparse_model.inputs.traffic_file import load_traffic
 from hisparse_model.model.host_pool import host_blocks
 from hisparse_model.model.knobs import Knobs
+from hisparse_model.model.plan import plan
+from hisparse_model.schedule.scheduler import schedule
+from hisparse_model.schedule.scheduler_config import scheduler_config
 from hisparse_model.schedule.workload import DistinctPrompt, Request, Workload
 
 from serve_recorded import HERE, TRACE, X4, X6, sample
@@ -98,6 +101,47 @@ def test_warm_waves_never_compute_c_plus_1_tokens(s):
             assert first_crash(k, work) is None, (p, count)
 
 
+# (S, the chunk wave): p = (B - 1) // 2 = 4,095; 3p - B = 12,285 - 8,192 = 4,093 > C = min(B, S)
+CHUNK_ROWS = [
+    (1, None),            # fewer than 3 sequences: no wave of three
+    (2, None),
+    (7, (4095, 3)),
+    (143, (4095, 3)),     # C = 143: the tail step computes 4,093 + 2 = 4,095 tokens
+    (1024, (4095, 3)),    # C = 1,024 < 4,093
+    (4096, None),         # C = 4,096 >= 4,093: a tail could be C + 1
+]
+
+
+@pytest.mark.parametrize("s,wave", CHUNK_ROWS)
+def test_the_chunk_wave_chunks_a_prompt_and_never_computes_c_plus_1(s, wave):
+    """The chunked-prefill warm-up wave: where it exists, three prompts sent at once make the
+    model's scheduler chunk one (first part B - 2p, tail 3p - B beside two decodes), and no
+    order or spacing of their arrivals makes a step the model routes to the crash."""
+    k = knobs(s)
+    assert serve_run.chunk_wave(k) == wave
+    if wave is None:
+        return
+    p, count = wave
+    ids = range(serve_run.WARM_ID, serve_run.WARM_ID + count)
+    for arrival in (lambda j: 0, lambda j: j, lambda j: 3 * (count - j), lambda j: 2 * (j // 2)):
+        work = Workload(tuple(Request(DistinctPrompt(i, p), serve_run.WARM_TOKENS, arrival(j))
+                              for j, i in enumerate(ids)))
+        assert first_crash(k, work) is None, arrival
+    together = Workload(tuple(Request(DistinctPrompt(i, p), serve_run.WARM_TOKENS, 0)
+                              for i in ids))
+    steps = schedule(scheduler_config(k, plan(k)), together)
+    assert steps[0].num_tokens == 8192  # 4,095 + 4,095 + the third's first 2 tokens
+    assert steps[1].num_tokens == 3 * p - 8192 + 2 == 4095  # its tail and two decodes
+
+
+def test_each_warm_up_pass_computes_its_prompts():
+    """A later warm-up pass sends prompts no earlier pass sent (no prefix-cache hit makes its
+    /metrics interval cheaper than the replay's steps): ids are WARM_ID + pass x 1,000 + j,
+    and a pass holds fewer than 1,000 prompts."""
+    per_pass = sum(count for _, count in serve_run.warm_requests(knobs(143)))
+    assert per_pass == 26 + 15 + 4 + 1 + 3 < serve_run.WARM_PASS_IDS
+
+
 # --- the host pool ------------------------------------------------------------------------------
 
 def test_host_blocks_are_what_the_served_h200_log_says():
@@ -116,10 +160,13 @@ def test_the_host_pool_holds_the_whole_replay():
     trace_blocks = sum(-(-(r.prompt_len + r.output_len) // 64) for r in rows)
     assert trace_blocks == 6651  # 3.65 GiB at 589,824 bytes a block
     k = knobs(143)
-    warm = sum(c * -(-(p + serve_run.WARM_TOKENS) // 64) for p, c in serve_run.warm_waves(k))
+    warm = sum(c * -(-(p + serve_run.WARM_TOKENS) // 64) for p, c in serve_run.warm_requests(k))
+    # 26 x 5 + 15 x 9 + 4 x 32 + 1 x 110 + 3 x 65 (the chunk wave: 4,119 tokens) = 698 blocks
+    assert warm == 698
     gib = serve_run.host_pool_gib_for(serve_run.requests_of(TRACE, 4, k, 240), k)
     assert host_blocks(gib, 0) >= trace_blocks + warm + 2
-    assert gib == 5  # ceil((6,651 + warm + 2) x 589,824 / 2**30) + 1 spare
+    # (6,651 + 698 + 2) x 589,824 = 4.04 GiB: ceil 5, + 1 spare
+    assert gib == 6
 
 
 # --- the requests sent are the model's ------------------------------------------------------------
@@ -150,7 +197,7 @@ def _stub(tmp_path, mode: str, n: int):
     port, log = _port(), tmp_path / "server.log"
     server = subprocess.Popen([sys.executable, str(HERE / "serve_stub.py"), str(port), mode,
                                str(n)], stdout=open(log, "w"), stderr=subprocess.STDOUT,
-                              env={**os.environ, "PYTHONFAULTHANDLER": "1"},
+                              env=stack_dump_env({**os.environ, "PYTHONFAULTHANDLER": "1"}),
                               start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     for _ in range(200):
@@ -179,20 +226,21 @@ def test_a_logged_crash_ends_the_replay_and_each_row_is_written_as_it_ends(tmp_p
     assert (tmp_path / "metrics-0.txt").exists()
 
 
-def test_a_stall_dumps_the_server_stacks(tmp_path):
-    """A request never answered and none finishing for --stall seconds: the run ends and every
-    process of the server prints its Python stacks into its log (faulthandler, SIGABRT)."""
+def test_a_stall_dumps_the_server_stacks_and_the_replay_goes_on(tmp_path):
+    """A request never answered and none finishing for --stall seconds: every process of the
+    server prints its Python stacks into its log (its sitecustomize's SIGUSR2 handler), again
+    while the stall lasts, at most --stall-dumps times, and the replay goes on to --seconds."""
     server, base, log = _stub(tmp_path, "hang", 34)
     try:
         reqs = serve_run.requests_of(TRACE, 4, knobs(33), 2)
         replay = serve_run.Replay(base, str(tmp_path), reqs, 1.0)
-        why = replay.run(server, 30, 0.3, str(log), stall=1.0)
-        server.wait(10)
+        why = replay.run(server, 6, 0.3, str(log), stall=1.0, stall_dumps=2)
+        alive = server.poll() is None
     finally:
         stop_server(server)
-    assert why.startswith("stalled: ") and replay.stalled_at is not None
-    assert replay.stalled_at < 10
-    assert "Fatal Python error: Aborted" in log.read_text()
+    assert why == "--seconds 6 reached" and alive
+    assert replay.stalled_at is not None and len(replay.stack_dumps) == 2
+    assert log.read_text().count("most recent call first") >= 2  # a dump per SIGUSR2
 
 
 # --- the H200 runs -------------------------------------------------------------------------------
@@ -287,7 +335,7 @@ def test_vllms_scheduler_runs_short_of_a_1_gib_host_pool_not_of_the_runners(vllm
                                                                            step_ms):
     """vLLM 0.31.0's own scheduler and HiSparse coordinator (crosscheck/scheduler_driver.py)
     serve the x4 replay's 200 requests, arriving at their steps for a given step time, with
-    as many host blocks as the H200 had: with host_pool_gib_for's pool (5 GiB: 9,102 blocks)
+    as many host blocks as the GPU had: with host_pool_gib_for's pool (6 GiB: 10,922 blocks)
     no allocation is refused at any pace; with the reproduction's 1 GiB (1,820 blocks) the
     pool runs short once requests pile up (a slow, compiling engine: 100 ms, 1 s a step)."""
     from hisparse_model.schedule.scheduler_config import SchedulerConfig
@@ -295,8 +343,8 @@ def test_vllms_scheduler_runs_short_of_a_1_gib_host_pool_not_of_the_runners(vllm
     k = knobs(143)
     sent = serve_run.requests_of(TRACE, 4, k, 240)
     gib = serve_run.host_pool_gib_for(sent, k)
-    runner_blocks = host_blocks(gib, 0)  # 5 x 2**30 // 589,824
-    assert runner_blocks == 9102
+    runner_blocks = host_blocks(gib, 0)  # 6 x 2**30 // 589,824
+    assert runner_blocks == 10922
     work = [{"prompt_token_ids": r["prompt"], "max_tokens": r["max_tokens"],
              "arrival_step": int(r["due_s"] * 1000 / step_ms)} for r in sent]
     config = SchedulerConfig(max_num_seqs=143, max_num_batched_tokens=8192, max_model_len=8192,

@@ -52,10 +52,19 @@ def stop_server(server: subprocess.Popen) -> None:
     server.wait()
 
 
-def dump_stacks(server: subprocess.Popen) -> None:
-    """Make every process of the server print its threads' Python stacks into the log:
-    started with PYTHONFAULTHANDLER=1, a SIGABRT makes Python dump them before it dies.
-    The engine core first (where a hung step waits), then the rest of its session."""
+STACK_DUMP_DIR = os.path.join(os.path.dirname(__file__), "stack_dump")
+
+
+def stack_dump_env(env: dict) -> dict:
+    """``env`` with :data:`STACK_DUMP_DIR` first on PYTHONPATH: each of the server's Python
+    processes then prints its threads' stacks on SIGUSR2 and goes on (its sitecustomize)."""
+    path = env.get("PYTHONPATH")
+    return {**env, "PYTHONPATH": STACK_DUMP_DIR + (os.pathsep + path if path else "")}
+
+
+def server_pids(server: subprocess.Popen) -> list[int]:
+    """The server's processes: the engine core first (where a hung step waits), then the
+    rest of its session, the server itself last."""
     pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -68,12 +77,19 @@ def dump_stacks(server: subprocess.Popen) -> None:
                 continue
             if int(fields[3]) == server.pid and int(entry) != server.pid:  # session id
                 pids.append((b"EngineCore" not in cmd, int(entry)))
-    for _, pid in sorted(pids) + [(True, server.pid)]:
+    return [pid for _, pid in sorted(pids)] + [server.pid]
+
+
+def dump_stacks(server: subprocess.Popen, gap: float = 1.0) -> None:
+    """Make every process of the server print its threads' Python stacks into the log and go
+    on (SIGUSR2, registered by :func:`stack_dump_env`'s sitecustomize), one process every
+    ``gap`` seconds so that the dumps do not interleave."""
+    for pid in server_pids(server):
         try:
-            os.kill(pid, signal.SIGABRT)
+            os.kill(pid, signal.SIGUSR2)
         except OSError:
             pass
-        time.sleep(2.0)
+        time.sleep(gap)
 
 
 def wait_healthy(base: str, server: subprocess.Popen, timeout: float, http) -> float | None:

@@ -44,7 +44,8 @@ from ..model.host_pool import SPARE_BLOCKS, gib_for_blocks
 from ..model.reproduction import BLOCK_SIZE
 from .llm_args import write_model_dir
 from .serve_cli import SERVED_NAME, VLLM_MAIN, serve_flags
-from .serve_process import dump_stacks, start_server, stop_server, versions, wait_healthy
+from .serve_process import (dump_stacks, stack_dump_env, start_server, stop_server, versions,
+                            wait_healthy)
 
 CRASH_TEXT = "HiSparse swap rows exceed"  # the ValueError's text (the fix PR's)
 WARM_ID = 900_000  # warm-up prompts' ids: none of a replay's (which count from 0)
@@ -65,9 +66,12 @@ def parse(argv=None):
     p.add_argument("--seconds", type=float, default=240.0, help="longest replay")
     p.add_argument("--start-timeout", type=float, default=420.0)
     p.add_argument("--linger", type=float, default=3.0)
-    p.add_argument("--stall", type=float, default=60.0,
+    p.add_argument("--stall", type=float, default=8.0,
                    help="seconds with requests in flight and none finished: the stacks of "
-                        "the server's processes are dumped into server.log and the run ends")
+                        "the server's processes are dumped into server.log, again every "
+                        "--stall seconds while it lasts (at most --stall-dumps times); the "
+                        "replay goes on")
+    p.add_argument("--stall-dumps", type=int, default=3)
     p.add_argument("--host-pool-gib", type=float, default=None,
                    help="HiSparse host pool; default: enough for the whole replay at once")
     p.add_argument("--warm-passes", type=int, default=2,
@@ -96,7 +100,7 @@ def host_pool_gib_for(requests: list[dict], knobs: Knobs) -> int:
     warm-up's, with a GiB to spare: the model assumes the KV pools never run short, and a
     1-GiB pool (1,820 blocks, 116,480 tokens) is less than a burst of the Azure trace."""
     blocks = sum(-(-(r["prompt_len"] + r["max_tokens"]) // BLOCK_SIZE) for r in requests)
-    blocks += sum(k * -(-(p + WARM_TOKENS) // BLOCK_SIZE) for p, k in warm_waves(knobs))
+    blocks += sum(k * -(-(p + WARM_TOKENS) // BLOCK_SIZE) for p, k in warm_requests(knobs))
     return math.ceil(gib_for_blocks(blocks + SPARE_BLOCKS, knobs.num_speculative_tokens)) + 1
 
 
@@ -123,6 +127,7 @@ class Replay:
         self.unhealthy_at: float | None = None
         self.crash_logged: float | None = None  # when the server log first showed CRASH_TEXT
         self.stalled_at: float | None = None  # requests in flight, none finished for a while
+        self.stack_dumps: list[float] = []  # when the server's stacks were dumped
         self.last_done = 0.0
         self.stop = threading.Event()
         self.t0 = 0.0
@@ -197,9 +202,12 @@ class Replay:
                     return
 
     def run(self, server: subprocess.Popen, seconds: float, linger: float, log: str,
-            stall: float = 60.0) -> str:
+            stall: float = 8.0, stall_dumps: int = 3) -> str:
         """Replay until the end, a failure or the crash in the log (plus ``linger``), or
-        the server's exit: why it stopped."""
+        the server's exit: why it stopped.  While requests are in flight and none finishes
+        for ``stall`` seconds the server's stacks are dumped (:func:`.dump_stacks`), again
+        every ``stall`` seconds while it lasts, at most ``stall_dumps`` times; the replay
+        goes on (a stall may be a first-use compilation that ends)."""
         self.t0 = time.monotonic()
         side = [threading.Thread(target=self.read_metrics, daemon=True),
                 threading.Thread(target=self.watch_health, daemon=True),
@@ -233,12 +241,13 @@ class Replay:
                 why = f"--seconds {seconds:g} reached"
                 break
             in_flight = len(threads) - len(self.rows)
-            if in_flight and self.now() - max(self.last_done, self.sent_last(threads)) > stall:
-                self.stalled_at = round(self.now(), 3)
-                why = (f"stalled: {in_flight} requests in flight, none finished for "
-                       f"{stall:g} s (stacks dumped)")
+            quiet = self.now() - max(self.last_done, self.sent_last(threads),
+                                     self.stack_dumps[-1] if self.stack_dumps else 0.0)
+            if in_flight and quiet > stall and len(self.stack_dumps) < stall_dumps:
+                if self.stalled_at is None or self.last_done > self.stalled_at:
+                    self.stalled_at = round(self.now(), 3)  # a new stall
+                self.stack_dumps.append(round(self.now(), 3))
                 dump_stacks(server)
-                break
             time.sleep(0.002)
         self.stop.set()
         return why
@@ -262,19 +271,47 @@ def warm_waves(knobs: Knobs) -> list[tuple[int, int]]:
     return waves
 
 
-def warm(base: str, knobs: Knobs, passes: int, tag: str) -> float:
-    """Serve :func:`warm_waves` ``passes`` times (kernels compile on first use of a shape:
-    not in what the replay meets); seconds taken.  Raises if a request fails."""
+def chunk_wave(knobs: Knobs) -> tuple[int, int] | None:
+    """``(prompt_len, 3)``: three prompts that make the scheduler chunk one (chunked prefill:
+    a prompt's second part computed against its first part's cache), none of whose steps
+    can compute C + 1 tokens; None where the knobs leave no such wave.
+
+    With ``2p + 1 <= B < 3p`` two prompts and a decode fit a step and three prompts do not:
+    a prompt is chunked only when all three are scheduled in one step (an engine step that
+    already holds one prompt's decode fits the other two whole), its first part is
+    ``B - 2p`` and its tail ``3p - B`` is computed beside the two other requests' decodes:
+    ``3p - B + 2`` tokens.  Every other step computes a whole prompt (more than C + 1
+    tokens) or at most three decodes.  So ``3p - B > C`` keeps every step off C + 1."""
+    c = plan(knobs).swap_capacity
+    budget = knobs.max_num_batched_tokens
+    p = (budget - 1) // 2
+    if knobs.max_num_seqs < 3 or 3 * p - budget <= c or p + WARM_TOKENS > knobs.max_model_len:
+        return None
+    return p, 3
+
+
+def warm_requests(knobs: Knobs) -> list[tuple[int, int]]:
+    """Every warm-up wave: :func:`warm_waves` then :func:`chunk_wave` where there is one."""
+    chunked = chunk_wave(knobs)
+    return warm_waves(knobs) + ([chunked] if chunked else [])
+
+
+def warm(base: str, knobs: Knobs, passes: int, tag: str, first: int = 0) -> float:
+    """Serve :func:`warm_requests` ``passes`` times (kernels compile on first use of a
+    shape: not in what the replay meets); seconds taken.  Prompt ids count from ``WARM_ID +
+    first``, so a later pass (another ``first``) computes its prompts rather than finding
+    them in the prefix cache.  Raises if a request fails."""
     from ..schedule.workload import DistinctPrompt
 
     t = time.monotonic()
     k = 0
     for _ in range(passes):
-        for p, count in warm_waves(knobs):
+        for p, count in warm_requests(knobs):
             threads, bad = [], []
             for _ in range(count):
                 body = {"model": SERVED_NAME, "max_tokens": WARM_TOKENS, "ignore_eos": True,
-                        "prompt": list(DistinctPrompt(WARM_ID + k, p)), "temperature": 0.0}
+                        "prompt": list(DistinctPrompt(WARM_ID + first + k, p)),
+                        "temperature": 0.0}
                 rid = {"X-Request-Id": f"{tag}-{k}"}
                 threads.append(threading.Thread(target=lambda b=body, h=rid: bad.append(
                     http(f"{base}/v1/completions", b, h)[0]), daemon=True))
@@ -286,6 +323,9 @@ def warm(base: str, knobs: Knobs, passes: int, tag: str) -> float:
             if any(code != 200 for code in bad):
                 raise RuntimeError(f"warm-up wave of {count} x {p} tokens: HTTP {bad}")
     return time.monotonic() - t
+
+
+WARM_PASS_IDS = 1000  # prompt ids one warm-up pass may take (its waves hold far fewer)
 
 
 def main(argv=None) -> int:
@@ -300,7 +340,8 @@ def main(argv=None) -> int:
     knobs = knobs.replace(host_pool_gib=pool)
     argv_server = [sys.executable, "-m", VLLM_MAIN, "serve",
                    *serve_flags(knobs, model_dir, args.port)]
-    env = {**os.environ, "VLLM_DEEP_GEMM_WARMUP": "skip", "PYTHONFAULTHANDLER": "1"}
+    env = stack_dump_env({**os.environ, "VLLM_DEEP_GEMM_WARMUP": "skip",
+                          "PYTHONFAULTHANDLER": "1"})
     base = f"http://127.0.0.1:{args.port}"
     run = {
         "provenance": {
@@ -308,11 +349,14 @@ def main(argv=None) -> int:
             "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
             "command": " ".join([sys.executable, "-m", "hisparse_model.engine.serve_run",
                                  *(argv if argv is not None else sys.argv[1:])]),
-            "server_command": argv_server, "run_time_patches": "none",
+            "server_command": argv_server,
+            "run_time_patches": "none to vLLM; the server's Python processes load "
+                                "hisparse_model/engine/stack_dump/sitecustomize.py (SIGUSR2 "
+                                "prints their stacks)",
             "knobs": knobs.as_dict(), "host_pool_gib": pool},
         "trace": os.path.basename(args.trace), "speed": args.speed,
         "replay_seconds": args.seconds, "requests_in_replay": len(requests),
-        "warm_waves": warm_waves(knobs)}
+        "warm_waves": warm_requests(knobs)}
     write_run(args.out, run)  # now, so that a run cut short still says what it was
     server = start_server(argv_server, os.path.join(args.out, "server.log"), env)
     replay = Replay(base, args.out, requests, args.metrics_every)
@@ -324,9 +368,10 @@ def main(argv=None) -> int:
                 if k == args.warm_passes - 1:
                     with open(os.path.join(args.out, "metrics-warm.txt"), "w") as f:
                         f.write(http(f"{base}/metrics", timeout=10)[1])
-                warmed.append(round(warm(base, knobs, 1, f"warm{k}"), 2))
+                warmed.append(round(warm(base, knobs, 1, f"warm{k}", k * WARM_PASS_IDS), 2))
             why = replay.run(server, args.seconds, args.linger,
-                             os.path.join(args.out, "server.log"), args.stall)
+                             os.path.join(args.out, "server.log"), args.stall,
+                             args.stall_dumps)
     finally:
         stop_server(server)
     replay.close()
@@ -335,6 +380,7 @@ def main(argv=None) -> int:
         "server_ready_after_s": None if started is None else round(started, 1),
         "warm_pass_seconds": warmed, "stopped_because": why,
         "crash_logged_s": replay.crash_logged, "stalled_at_s": replay.stalled_at,
+        "stack_dumps_at_s": replay.stack_dumps,
         "first_failure_s": replay.first_failure, "unhealthy_at_s": replay.unhealthy_at,
         "metrics_read_at_s": replay.metrics, "server_exit": server.returncode})
     write_run(args.out, run)
