@@ -191,11 +191,14 @@ def time_crash_replay(minutes: float = 30.0) -> float:
             json.dump(work.as_json(), f)
         argv = ["simulate", "--max-num-seqs", str(knobs.max_num_seqs), "--max-num-batched-tokens",
                 str(knobs.max_num_batched_tokens), "--max-model-len", str(knobs.max_model_len),
-                "--workload", path, "--json"]
+                "--host-pool-gib", f"{knobs.host_pool_gib:g}", "--workload", path, "--json"]
         t0 = time.perf_counter()
         with contextlib.redirect_stdout(io.StringIO()):
-            cli.main(argv)
-        return time.perf_counter() - t0
+            status = cli.main(argv)
+        took = time.perf_counter() - t0
+    if status != 0:  # a refusal takes milliseconds: it is not the replay's time
+        raise RuntimeError(f"bench: simulate {' '.join(argv[1:])} exited {status}")
+    return took
 
 
 def _simulate_figures(n: int = 10_000, version: str = "0.31.0") -> dict:

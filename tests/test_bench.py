@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from hisparse_model import bench
 
 FIGURES = {  # a made-up run: what main() prints is these numbers, not new measurements
@@ -28,6 +30,16 @@ def test_each_measurement_runs_small():
     assert bench.time_predict_advice(n=10) > 0
     assert bench.time_traffic_hour(minutes=0.5, seeds=2, jobs=1) > 0
     assert bench.time_crash_replay(minutes=0.5) > 0  # no crash within 30 s: the replay alone
+
+
+def test_a_refused_replay_is_not_timed(monkeypatch):
+    """The crash replay is timed only when simulate answers it (exit 0): a refusal (a host pool
+    too small for max_model_len once made it take 17 ms) raises instead of being reported."""
+    from hisparse_model import cli
+
+    monkeypatch.setattr(cli, "main", lambda argv: 2)
+    with pytest.raises(RuntimeError, match="exited 2"):
+        bench.time_crash_replay(minutes=0.5)
 
 
 def test_without_vllm_trees_vllm_figures_are_none(tmp_path, monkeypatch):
