@@ -241,4 +241,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=ranged(ranges["--live-jobs"]), default=1,
                    help="with --sweep: children at once on one GPU")
     from .app import add_parser as _app_parser; _app_parser(sub)  # noqa: E702
+    link_pages(parser, sub)
     return parser
+
+
+# each command's page of the documentation site (docs/, built by mkdocs; tests/test_docs.py
+# checks that every page named here exists and is in the site's navigation)
+DOC_PAGES = {"hisparse": "docs/index.md", "predict": "docs/simulate.md",
+             "simulate": "docs/simulate.md", "check": "docs/check.md",
+             "explain": "docs/check.md", "live": "docs/live.md", "app": "docs/notebooks.md"}
+
+
+def link_pages(parser: argparse.ArgumentParser, sub) -> None:
+    """End ``--help`` of the command and of each subcommand with its page."""
+    def epilog(page: str) -> str:
+        return (f"Guide: {page} in the source tree, or that page of the documentation "
+                "site (mkdocs serve).")
+    parser.epilog = epilog(DOC_PAGES["hisparse"])
+    for name, p in sub.choices.items():
+        p.epilog = epilog(DOC_PAGES[name])

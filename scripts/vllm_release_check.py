@@ -89,7 +89,8 @@ def citations(old: str) -> list[Cited]:
                 seen.add((key, c))
                 out.append(Cited(f"hisparse_model/model/versions.py: {key}", c.path, c.start, c.end,
                                  c.symbol))
-    files = sorted((REPO / "hisparse_model").rglob("*.py")) + [REPO / "README.md"]
+    files = (sorted((REPO / "hisparse_model").rglob("*.py")) + [REPO / "README.md"]
+             + sorted((REPO / "docs").rglob("*.md")))
     for f in files:
         text = f.read_text()
         for m in TEXT_CITE.finditer(text):

@@ -421,9 +421,9 @@ def test_azure_columns_in_any_order_or_case_read_as_azure(tmp_path, header):
     assert read_trace(str(path)).requests == read_trace(str(AZURE)).requests
 
 
-def test_the_bounds_are_what_the_readme_states():
-    """The README's "Bounds" table is the declarations' values."""
-    readme = (ROOT / "README.md").read_text()
+def test_the_bounds_are_what_the_docs_state():
+    """The bounds table of docs/inputs.md is the declarations' values."""
+    readme = (ROOT / "docs" / "inputs.md").read_text()
     for bound in (LOG, TRACE, METRICS, JSON, RECORDING):
         assert f"| {bound.kind} | {bound.bytes // MIB} MiB" in readme, bound.kind
     assert f"{LOG.lines:,} lines" in readme and f"{TRACE.lines:,} lines" in readme
@@ -432,7 +432,8 @@ def test_the_bounds_are_what_the_readme_states():
 
 
 def test_check_with_a_connector_reads_the_dotted_forms():
-    """The README's dotted example answers as its JSON twin."""
+    """vLLM's dotted forms (docs/check.md: dotted JSON keys as vLLM reads them) answer as
+    their JSON twin."""
     dotted = ["--kv-transfer-config.kv_connector", "HiSparseConnector",
               "--kv-transfer-config.kv_role", "kv_both",
               "--kv-transfer-config.kv_connector_extra_config.host_pool_gib", "512"]

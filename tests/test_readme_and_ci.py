@@ -25,8 +25,12 @@ def test_ci_runs_the_readme_commands_in_order():
 
 
 def test_every_test_the_readme_names_exists():
-    """Each ``tests/<file>.py::<test>`` in the README is a test function of that file."""
-    named = set(re.findall(r"tests/(test_\w+\.py)::(test_\w+)", _read("README.md")))
+    """Each ``tests/<file>.py::<test>`` in the README or a docs/ page is a test function of
+    that file."""
+    pages = ["README.md"] + sorted(os.path.join("docs", f) for f in os.listdir(
+        os.path.join(ROOT, "docs")) if f.endswith(".md"))
+    named = {m for page in pages
+             for m in re.findall(r"tests/(test_\w+\.py)::(test_\w+)", _read(page))}
     assert len(named) >= 20
     missing = [f"{f}::{t}" for f, t in sorted(named)
                if not re.search(rf"^def {t}\(", _read(os.path.join("tests", f)), re.M)]

@@ -331,7 +331,7 @@ README_PLOT = ["simulate", "--max-num-seqs", "1024", "--max-num-batched-tokens",
 
 
 def test_readme_plot_is_redrawn_the_same(tmp_path, capsys, monkeypatch):
-    """The README's picture is what its command draws now (the model moved: redraw it)."""
+    """docs/simulate.md's picture is what its command draws now (the model moved: redraw it)."""
     import os
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -341,7 +341,7 @@ def test_readme_plot_is_redrawn_the_same(tmp_path, capsys, monkeypatch):
     assert "8 seeds" in capsys.readouterr().out
     with open(os.path.join(root, "docs", "traffic-risk.svg")) as f:
         assert out.read_text() == f.read()
-    readme = open(os.path.join(root, "README.md")).read()
+    readme = open(os.path.join(root, "docs", "simulate.md")).read()
     assert " ".join(README_PLOT[1:]) in " ".join(readme.split())
     assert "![Share of 8 seeds crashed by each minute" in readme
 
