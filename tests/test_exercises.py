@@ -267,14 +267,33 @@ def test_each_question_names_every_control(nb):
 @pytest.mark.parametrize("nb", sorted(EXERCISES))
 def test_the_page_shows_each_start(nb):
     """Rendered, every question shows each control it starts from with its value."""
-    items = html.unescape(try_this_html(nb)).split("<li>")[1:]
+    items = try_this_html(nb).split("<li>")[1:]
     assert len(items) == len(EXERCISES[nb])
     for item, ex in zip(items, EXERCISES[nb]):
         start = re.search(r"<div class='hs-start'>Start from: (.*?)</div>", item).group(1)
         for name, value in ex.start.items():
-            shown = (f"command = {value!r}" if value else "command box empty") \
-                if name == "command" else f"{name} = {value}"
-            assert shown in start, (nb, name)
+            if name == "command":
+                continue  # pasted below, as a learner copies it
+            assert html.escape(f"{name} = {value}") in start, (nb, name)
+
+
+PASTED = [i for i, ex in enumerate(EXERCISES["exposure"]) if ex.start["command"]]
+
+
+@pytest.mark.parametrize("i", PASTED)
+def test_each_command_as_rendered_pastes_into_the_dashboard(i):
+    """What the page shows as a question's command, copied as a learner copies it (the text
+    of its code element), is the command itself, and pasted into notebook 7's box it is read
+    as ``check`` reads it: no refusal, the knobs of the question."""
+    ex = EXERCISES["exposure"][i]
+    item = try_this_html("exposure").split("<li>")[1:][i]
+    shown = re.search(r"<code class='hs-command'>(.*?)</code>", item, re.S).group(1)
+    pasted = html.unescape(shown)
+    assert pasted == ex.start["command"] and "\\'" not in pasted
+    dash = set_controls(DASHBOARDS["exposure"](), {**ex.start, "command": pasted})
+    assert dash.error is None, dash.error
+    extra, version = SERVED[i]
+    assert knobs_of(dash.state) == _served(extra, version)
 
 
 @pytest.mark.parametrize("nb", sorted(EXERCISES))

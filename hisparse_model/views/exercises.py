@@ -125,13 +125,16 @@ EXERCISES: dict[str, list[Exercise]] = {
 }
 
 
-def start_text(start: dict) -> str:
-    """The controls a question starts from, one ``name = value`` each (0: not set)."""
+def start_html(start: dict) -> str:
+    """The controls a question starts from, one ``name = value`` each (0: not set), as HTML:
+    a command as it is typed into the box (``<code class='hs-command'>``, nothing escaped
+    but for HTML), so that what a learner copies from the page pastes as the command."""
     def shown(name, value):
         if name == "command":
-            return f"command = {value!r}" if value else "command box empty"
-        return f"{name} = {value}" + (" (not set)" if value == 0 and name in SPECS
-                                      and SPECS[name].optional else "")
+            return (f"command = <code class='hs-command'>{esc(value)}</code>" if value
+                    else "command box empty")
+        return esc(f"{name} = {value}" + (" (not set)" if value == 0 and name in SPECS
+                                          and SPECS[name].optional else ""))
     return "; ".join(shown(n, v) for n, v in start.items())
 
 
@@ -139,7 +142,7 @@ def try_this_html(notebook: str) -> str:
     """The notebook's "Try this": each question with the controls it starts from, its
     computed answer folded away."""
     items = "".join(
-        f"<li><div class='hs-start'>Start from: {esc(start_text(ex.start))}"
+        f"<li><div class='hs-start'>Start from: {start_html(ex.start)}"
         + ("" if ex.start else "any state") + f"</div>{esc(ex.question)}"
         f"<details class='hs-answer'><summary>Show the answer</summary>"
         f"{esc(ex.answer(ex.start).text)}</details></li>" for ex in EXERCISES[notebook])
