@@ -369,6 +369,31 @@ def test_notebook_3_title_and_caption_agree_for_each_backend(backend, n, route):
     assert "replayed CUDA graph" not in says
     if route == "none":
         assert "none of them is routed" in title and "only a step's decode part" in says
-        assert "routed tokens" not in title
+        assert "routed tokens" not in title and "n = W" not in title  # it routes 0, not W
     else:
         assert "n = 27 routed tokens (n = W = C + 1)" in title
+
+
+# (S, prompt lengths, the picture's title begins, a note names the prompts): notebook 2,
+# 0.31.0, B = 16,384 (the offline default): C = S, W = S + 1
+WOULD_ROWS = [
+    (256, "2, 3, 200", "If a batch of n = 257 routed tokens", True),  # no batch routes 257
+    (2, "2, 3, 200", "A batch of n = 3 routed tokens", False),       # prompt 3 routes W = 3
+]
+
+
+@pytest.mark.parametrize("s,lens,begins,would", WOULD_ROWS)
+def test_notebook_2_says_when_its_picture_is_a_batch_that_never_came(s, lens, begins, would):
+    """Where no batch of the run routes W tokens, the picture is titled as the batch that
+    would come and says that none of the run's batches (the prompts named) is that size; where
+    one does, it is titled as a batch that came."""
+    from hisparse_model.views.first_request import startup_dashboard
+
+    dash = startup_dashboard()
+    dash.controls["max_num_seqs"].value = s
+    dash.controls["prompt_lens"].value = lens
+    svg = _pictures(dash.numbers.value + (dash.head.value if dash.head else ""))[0]
+    title = svg.get("aria-label")
+    assert title.startswith(begins), title
+    markup = dash.numbers.value
+    assert (f"the prompts are {lens} tokens" in markup) == would

@@ -165,7 +165,14 @@ def picture_for_prediction(pred, title: str | None = None, startup: bool = True)
     if crash is not None:
         return buffer_picture(c, w, crash.routed, cd.CRASH, rule=_rule(p.rules),
                               title=title or f"The batch that crashes start-up: {crash.label}")
-    return picture_for_plan(p, title)
+    return picture_for_plan(p, title, ran=_routed_sizes(pred, startup))
+
+
+def _routed_sizes(pred, startup: bool) -> tuple[set, list[int]]:
+    """(the routed sizes of every batch the prediction ran, its prompts' lengths)."""
+    batches = (list(pred.startup) if startup else []) + [
+        b for pr in getattr(pred, "prompts", []) for b in pr.batches]
+    return {b.routed for b in batches}, [pr.n for pr in getattr(pred, "prompts", [])]
 
 
 def is_swap_overflow(error: str | None) -> bool:
@@ -173,9 +180,11 @@ def is_swap_overflow(error: str | None) -> bool:
     return bool(error) and error.startswith(ERROR_TEMPLATE.split("{")[0])
 
 
-def picture_for_plan(p, title: str | None = None) -> str:
+def picture_for_plan(p, title: str | None = None, ran: tuple | None = None) -> str:
     """The batch of n = W tokens (the off-by-one's size) under plan ``p``'s routing, else,
-    where no step holds W tokens (C = B), a batch of B tokens."""
+    where no step holds W tokens (C = B), a batch of B tokens.  ``ran``: (the routed sizes of
+    the batches a prediction ran, its prompts' lengths); when none of them is n, the picture
+    says it is the batch that would come, not one that came."""
     c, w, b = p.swap_capacity, p.workspace_rows, p.max_num_batched_tokens
     n = w if w <= b else b
     routed, path, error = p.rules.router(p.knobs.attention_backend, c)(n, 0)
@@ -183,18 +192,29 @@ def picture_for_plan(p, title: str | None = None) -> str:
     note = ("" if n == w else f"No step holds W = {w} tokens here (B = {b}), so this B-token "
             "batch is the largest there is.")
     size = "n = W = C + 1" if n == w else "n = B"
+    would = ran is not None and routed not in ran[0]
+    if would:
+        lens = ", ".join(str(x) for x in ran[1])
+        note = (f"No batch of this run routes {routed} tokens"
+                + (f" (the prompts are {lens} tokens)" if lens else "")
+                + ": this is the batch that would " + ("crash, " if error else "come, ")
+                + "drawn to show what happens to it. " + note).strip()
     if routed == 0:  # the backend hands the routing only a step's decode part (FLASHMLA_SPARSE)
         return buffer_picture(
             c, w, 0, None, rule=_rule(p.rules), note=note,
-            title=title or f"A batch of {n} tokens ({size}), vLLM {p.rules.vllm_version}, "
+            title=title or f"A prefill step of {n} scheduled tokens "
+            f"({'W = C + 1' if n == w else 'B'} of them), vLLM {p.rules.vllm_version}, "
             f"{p.knobs.attention_backend}: none of them is routed",
             says=(f"{p.knobs.attention_backend} hands the routing only a step's decode part; "
                   f"these {n} prefill tokens never reach it.",
                   f"A decode part holds at most S × q = C = {c} tokens, so the routing never "
                   f"sees W = {w}."))
     return buffer_picture(c, w, n, key, rule=_rule(p.rules), note=note,
-                          title=title or f"A batch of n = {n} routed tokens "
-                          f"({size}), vLLM {p.rules.vllm_version}")
+                          title=title or ("If a batch of" if would else "A batch of")
+                          + f" n = {n} routed tokens ({size}) came, vLLM "
+                          f"{p.rules.vllm_version}" if would else title or
+                          f"A batch of n = {n} routed tokens ({size}), vLLM "
+                          f"{p.rules.vllm_version}")
 
 
 def picture_for_step(sched, step: int | None = None) -> str:
