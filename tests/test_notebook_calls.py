@@ -149,7 +149,7 @@ def test_risk_view_answers_notebook_7s_server_under_the_example():
 def test_the_risk_panel_follows_the_server_the_dashboard_shows():
     """RiskPanel (notebook 7): estimated for the pasted command's server (S 1024); a new
     command greys it and says so, without estimating (seconds); the button estimates the new
-    server (S 64); a refused command leaves the last chart, still greyed."""
+    server (S 64); a refused command takes the last chart away (it would read as the answer)."""
     from hisparse_model.views.exposure import SERVE_DEFAULT, exposure_dashboard
 
     dash = exposure_dashboard(SERVE_DEFAULT)
@@ -169,7 +169,24 @@ def test_the_risk_panel_follows_the_server_the_dashboard_shows():
     dash.controls["command"].value = "vllm serve x --max-num-seqs"  # refused: no server
     assert "hs-stale-risk" in panel.chart._dom_classes
     panel.button.click()
-    assert "nothing to estimate" in panel.note.value and "S=32" in panel.chart.value
+    assert "nothing to estimate" in panel.note.value and panel.chart.value == ""
+
+
+def test_a_host_pool_refusal_shows_no_chart_and_defines_its_words():
+    """A server whose 2 GiB host pool may run short under the traffic: the refusal alone, the
+    words it uses defined under it (host block, null block, copy-on-write tail), and no chart
+    of the server estimated before it."""
+    from hisparse_model.text.glossary import TERMS
+    from hisparse_model.views.exposure import SERVE_DEFAULT, exposure_dashboard
+
+    dash = exposure_dashboard(SERVE_DEFAULT)
+    panel = RiskPanel(dash, minutes=1, seeds=2, step_ms=25)
+    assert "S=1024" in panel.chart.value
+    dash.controls["command"].value = SERVE_DEFAULT.replace('"host_pool_gib": 512', '"host_pool_gib": 2')
+    panel.button.click()
+    assert "may run short" in panel.note.value and panel.chart.value == ""
+    for term in TERMS:
+        assert f"<b>{term}</b>" in panel.note.value, term
 
 
 def test_without_a_step_time_the_panel_shows_the_band():

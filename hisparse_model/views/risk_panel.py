@@ -8,6 +8,7 @@ of :func:`~.risk_band.band_html` over several when none was measured.
 from __future__ import annotations
 
 from ..answers.traffic_risk import SEEDS
+from ..text.glossary import defined
 from .risk_band import band_html
 from .risk_chart import example_traffic_path, risk_for
 from .svg import esc
@@ -56,9 +57,8 @@ class RiskPanel:
     def estimate(self) -> None:
         server = self._server()
         if server is None:
-            self.note.value = ("<div class='hs-note'>The dashboard above shows no server "
-                               "(its command or knobs are refused): nothing to estimate."
-                               "</div>")
+            self._refused("The dashboard above shows no server (its command or knobs are "
+                          "refused): nothing to estimate.", "hs-note")
             return
         knobs, source = server
         try:
@@ -69,12 +69,23 @@ class RiskPanel:
                 html = risk_for(knobs, self.traffic_path, self.minutes, self.seeds,
                                 self.step_ms)
         except ValueError as exc:
-            self.note.value = f"<div class='hs-error'>{esc(str(exc))}</div>"
+            self._refused(str(exc), "hs-error")
             return
         self.estimated_for = knobs
         self.chart.value = (f"<p class='hs-risk-source'>For {esc(source)}: "
                             f"{esc(server_words(knobs))}.</p>" + html)
         self.mark()
+
+    def _refused(self, message: str, css: str) -> None:
+        """No answer for this server: the refusal, the words it uses defined, and no chart
+        (an earlier server's chart under it would read as this one's answer)."""
+        self.estimated_for = None
+        self.chart.value = ""
+        self.chart.remove_class("hs-stale-risk")
+        words = "".join(f"<li><b>{esc(term)}</b>: {esc(text)}</li>"
+                        for term, text in defined(message))
+        self.note.value = (f"<div class='{css} hs-risk-refused'>{esc(message)}</div>"
+                           + (f"<ul class='hs-note hs-words'>{words}</ul>" if words else ""))
 
     def mark(self) -> None:
         """Grey the chart, and say so, while the dashboard shows another server."""
