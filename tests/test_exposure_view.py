@@ -50,7 +50,7 @@ def test_changes_follow_the_command_and_the_knobs():
     d.controls["command"].value = "vllm serve deepseek-ai/DeepSeek-V3.2"  # HiSparse off
     assert d.error and "HiSparse is off" in d.error
     d.controls["command"].value = "vllm serve 'unclosed"
-    assert d.error.startswith("command:")
+    assert d.error.startswith("No closing quotation")  # the typist's slip, named as such
 
 
 def test_the_app_has_the_tab():
@@ -125,3 +125,19 @@ def test_the_controls_show_the_values_in_effect_and_say_where_each_came_from():
     dash.reset.click()
     assert dash.controls["max_num_seqs"].value == k.max_num_seqs
     assert dash.labels["source"] == "the pasted vllm serve command"
+
+
+def test_a_quoting_slip_is_named_as_the_typists_not_vllms():
+    """A command the shell cannot split (an unclosed quote) is "typo in the command", says
+    the knobs still show the last command read and how to go on, and never blames vLLM;
+    emptying the box answers for the knobs alone."""
+    from hisparse_model.views.exposure import SERVE_DEFAULT, exposure_dashboard
+
+    dash = exposure_dashboard(SERVE_DEFAULT)
+    dash.controls["command"].value = SERVE_DEFAULT[:-1]  # the closing quote dropped
+    assert dash.error.startswith("No closing quotation")
+    assert "typo in the command:" in dash.message.value
+    assert "vLLM would reject" not in dash.message.value
+    assert "last command that was read" in dash.error and "empty the box" in dash.error
+    dash.controls["command"].value = ""
+    assert dash.error is None and dash.state["source"].startswith("the knobs")

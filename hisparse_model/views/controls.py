@@ -35,6 +35,11 @@ class PromptLensTypo(ValueError):
     """The prompt_lens box does not hold comma-separated integers."""
 
 
+class CommandTypo(ValueError):
+    """The command box cannot be split into words as a shell splits them (an unclosed quote,
+    a trailing backslash): the typist's slip, not something vLLM refuses."""
+
+
 def parse_prompt_lens(text: str) -> list[int]:
     """``"2, 3, 200"`` -> ``[2, 3, 200]``; a non-integer or no length is a :class:`PromptLensTypo`.
 

@@ -38,7 +38,7 @@ import ipywidgets as W
 
 from ..model.knobs import Knobs
 from . import outbox
-from .controls import (SPECS, PromptLensTypo, control_rows, knob_value, moves, no_echo,
+from .controls import (SPECS, CommandTypo, PromptLensTypo, control_rows, knob_value, moves, no_echo,
                        synced_trait, typed_refusal, value_at, widen_to)
 from .numbers_pane import NumbersPane, state_part
 from ..model.reproduction import ASSUMPTIONS
@@ -240,6 +240,8 @@ class Dashboard:
             return True, fn()
         except PromptLensTypo as exc:
             self._show_error(str(exc), "typo in prompt_lens:")
+        except CommandTypo as exc:
+            self._show_error(str(exc), "typo in the command:")
         except ValueError as exc:  # vLLM would refuse these knobs: the model says why
             self._show_error(str(exc), "vLLM would reject these knobs:")
         except Exception as exc:  # noqa: BLE001  a model bug: shown, not lost in a log

@@ -22,7 +22,8 @@ from ..model.plan import plan
 from .buffers import buffer_picture, picture_for_plan, picture_html
 import ipywidgets as W
 
-from .controls import NOT_SET, SPECS, knob_control, knob_value, text_control, widen_to
+from .controls import (NOT_SET, SPECS, CommandTypo, knob_control, knob_value, text_control,
+                       widen_to)
 from .dashboard import Dashboard, Screen
 from .tables import esc
 
@@ -93,8 +94,11 @@ class ExposureDashboard(Dashboard):
             return knobs_with_a_pool(self.knobs(), self.opened_at.get(POOL))
         try:
             argv = shlex.split(command)
-        except ValueError as exc:
-            raise ValueError(f"command: {exc}") from None
+        except ValueError as exc:  # a quoting slip: the shell, not vLLM, would stop here
+            raise CommandTypo(
+                f"{exc} (the shell cannot split it into words, so vLLM never sees it). The "
+                "knobs below still show the last command that was read; fix the quoting, or "
+                "empty the box to answer for the knobs alone") from None
         launch = from_command(argv, self.value("vllm_version"))
         moved = {n: knob_value(SPECS[n], self.value(n)) for n in OVERRIDES
                  if self.value(n) != self.opened_at[n]}
