@@ -397,3 +397,17 @@ def test_notebook_2_says_when_its_picture_is_a_batch_that_never_came(s, lens, be
     assert title.startswith(begins), title
     markup = dash.numbers.value
     assert (f"the prompts are {lens} tokens" in markup) == would
+
+
+@pytest.mark.parametrize("routing,name", [("stock", "0.31.0"), ("fix", "0.31.0+fix")])
+def test_notebook_3_names_the_fix_where_it_is_on(routing, name):
+    """With routing = fix the picture's title and the chart's 0.31.0 lane say 0.31.0+fix (the
+    fix's predicate: n = W = C + 1 goes all-resident), not plain 0.31.0."""
+    from hisparse_model.views.fixes import versions_dashboard
+
+    dash = versions_dashboard(routing=routing, max_num_seqs=26)
+    svg = _pictures(dash.numbers.value)[0]
+    assert svg.get("aria-label").endswith(f"vLLM {name}")
+    assert (svg.get("data-route") == "crash") == (routing == "stock")
+    chart = dash.draw()
+    assert f">{name}<" in chart and (">0.31.0+fix<" in chart) == (routing == "fix")

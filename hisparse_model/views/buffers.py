@@ -203,7 +203,7 @@ def picture_for_plan(p, title: str | None = None, ran: tuple | None = None) -> s
         return buffer_picture(
             c, w, 0, None, rule=_rule(p.rules), note=note,
             title=title or f"A prefill step of {n} scheduled tokens "
-            f"({'W = C + 1' if n == w else 'B'} of them), vLLM {p.rules.vllm_version}, "
+            f"({'W = C + 1' if n == w else 'B'} of them), vLLM {p.rules.key}, "
             f"{p.knobs.attention_backend}: none of them is routed",
             says=(f"{p.knobs.attention_backend} hands the routing only a step's decode part; "
                   f"these {n} prefill tokens never reach it.",
@@ -212,9 +212,9 @@ def picture_for_plan(p, title: str | None = None, ran: tuple | None = None) -> s
     return buffer_picture(c, w, n, key, rule=_rule(p.rules), note=note,
                           title=title or ("If a batch of" if would else "A batch of")
                           + f" n = {n} routed tokens ({size}) came, vLLM "
-                          f"{p.rules.vllm_version}" if would else title or
+                          f"{p.rules.key}" if would else title or
                           f"A batch of n = {n} routed tokens ({size}), vLLM "
-                          f"{p.rules.vllm_version}")
+                          f"{p.rules.key}")
 
 
 def picture_for_step(sched, step: int | None = None) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..text import chart_data as cd
-from ..model.knobs import VLLM_VERSIONS
+from ..model.knobs import VLLM_VERSIONS, Knobs
 from .buffers import picture_for_prediction, picture_html
 from .charts import lane_chart
 from .controls import SPECS, knob_control, parse_prompt_lens, text_control
@@ -55,6 +55,7 @@ class VersionsDashboard(Dashboard):
         state = {**cd.version_knobs(knobs, selected).as_dict(), "prompt_lens": lens}
         return Screen(state, pred, labels, body, lambda: {
             **cd.prompt_lanes(knobs), "selected": selected, "backend": backend,
+            "routing": knobs.routing,
             "C": pred.sizes.swap_capacity})
 
     def _backend_note(self, pred) -> str:
@@ -121,7 +122,9 @@ class VersionsDashboard(Dashboard):
         lanes = {}
         for v, row in d["lanes"].items():
             ok = d["startup_ok"][v]
-            label = v + ("" if ok else " (refused)" if ok is None else " (start-up crashes)")
+            name = v + ("+fix" if cd.version_knobs(Knobs(routing=d["routing"]), v).routing
+                        == "fix" else "")  # 0.31.0 patched with the fix: say so
+            label = name + ("" if ok else " (refused)" if ok is None else " (start-up crashes)")
             lanes[label] = row or [cd.INVALID] * len(every)
         shown = cd.key_lengths({"n": every, "lanes": lanes}, keep=cd.zoom_window(c))
         index = [n - every[0] for n in shown]
