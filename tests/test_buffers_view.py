@@ -6,6 +6,7 @@ API (``predict``, ``simulate``), never the picture code under test.
 
 from __future__ import annotations
 
+import html
 import re
 import xml.etree.ElementTree as ET
 
@@ -411,3 +412,38 @@ def test_notebook_3_names_the_fix_where_it_is_on(routing, name):
     assert (svg.get("data-route") == "crash") == (routing == "stock")
     chart = dash.draw()
     assert f">{name}<" in chart and (">0.31.0+fix<" in chart) == (routing == "fix")
+
+
+def _legend(svg_markup: str) -> list[str]:
+    return re.findall(r"class='hs-legend'[^>]*>([^<]*)<", svg_markup)
+
+
+def test_notebook_6s_legends_word_what_its_cells_are():
+    """Notebook 6 (S 7, 0.31.0): the strip's orange is a rank crashing while serving, not a
+    first request; the step chart's grey is a FULL graph replay (step 1 of both ranks)."""
+    from hisparse_model.views.two_gpus import two_gpus_dashboard
+
+    dash = two_gpus_dashboard()
+    dash.controls["max_num_seqs"].value = 7
+    markup = dash.numbers.value + dash.draw()
+    words = _legend(markup)
+    assert "a rank crashes while serving" in words and "first-request crash" not in words
+    assert "not routed: a FULL graph replay (or no token handed over)" in words
+    assert "not routed (staged)" not in words
+
+
+# (current S, the strip's end, marked past its end): notebook 2's strip is S 1 ... 256
+PAST_ROWS = [(300, True), (256, False), (7, False)]
+
+
+@pytest.mark.parametrize("current,past", PAST_ROWS)
+def test_a_strip_marks_a_value_past_its_end(current, past):
+    """A max_num_seqs past the strip's last value is marked at the strip's end ("300 →")
+    and said under it; one within the strip is boxed as before."""
+    from hisparse_model.views.charts import strip_chart
+
+    data = {"max_num_seqs": list(range(1, 257)), "outcome": ["safe"] * 256}
+    svg = html.unescape(strip_chart(data, current, title="t"))
+    assert (f">{current} →<" in svg) == past
+    assert ("past the strip's end, 256" in svg) == past
+    assert ("hs-current'" in svg or "hs-current " in svg) != past

@@ -130,6 +130,9 @@ def _strip(svg: Svg, y: int, seqs: list[int], outcomes: list[str], current: int,
         svg.line(x(s), y, x(s), y + 24, stroke="#fff")
     for s in (seqs if numbered else ticks(seqs[0], seqs[-1])):
         svg.text(x(s) + cw / 2, y + 40, s, anchor="middle", size=11)
+    if current > seqs[-1]:  # past the strip's end: an arrow there says where it is
+        end = x(seqs[-1]) + cw
+        svg.text(end + 4, y + 16, f"{current} →", size=12, cls="hs-current-past")
     if seqs[0] <= current <= seqs[-1]:
         cx = x(current) + cw / 2
         svg.rect(x(current) - 1, y - 3, max(cw, 2) + 2, 30, "none", stroke="#000",
@@ -137,19 +140,24 @@ def _strip(svg: Svg, y: int, seqs: list[int], outcomes: list[str], current: int,
         svg.path(f"M{cx - 6:.1f},{y - 12:.1f} l12,0 l-6,8 z", "#000")
 
 
-def strip_chart(data: dict, current: int, *, title: str, caption: str = "") -> str:
-    """Every max_num_seqs in one strip, then a zoom of 32 values around ``current``."""
+def strip_chart(data: dict, current: int, *, title: str, caption: str = "",
+                labels: dict | None = None) -> str:
+    """Every max_num_seqs in one strip, then a zoom of 32 values around ``current`` (a
+    ``current`` past the strip's end is marked at its end, and said under it); ``labels``
+    words the legend for this strip."""
     seqs, outcomes = data["max_num_seqs"], data["outcome"]
     svg = Svg(WIDTH, 212, title)
     svg.text(10, 20, title, size=14, weight="bold")
     keys = [cd.STARTUP_CRASH, cd.RUNTIME_CRASH, cd.SAFE, cd.INVALID]
-    svg.legend(LEFT, 42, [k for k in keys if k in outcomes])
+    svg.legend(LEFT, 42, [k for k in keys if k in outcomes], labels)
     _strip(svg, 68, seqs, outcomes, current, f"max_num_seqs 1…{seqs[-1]}", numbered=False)
     lo = max(1, min(current - 15, seqs[-1] - 31))
     zoom = [s for s in seqs if lo <= s < lo + 32]
     _strip(svg, 134, zoom, outcomes[zoom[0] - 1:zoom[-1]], current,
            f"zoom {zoom[0]}…{zoom[-1]}", numbered=True)
-    svg.text(10, 186, f"▼ current max_num_seqs = {current}", size=12, cls="hs-current-label")
+    past = (f" (past the strip's end, {seqs[-1]}: not drawn)" if current > seqs[-1] else "")
+    svg.text(10, 186, f"▼ current max_num_seqs = {current}{past}", size=12,
+             cls="hs-current-label")
     svg.text(WIDTH - RIGHT, 186, "x: max_num_seqs", size=12, anchor="end", cls="hs-axis-label")
     svg.text(10, 206, caption, size=12, cls="hs-sweep")
     return svg.render()

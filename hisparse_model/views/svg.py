@@ -68,12 +68,14 @@ class Svg:
                           f"text-anchor='{anchor}' font-weight='{weight}' fill='{fill}'{c}>"
                           f"{esc(s)}</text>")
 
-    def legend(self, x, y, keys) -> None:
-        """A one-line legend: a swatch and a label per palette key."""
+    def legend(self, x, y, keys, labels: dict | None = None) -> None:
+        """A one-line legend: a swatch and a label per palette key (``labels`` words a key
+        for this chart where the shared word would say something else)."""
         for key in keys:
+            label = (labels or {}).get(key, LABELS[key])
             self.rect(x, y - 10, 12, 12, PALETTE[key], cls="hs-legend-swatch")
-            self.text(x + 16, y, LABELS[key], cls="hs-legend")
-            x += 24 + 7 * len(LABELS[key])
+            self.text(x + 16, y, label, cls="hs-legend")
+            x += 24 + 7 * len(label)
 
     def render(self) -> str:
         data = "".join(f" data-{k}='{esc(v)}'" for k, v in self.data.items())

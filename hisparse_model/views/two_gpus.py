@@ -68,6 +68,10 @@ def dp_strip(knobs: Knobs, joining: int = 0, max_seqs: int = DP_SEQS) -> dict:
     return out
 
 
+# the legend's words where the shared ones mislead: a rank's crash here is no first request's,
+# and a grey forward is a FULL CUDA-graph replay (or one whose tokens none are handed over)
+STRIP_LEGEND = {cd.RUNTIME_CRASH: "a rank crashes while serving"}
+STEP_LEGEND = {cd.NOT_ROUTED: "not routed: a FULL graph replay (or no token handed over)"}
 STRIP_WORDS = ((cd.STARTUP_CRASH, "start-up crashes"), (cd.RUNTIME_CRASH, "a rank crashes"),
                (cd.SAFE, "safe"), (cd.INVALID, "refused"))  # the strip's caption, in order
 
@@ -87,7 +91,7 @@ def strip_html(strip: dict, by: dict[str, list[int]], current: int, joining: int
     which = ("the joining prompt follows max_num_seqs" if not joining
              else f"the joining prompt has {joining} tokens")
     return strip_chart(strip, current, title=f"This scenario at every max_num_seqs ({which})",
-                       caption=caption)
+                       caption=caption, labels=STRIP_LEGEND)
 
 
 CELL_LEGEND = ("In a cell: r1:2 is request r1 with 2 tokens this step; dummy 1+1 is the "
@@ -198,7 +202,7 @@ def dp_timeline_chart(d: dict) -> str:
     cw = min(30, (860 - left) / max(len(cols), 1))
     svg = Svg(900, top + 2 * row_h + 70, title)
     svg.text(10, 20, title, size=14, weight="bold")
-    svg.legend(left, 44, [cd.SWAP_IN, cd.ALL_RESIDENT, cd.CRASH, cd.NOT_ROUTED])
+    svg.legend(left, 44, [cd.SWAP_IN, cd.ALL_RESIDENT, cd.CRASH, cd.NOT_ROUTED], STEP_LEGEND)
     by_step = dict(zip(d["step_numbers"], steps))
     for y in range(len(steps[0]) if steps else 0):
         svg.text(left - 8, top + y * row_h + 19, f"rank {y}", anchor="end", cls="hs-lane-label")
