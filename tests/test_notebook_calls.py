@@ -227,3 +227,23 @@ def test_a_kernel_killed_at_once_keeps_its_coverage_data():
         data = cov.config.data_file
         written = glob.glob(f"{data}.*.pid{pid}.*")
         assert written, f"no coverage data from kernel {pid} next to {data}"
+
+
+def test_the_band_lines_stay_apart_where_they_coincide():
+    """Notebook 7's band: each step time's line has its own width and dash, widest first in
+    drawing order, so a line the same seeds make at another step time is not hidden; the y
+    axis's title sits above the 100 % line, not on it."""
+    import re
+
+    from hisparse_model.views import risk_chart
+    from hisparse_model.views.exposure import SERVE_DEFAULT, exposure_dashboard
+
+    panel = RiskPanel(exposure_dashboard(SERVE_DEFAULT), minutes=2, seeds=2)
+    lines = re.findall(r"<path [^>]*stroke-width='([\d.]+)' stroke-dasharray='([^']*)' "
+                       r"class='hs-band-line'", panel.chart.value)
+    assert len(lines) == 3 and len(set(lines)) == 3
+    widths = [float(w) for w, _ in lines]
+    assert widths == sorted(widths, reverse=True)  # the widest drawn first, under the others
+    label_y = float(re.search(r"y='([\d.]+)'[^>]*class='hs-axis-label'>y: share",
+                              panel.chart.value).group(1))
+    assert label_y <= risk_chart.TOP - 12  # the 100 % line is at y = TOP

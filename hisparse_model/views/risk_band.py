@@ -17,6 +17,9 @@ from .svg import Svg, esc
 BAND_STEP_MS = (6.0, 12.0, 25.0)  # ms per engine step: a fast decode ... the fallback
 HEIGHT, BOTTOM = 300, 80  # px: the picture (one legend row) and the room under the plot
 SHADES = ("#08519c", "#4292c6", "#9ecae1", "#c6dbef")  # one per step time, darkest first
+# each step time's line: (width px, dash pattern), widest first and drawn first, so that
+# lines that coincide (the same seeds crashed by the same minute) still show each one
+STROKES = ((8.0, ""), (4.5, "9 4"), (2.0, "3 3"), (1.0, "1 2"))
 
 
 def band_chart(estimates: list[Estimate]) -> str:
@@ -38,14 +41,17 @@ def band_chart(estimates: list[Estimate]) -> str:
         for a, b in zip(times, times[1:] + [times[-1]]):
             points += [(x(a), y(est.by(a))), (x(b), y(est.by(a)))]
         d = "M" + " L".join(f"{px:.1f},{py:.1f}" for px, py in points)
-        svg.path(d, "none", stroke=SHADES[i % len(SHADES)], stroke_width=3,
-                 cls="hs-band-line")
+        width, dash = STROKES[i % len(STROKES)]
+        svg.path(d, "none", stroke=SHADES[i % len(SHADES)], stroke_width=width,
+                 stroke_dasharray=dash or "none", cls="hs-band-line")
     lx = LEFT
     for i, est in enumerate(estimates):
         label = f"{est.step_ms:g} ms per step: {len(est.crashed)} of {len(est.runs)} crashed"
-        svg.rect(lx, HEIGHT - 20, 14, 4, SHADES[i % len(SHADES)], cls="hs-legend-swatch")
-        svg.text(lx + 18, HEIGHT - 14, label, cls="hs-legend")
-        lx += 30 + 6.5 * len(label)
+        width, dash = STROKES[i % len(STROKES)]
+        svg.line(lx, HEIGHT - 18, lx + 22, HEIGHT - 18, stroke=SHADES[i % len(SHADES)],
+                 width=width, dash=dash or None, cls="hs-legend-swatch")
+        svg.text(lx + 28, HEIGHT - 14, label, cls="hs-legend")
+        lx += 40 + 6.5 * len(label)
     return svg.render()
 
 

@@ -13,7 +13,8 @@ from ..text.traffic_report import KIND_WORDS
 from ..answers.traffic_risk import SEEDS, STEP_MS, TRAFFIC_ASSUMPTIONS, Estimate
 from .svg import INK, Svg, esc, ticks
 
-WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 760, 320, 64, 24, 40, 90
+WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 760, 320, 64, 24, 58, 90
+Y_LABEL_Y = 42  # px: the y axis's title, between the picture's title and the 100 % line
 KIND_COLOURS = {"startup": "#7f0000", "lone_prompt": "#d73027", "last_chunk": "#fc8d59",
                 "cached_prefix": "#f46d43", "burst": "#fee090", "mixed": "#984ea3"}
 EXAMPLE_TRAFFIC = "traffic-example.json"  # in hisparse_model/data
@@ -113,7 +114,7 @@ def share_frame(svg: Svg, x, y, minutes: float, x_label: str) -> None:
         svg.line(x(t), y(0), x(t), y(0) + 4, stroke=INK)
         svg.text(x(t), y(0) + 18, str(t), anchor="middle")
     svg.text(LEFT + w / 2, y(0) + 36, x_label, anchor="middle", cls="hs-axis-label")
-    svg.text(LEFT + w, TOP - 6, "y: share of seeds crashed by then", anchor="end",
+    svg.text(LEFT - 6, Y_LABEL_Y, "y: share of seeds crashed by then", anchor="start",
              cls="hs-axis-label")
 
 
