@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -436,3 +437,25 @@ def test_notebook_5_says_its_answer_above_its_controls(spacing, head):
     assert ("no crash" in heads[moved]) == (spacing == 0)
     dash.controls["prompt_lens"].value = "3, x"  # a typo: the head says so, in its place
     assert "typo in prompt_lens" in dash.head.value
+
+
+def test_a_cut_timeline_says_so_and_draw_step_moves_it():
+    """No crash and more steps than the window: the timeline says how many steps with work it
+    leaves out; a draw_step the schedule ran centres the window there; one it never ran is
+    drawn as the busiest step with a title saying the asked step ran no work."""
+    from hisparse_model.views.buffers import picture_for_step
+    from hisparse_model.views.traffic_charts import timeline_chart
+
+    # 40 prompts of 3 tokens every 5 steps, each done in 4 (3 + 3 decodes): 0.32.0 never
+    # crashes; steps with work: 40 x 4 = 160 of steps 0 ... 198
+    sched = simulate(Knobs(max_num_seqs=4, vllm_version="0.32.0"), synthetic(40, [3] * 40, 5, 4))
+    assert sched.crash is None and len(sched.steps) == 160
+    line = cd.timeline_data(sched, window=50)
+    assert (line["first"], line["hidden_before"], line["hidden_after"]) == (0, 0, 120)
+    assert "120 steps with work after not drawn" in timeline_chart(line)
+    moved = cd.timeline_data(sched, window=50, around=100)  # steps 75 ... 124
+    assert moved["first"] == 75 and moved["hidden_before"] == 60 and moved["hidden_after"] == 60
+    title = re.search(r"<title>(.*?)</title>", picture_for_step(sched, 500)).group(1)
+    assert title.startswith("Step 500 ran no work (steps with work: 0…198); drawn instead:")
+    title = re.search(r"<title>(.*?)</title>", picture_for_step(sched, 100)).group(1)
+    assert title.startswith("Engine step 100:")

@@ -114,18 +114,23 @@ def traffic_advice(knobs: Knobs, workload: Workload, plan_b: int, *,
     return {"advice": advice, "capped": capped}
 
 
-def timeline_data(sched: Schedule, window: int = TIMELINE_WINDOW) -> dict:
+def timeline_data(sched: Schedule, window: int = TIMELINE_WINDOW,
+                  around: int | None = None) -> dict:
     """The steps the timeline draws: at most ``window`` engine steps, ending at the crash.
 
     ``{"steps": [{"step", "tokens": [(request, tokens)], "num_tokens", "routed",
-    "key"}], "first", "last", "total_steps", "C", "W", "crash_step", "requests"}``;
-    without a crash the window starts at step 0.
+    "key"}], "first", "last", "total_steps", "C", "W", "crash_step", "requests",
+    "hidden_before", "hidden_after"}``; without a crash the window starts at step 0, and
+    with ``around`` (a step the schedule ran) it is centred there as far as the steps allow.
+    ``hidden_before`` / ``hidden_after`` count the steps with work the window leaves out.
     """
     steps = sched.steps
     crash = sched.crash
     crash_step = None if crash is None else crash["step"]
     last = steps[-1].step if steps else 0
     first = max(0, last - window + 1) if crash_step is not None else 0
+    if around is not None and any(s.step == around for s in steps):
+        first = max(0, min(around - window // 2, last - window + 1))
     shown = [s for s in steps if first <= s.step < first + window]
     return {
         "steps": [{"step": s.step, "tokens": sorted(s.scheduled.items()),
@@ -135,6 +140,8 @@ def timeline_data(sched: Schedule, window: int = TIMELINE_WINDOW) -> dict:
         "C": sched.plan.swap_capacity, "W": sched.plan.workspace_rows,
         "crash_step": crash_step, "requests": len(sched.workload),
         "startup_error": sched.startup_error,
+        "hidden_before": sum(s.step < first for s in steps),
+        "hidden_after": sum(s.step >= first + window for s in steps),
     }
 
 

@@ -226,14 +226,16 @@ def picture_for_step(sched, step: int | None = None) -> str:
                                                        None)))
     chosen = pick_step(sched, step)
     s = next(x for x in steps if x.step == chosen)
+    missed = (f"Step {step} ran no work (steps with work: {steps[0].step}…{steps[-1].step}); "
+              "drawn instead: " if step is not None and step != chosen else "")
     # tokens named by request only when the whole step is routed (else which ones are is
     # the decode split's, not drawn here)
     labels = ([f"r{r + 1}" for r, t in sorted(s.scheduled.items()) for _ in range(t)]
               if s.routed_tokens == s.num_tokens else None)
     return buffer_picture(p.swap_capacity, p.workspace_rows, s.routed_tokens, cd.step_key(s),
                           rule=_rule(p.rules), labels=labels,
-                          title=f"Engine step {s.step}: its {s.routed_tokens} routed tokens "
-                          f"(of {s.num_tokens} scheduled)")
+                          title=f"{missed}{'e' if missed else 'E'}ngine step {s.step}: its "
+                          f"{s.routed_tokens} routed tokens (of {s.num_tokens} scheduled)")
 
 
 class _Startup(NamedTuple):

@@ -221,7 +221,8 @@ class TrafficDashboard(Dashboard):
     def _timeline(self, knobs, work, sched) -> dict:
         """The timeline's data (the chart); the searches under it wait for it to be sent."""
         self._search_args = (knobs, work, sched)
-        return {"timeline": cd.timeline_data(sched)}
+        step = self.value("draw_step")
+        return {"timeline": cd.timeline_data(sched, around=None if step < 0 else step)}
 
     def _show_plot(self, plot) -> None:
         """The timeline as the chart, sent; then the map and the advice (searches) under it.

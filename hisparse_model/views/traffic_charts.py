@@ -96,8 +96,14 @@ def timeline_chart(d: dict, engine: dict | None = None, of: str = "your traffic"
         return _dead_at_startup(d, of)
     title = (f"Engine steps {d['first']}…{d['last']} of {of} (steps with work: "
              f"{d['total_steps']}; C = {d['C']}, W = {d['W']})")
+    hidden = [f"{n} step{'s' if n != 1 else ''} with work {where} not drawn"
+              for n, where in ((d.get("hidden_before", 0), "before"),
+                               (d.get("hidden_after", 0), "after")) if n]
     svg = Svg(WIDTH_PX, 420, title)
     svg.text(10, 20, title, size=14, weight="bold")
+    if hidden:  # the window is cut: say so, and how to move it
+        svg.text(10, 80, f"{' and '.join(hidden)} (draw_step moves the window)", size=12,
+                 cls="hs-window-note")
     size = request_groups(d["requests"])
     groups = -(-d["requests"] // size)
     _legend(svg, LEFT, 42, [(REQUEST_COLOURS[g], group_name(g, size, d["requests"]))
