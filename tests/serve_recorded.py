@@ -10,6 +10,8 @@ TRACE = str(TRACES / "azure-code-2023-excerpt.csv")
 SERVE = HERE / "recorded" / "serve"
 X4 = SERVE / "v0.31.0-s143-azure-x4-host1gib-cold"
 X6 = SERVE / "v0.31.0-s143-azure-x6-host1gib"
+H100_5GIB = SERVE / "v0.31.0-s143-azure-x6-host5gib-h100"  # 2026-12-06, the runner's pool
+H100_1GIB = SERVE / "v0.31.0-s143-azure-x6-host1gib-h100"  # the same day, the 1 GiB pool
 
 
 def sample(text: str, name: str) -> float:

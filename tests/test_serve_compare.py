@@ -140,3 +140,25 @@ def test_what_the_recorded_runs_say_against_the_model():
     assert out.count("| v0.31.0-s143-azure-") == 2
     assert ("| 8.9 ms (before the replay) | declines: the host pool may run short by 5.8 s "
             "| - | - |") in out
+
+
+
+H5, H1 = str(serve_recorded.H100_5GIB), str(serve_recorded.H100_1GIB)
+
+
+def test_what_the_h100_runs_say_against_the_model():
+    """The two H100 replays of 2026-12-06 beside the model at the step time each server's
+    /metrics read over its last warm-up pass: with the runner's 5 GiB pool the model's first
+    crash is request 72 alone (144 tokens, a lone prompt) at 187.2 s / 6 = 31.19 s, and the
+    server logged no error (it made no step from 30 s to its stop: tests/test_serve_run.py);
+    with 1 GiB the model declines (the bound passes the pool by 5.8 s) and the server served
+    every request, no error."""
+    five, one = compare(read_run(H5, TRACES)), compare(read_run(H1, TRACES))
+    assert (five["step_ms"], one["step_ms"]) == (13.2, 7.4)  # ms, over the last warm-up pass
+    est = five["estimate"]
+    assert est["declined"] is None and est["crash_s"] == pytest.approx(31.19, abs=0.014)
+    assert (est["scheduled"], est["kind"]) == ({72: 144}, "lone_prompt")
+    assert "stop=144, capacity=143" in est["error"]
+    assert one["estimate"]["crash_s"] is None and round(one["estimate"]["declined_s"], 1) == 5.8
+    for row in (five, one):
+        assert row["observed"]["crash_s"] is None and row["observed"]["stop_capacity"] is None

@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from hisparse_model.answers.simulate import simulate
 from hisparse_model.answers.traffic_risk import first_crash, generate
 from hisparse_model.engine import serve_run
 from hisparse_model.engine.serve_cli import ServeFlagsError, serve_flags
@@ -28,7 +29,7 @@ from hisparse_model.schedule.scheduler import schedule
 from hisparse_model.schedule.scheduler_config import scheduler_config
 from hisparse_model.schedule.workload import DistinctPrompt, Request, Workload
 
-from serve_recorded import HERE, TRACE, X4, X6, sample
+from serve_recorded import H100_1GIB, H100_5GIB, HERE, TRACE, X4, X6, sample
 
 
 
@@ -322,6 +323,76 @@ def test_the_step_time_readers_read_the_served_texts():
                             "x6")
     assert got.ms == pytest.approx(want) and round(want, 1) == 90.7
     assert from_log(str(X6 / "server.log")).ms > 0
+
+
+def _rows(folder) -> list[dict]:
+    return sorted((json.loads(l) for l in open(folder / "client.jsonl")), key=lambda r: r["i"])
+
+
+def test_the_h100_5gib_run_made_no_step_after_the_burst_that_precedes_request_72():
+    """H100, 5 GiB host pool (9,102 blocks: the replay's 6,651 and the warm-up's 503 fit):
+    requests 0-62 finished by 20.43 s; requests 63-199 were sent from 30.51 s to 33.18 s and
+    none was answered; from 30 s to the stop at 40 s the server's /metrics counted no engine
+    step, no prompt token and no finished request, and vLLM dumped the input of a step it
+    was executing when it was stopped (none had finished in the 9.5 s since the burst was
+    sent); no HiSparse error.
+    Request 72 (144 tokens = C + 1) was sent at 31.19 s, into that step's wait."""
+    rows = _rows(H100_5GIB)
+    assert len(rows) == 200 and all(r["status"] == 200 for r in rows[:63])
+    assert round(max(r["done_s"] for r in rows[:63]), 2) == 20.43
+    assert (round(min(r["sent_s"] for r in rows[63:]), 2),
+            round(max(r["sent_s"] for r in rows[63:]), 2)) == (30.51, 33.18)
+    assert {r["status"] for r in rows[63:]} == {0}  # cut at the stop: no answer
+    assert (rows[72]["prompt_len"], round(rows[72]["sent_s"], 2)) == (144, 31.19)
+    for name in ("vllm:iteration_tokens_total_count", "vllm:prompt_tokens_total",
+                 "vllm:request_success_total"):
+        seen = {t: _metric(H100_5GIB / f"metrics-{t}.txt", name) for t in (30, 35, 40)}
+        assert len(set(seen.values())) == 1, (name, seen)
+    text = (H100_5GIB / "server.log").read_text()
+    assert serve_run.CRASH_TEXT not in text
+    assert "HiSparse HMA: 5.0 GiB host source (9102 blocks)" in text
+    stop = text.index("trigger received signal=SIGTERM")
+    assert "Dumping input data" in text[stop:]  # raised inside execute_model: a step running
+    run = json.loads((H100_5GIB / "run.json").read_text())
+    assert run["stopped_because"] == "--seconds 40 reached" and run["stalled_at_s"] is None
+    # the first burst, 0-62 (147,578 prompt tokens, due by 6.6 s), at the 13.2 ms a step the
+    # server measured before the replay: the model's last step with work is step 612, done
+    # at 613 x 13.2 ms = 8.09 s; the server finished it at 20.43 s
+    k = knobs(143, host_pool_gib=5)
+    first = Workload(tuple(Request(DistinctPrompt(r["i"], r["prompt_len"]), r["max_tokens"],
+                                   int(r["due_s"] * 1000 / 13.2)) for r in rows[:63]))
+    assert sum(r["prompt_len"] for r in rows[:63]) == 147578
+    assert simulate(k, first).steps[-1].step == 612
+    assert run["provenance"]["gpu"] == "NVIDIA H100 80GB HBM3"
+
+
+def test_the_h100_1gib_run_found_the_server_busy_when_request_72_came():
+    """H100, 1 GiB host pool: every request was answered, no HiSparse error.  Requests 63-71
+    (sent at 30.51-30.61 s) finished at 33.54-37.12 s, so request 72 (144 tokens, sent at
+    31.20 s) met them running and finished at 34.21 s.  At the 7.4 ms a step the server's
+    /metrics read before the replay, the model serves 63-71 before 72 arrives (its steps
+    from those arrivals: 72 alone, stop=144); the real steps of that burst took seconds."""
+    rows = _rows(H100_1GIB)
+    assert {r["status"] for r in rows} == {200}
+    burst = rows[63:72]
+    assert (round(min(r["sent_s"] for r in burst), 2), round(max(r["sent_s"] for r in burst), 2)
+            ) == (30.51, 30.61)
+    assert (round(min(r["done_s"] for r in burst), 2), round(max(r["done_s"] for r in burst), 2)
+            ) == (33.54, 37.12)
+    assert (rows[72]["prompt_len"], round(rows[72]["sent_s"], 2), round(rows[72]["done_s"], 2)
+            ) == (144, 31.2, 34.21)
+    assert serve_run.CRASH_TEXT not in (H100_1GIB / "server.log").read_text()
+    k = knobs(143)
+    t0 = rows[63]["sent_s"]
+    work = Workload(tuple(Request(DistinctPrompt(r["i"], r["prompt_len"]), r["max_tokens"],
+                                  int((r["sent_s"] - t0) * 1000 / 7.4)) for r in rows[63:81]))
+    found = first_crash(k, work)
+    assert found is not None and dict(found[2].scheduled) == {9: 144}  # 9th here = 72
+    assert "stop=144, capacity=143" in found[1]
+    # the model serves 63-71 alone in 51 engine steps: 51 x 7.4 ms = 0.38 s after 30.51 s,
+    # done by 30.89 s, before request 72 at 31.19 s; the server took 3.0-6.5 s
+    alone = simulate(k, Workload(work.requests[:9]))
+    assert alone.crash is None and len(alone.steps) == alone.steps[-1].step + 1 == 51
 
 
 # --- the host pool, on vLLM's own scheduler (CPU) -------------------------------------------------

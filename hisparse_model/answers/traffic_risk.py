@@ -54,7 +54,9 @@ TRAFFIC_ASSUMPTIONS = (
     "its own prompt (no shared prefix), except a trace's requests with hash_ids, whose "
     "equal 512-token blocks are equal content that prefix caching reuses; every engine step "
     "takes step_ms "
-    "(assumed; the engine's real step time varies with the batch); a prompt not shorter "
+    "(assumed; the engine's real step time varies with the batch: a burst of long prompts "
+    "is served slower than a measured mean step says, so a server the model finds idle may "
+    "still be busy); a prompt not shorter "
     "than max_model_len is refused on its own, as vLLM refuses it; one engine (no data "
     "parallelism); the seeds' share is an estimate, each seed's crash is exact",
 )
