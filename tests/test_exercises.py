@@ -128,8 +128,12 @@ EXPECTED = {
     ("two_gpus", 2): lambda st: {"crash": _dp_crash(knobs_of(st))},
     # serve's defaults: S = 1024, B = 8192, C = 1024; FLASHMLA_SPARSE routes no prefill
     ("exposure", 0): lambda st: _kinds_by_simulate(knobs_of(st)),
-    # B = 1024 = C: no step holds C + 1 = 1025 tokens
-    ("exposure", 1): lambda st: _kinds_by_simulate(knobs_of(st)),
+    # B = 1024 = C: no step holds C + 1 = 1025 tokens; what a step loses against serve's
+    # default B = min(1024 x 163,840, 8192) = 8192: the longest prompt, 163,839 tokens, takes
+    # ceil(163,839 / 1024) = 160 steps instead of ceil(163,839 / 8192) = 20
+    ("exposure", 1): lambda st: {**_kinds_by_simulate(knobs_of(st)),
+                                 "tokens_per_step": (1024, 8192),
+                                 "longest_prompt_steps": (160, 20)},
     ("exposure", 2): lambda st: _kinds_by_simulate(knobs_of(st)),
     # max_model_len 1000: a prompt holds at most 999 < 1025 tokens; 513 + 512 together still do
     ("exposure", 3): lambda st: _kinds_by_simulate(knobs_of(st)),

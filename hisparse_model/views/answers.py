@@ -16,6 +16,7 @@ from ..text import chart_data as cd
 from ..answers.advice import ranges
 from ..answers.exposure import exposure
 from ..model.knobs import Knobs
+from ..model.plan import plan
 from ..inputs.launch import from_command
 from ..answers.predict import predict
 from ..answers.simulate import simulate
@@ -334,6 +335,40 @@ def dp_crashing_seqs(start: dict) -> Answer:
 # --------------------------------------------------------------------------
 # notebook 7
 # --------------------------------------------------------------------------
+
+
+def exposed_and_what_a_step_loses(start: dict) -> Answer:
+    """:func:`exposed`, and what the command's B costs against vllm serve's default B for
+    the same server: tokens a step computes, and the steps of its longest prompt."""
+    base = exposed(start)
+    knobs = from_command(shlex.split(start["command"]), start["vllm_version"]).knobs
+    default = from_command(_without_b(shlex.split(start["command"])),
+                           start["vllm_version"]).knobs
+    b, b0 = plan(knobs).max_num_batched_tokens, plan(default).max_num_batched_tokens
+    longest = knobs.max_model_len - 1  # the longest prompt vLLM serves
+    steps, steps0 = -(-longest // b), -(-longest // b0)
+    text = (f"{base.text} What a step loses: B = {b} tokens a step instead of vllm serve's "
+            f"default {b0}, {b0 // b} times fewer, so the longest prompt ({longest:,} "
+            f"tokens) is computed in {steps:,} steps instead of {steps0:,}, each decode step "
+            f"still serving up to max_num_seqs requests.")
+    return Answer({**base.values, "tokens_per_step": (b, b0), "longest_prompt_steps":
+                   (steps, steps0)}, text, base.given)
+
+
+def _without_b(words: list[str]) -> list[str]:
+    """A command's words less its --max-num-batched-tokens (both spellings)."""
+    out, skip = [], False
+    for w in words:
+        if skip:
+            skip = False
+            continue
+        if w == "--max-num-batched-tokens":
+            skip = True
+            continue
+        if w.startswith("--max-num-batched-tokens="):
+            continue
+        out.append(w)
+    return out
 
 
 def exposed(start: dict) -> Answer:

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from .answers import (Answer, b_moves_c, c_equals_b, chunked_67, default_traffic, dp_crash,
-                      dp_crashing_seqs, eager_moves_crash, exposed, first_prompt_crash,
+                      dp_crashing_seqs, eager_moves_crash, exposed, exposed_and_what_a_step_loses,
+                      first_prompt_crash,
                       fix_matches_032, flashmla_routes, model_len_moves_c, mtp_sizes,
                       mtp_workload, recordings_agree, spaced_traffic, stop_at_w,
                       strip_with_b64, traffic_map)
@@ -111,7 +112,7 @@ EXERCISES: dict[str, list[Exercise]] = {
         Exercise({**EXPOSURE, "command": SERVE + " --attention-backend FLASHMLA_SPARSE"},
                  "Is the server still exposed, and why?", exposed),
         Exercise({**EXPOSURE, "command": SERVE + " --max-num-batched-tokens 1024"},
-                 "Safe? (and what does a step lose?)", exposed),
+                 "Safe? (and what does a step lose?)", exposed_and_what_a_step_loses),
         Exercise({**EXPOSURE, "vllm_version": "0.32.0"},
                  "The same command under 0.32.0: exposed?", exposed),
         Exercise({**EXPOSURE, "command": SERVE + " --max-model-len 1000"},
