@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -186,13 +186,10 @@ if recording is not None:
 # %%
 from hisparse_model.model.reproduction import ASSUMPTIONS
 from hisparse_model.answers.simulate import SIMULATE_ASSUMPTIONS
+from hisparse_model.views.tables import assumption_lists_html
 
-for line in SIMULATE_ASSUMPTIONS:
-    print("-", line)
-print("predict (notebooks 1-4) instead:")
-for line in ASSUMPTIONS:
-    if line not in SIMULATE_ASSUMPTIONS:
-        print("-", line)
+display(HTML(assumption_lists_html(SIMULATE_ASSUMPTIONS, "predict (notebooks 1-4) instead:",
+                                   ASSUMPTIONS)))
 
 # %% [markdown]
 # ## Takeaways

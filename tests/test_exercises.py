@@ -11,6 +11,7 @@ the values the answer states from that state with the model's API (``predict``, 
 from __future__ import annotations
 
 import html
+import pathlib
 import re
 from dataclasses import fields
 
@@ -38,6 +39,7 @@ DASHBOARDS = {"off_by_one": off_by_one_dashboard, "startup": startup_dashboard,
               "exposure": exposure_dashboard}
 VIEW_ONLY = {"draw_step"}  # picks what a picture draws, not what is computed
 KNOB_NAMES = {f.name for f in fields(Knobs)}
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def set_controls(dash, start: dict):
@@ -306,3 +308,27 @@ def test_answers_are_folded_away(nb):
     markup = try_this_html(nb)
     assert markup.count("<details class='hs-answer'>") == len(EXERCISES[nb])
     assert " open" not in markup
+
+
+def test_try_this_is_headed_once():
+    """Each notebook heads its "Try this" cell in markdown; the list under it adds no second
+    heading."""
+    for nb in EXERCISES:
+        assert "Try this" not in try_this_html(nb).split("<ol>")[0], nb
+
+
+def test_notebook_5s_assumptions_are_lists_the_page_wraps():
+    """Notebook 5 shows the assumptions as HTML lists (wrapped between words), not printed
+    text (cut mid-word at the output's edge): every assumption once, predict's extra ones
+    under their heading."""
+    from hisparse_model.answers.simulate import SIMULATE_ASSUMPTIONS
+    from hisparse_model.model.reproduction import ASSUMPTIONS
+    from hisparse_model.views.tables import assumption_lists_html
+
+    markup = html.unescape(assumption_lists_html(SIMULATE_ASSUMPTIONS, "predict instead:",
+                                                 ASSUMPTIONS))
+    extra = [a for a in ASSUMPTIONS if a not in SIMULATE_ASSUMPTIONS]
+    assert markup.count("<li>") == len(SIMULATE_ASSUMPTIONS) + len(extra)
+    assert all(f"<li>{a}</li>" in markup for a in (*SIMULATE_ASSUMPTIONS, *extra))
+    source = (ROOT / "notebooks" / "05_your_traffic.py").read_text()
+    assert "assumption_lists_html(" in source and 'print("-", line)' not in source

@@ -147,7 +147,8 @@ def try_this_html(notebook: str) -> str:
         + ("" if ex.start else "any state") + f"</div>{esc(ex.question)}"
         f"<details class='hs-answer'><summary>Show the answer</summary>"
         f"{esc(ex.answer(ex.start).text)}</details></li>" for ex in EXERCISES[notebook])
-    return (f"{CSS}<div class='hisparse-dashboard hs-try-this'><h3>Try this</h3>"
+    # no heading of its own: each notebook heads the cell "Try this" (twice read as two lists)
+    return (f"{CSS}<div class='hisparse-dashboard hs-try-this'>"
             f"<ol>{items}</ol><div class='hs-note'>Each question names every control it starts "
             f"from; each answer is computed by the model for those controls when this cell "
             f"runs (hisparse_model.views.exercises), so it is never stale.</div></div>")

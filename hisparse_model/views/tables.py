@@ -139,6 +139,15 @@ def assumptions_html(assumptions=ASSUMPTIONS) -> str:
             f"</summary><ul>{items}</ul></details>")
 
 
+def assumption_lists_html(first: tuple, then_title: str, then: tuple) -> str:
+    """Two lists of assumptions as HTML (the page wraps them between words): ``first``, then
+    under ``then_title`` those of ``then`` that ``first`` does not hold."""
+    rest = [a for a in then if a not in first]
+    return (CSS + "<div class='hisparse-dashboard hs-assumption-lists'><ul>"
+            + "".join(f"<li>{esc(a)}</li>" for a in first) + f"</ul><p>{esc(then_title)}</p><ul>"
+            + "".join(f"<li>{esc(a)}</li>" for a in rest) + "</ul></div>")
+
+
 def fold(summary: str, body: str) -> str:
     """``body`` folded away under a one-line ``summary`` (HTML), one click to open."""
     return f"<details class='hs-fold'><summary>{summary}</summary>{body}</details>"
