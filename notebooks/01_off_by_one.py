@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -62,6 +62,9 @@
 # | **Model Runner V2** | vLLM's newer GPU model runner (`vllm/v1/worker/gpu/`), which HiSparse requires and turns on |
 # | **num_gpu_blocks_override** | an engine argument that fixes the KV cache at that many 64-token blocks instead of what memory profiling finds |
 # | **dummy batch** | the batch a data-parallel rank with nothing scheduled runs so that both ranks step together (notebook 6 writes it "dummy 1+1": two requests of 1 token) |
+# | **host pool**, **host block** | HiSparse's KV cache in host memory, `host_pool_gib` of it, in 64-token blocks (1 GiB holds 1,820); the *null block* is the one vLLM never hands out, a *copy-on-write tail* one more block per request the model counts |
+# | **a recording's name** | its knobs, part by part: `v0.34.0-serve-s64-b8192-l16384` is vLLM 0.34.0 served through AsyncLLM (as `vllm serve` runs it), S 64, B 8192, max_model_len 16,384; `blocks100` a 100-block KV pool; `w-` a workload (notebook 4 lists every part) |
+# | **the app** | `hisparse app`: every dashboard of these notebooks on one web page (Voila), without JupyterLab |
 #
 # ## A primer
 #

@@ -14,11 +14,49 @@ from .controls import choice_control
 from .dashboard import Dashboard, Screen
 from .tables import esc, outcome_html, table
 
-NAMING = ("A recording's name says its knobs: <code>v0.31.0-stock-s2-b64</code> is vLLM "
-          "0.31.0 with its own (stock) routing, max_num_seqs = 2 (<code>s2</code>) and "
-          "max_num_batched_tokens = 64 (<code>b64</code>); <code>fix</code> is 0.31.0 with the "
-          "upstream fix's routing, <code>mtpK</code> K speculative tokens, <code>eager</code> "
-          "enforce_eager, <code>flashmla</code> the FLASHMLA_SPARSE backend.")
+# what each part of a recording's name says, as (pattern, how the page writes it, words)
+# (tests/test_engine_runs_view.py: every committed recording's name is made of these parts)
+NAME_PARTS = (
+    (r"w", "w", "a workload served step by step (several requests), not prompts one by one"),
+    (r"v0\.3\d\.0", "v0.3x.0", "the vLLM release"),
+    (r"stock", "stock", "vLLM's own routing"),
+    (r"fix", "fix", "0.31.0 with the upstream fix's routing"),
+    (r"serve", "serve", "served through AsyncLLM, the engine class vllm serve runs"),
+    (r"s\d+", "sN", "max_num_seqs (s2: 2)"),
+    (r"b\d+", "bN", "max_num_batched_tokens (b64: 64)"),
+    (r"l\d+", "lN", "max_model_len (l16384: 16,384)"),
+    (r"mtp\d", "mtpK", "MTP with that many speculative tokens"),
+    (r"blocks\d+", "blocksN", "num_gpu_blocks_override: a KV pool of that many blocks"),
+    (r"eager", "eager", "enforce_eager (no CUDA graphs)"),
+    (r"piecewise", "piecewise", "cudagraph_mode PIECEWISE"),
+    (r"flashmla", "flashmla", "the FLASHMLA_SPARSE attention backend"),
+    (r"prefill", "prefill", "prompts whose prefill 0.33.0 sends to the all-resident path"),
+    (r"chunked", "chunked", "a prompt longer than B, computed in chunks"),
+    (r"concurrent", "concurrent", "requests arriving together"),
+    (r"spaced", "spaced", "the same requests arriving apart"),
+    (r"long", "long", "a long workload (56 requests)"),
+    (r"lost", "lost", "a crash right after a request's last token (its output is lost)"),
+    (r"prefix", "prefix", "prompts sharing a prefix (prefix caching)"),
+    (r"startup", "startup", "a workload whose engine dies at start-up"),
+)
+NAMING = ("A recording's name says its knobs, part by part: <code>v0.31.0-stock-s2-b64</code> "
+          "is vLLM 0.31.0 with its own routing, max_num_seqs 2 and max_num_batched_tokens 64."
+          "<ul>" + "".join(f"<li><code>{esc(shown)}</code>: {esc(words)}</li>"
+                           for _, shown, words in NAME_PARTS) + "</ul>")
+
+
+def name_parts(name: str) -> list[tuple[str, str]]:
+    """``[(part, what it says), ...]`` of a recording's name; ValueError naming a part no
+    entry of :data:`NAME_PARTS` reads."""
+    import re
+
+    out = []
+    for part in name.split("-"):
+        words = next((w for p, _, w in NAME_PARTS if re.fullmatch(p, part)), None)
+        if words is None:
+            raise ValueError(f"recording {name}: {part!r} says nothing NAME_PARTS knows")
+        out.append((part, words))
+    return out
 
 
 def knobs_text(k) -> str:
