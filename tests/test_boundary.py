@@ -9,7 +9,6 @@ process's own peak RSS and CPU time (``os.wait4``, no sleeps) stay within the ro
 from __future__ import annotations
 
 import gzip
-import http.server
 import json
 import os
 import pathlib
@@ -21,6 +20,8 @@ import time
 import zlib
 
 import pytest
+
+from loopback import Loopback
 
 from hisparse_model.boundary import http as fetch_http
 from hisparse_model.boundary.files import InputError, lines, read_bytes
@@ -223,35 +224,7 @@ def test_a_read_error_and_a_long_cr_only_content_are_one_line(tmp_path):
     assert got == list(range(1, LINE_BYTES // 1000 + 12))  # 4204 lines of 1000 x, then ""
 
 
-class Server:
-    """A loopback HTTP server whose GET runs ``answer(handler)``; ``hits`` counts them."""
-
-    def __init__(self, answer):
-        self.hits = 0
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 - http.server's name
-                outer.hits += 1
-                try:
-                    answer(self)
-                except OSError:  # the client hung up: what a bound does
-                    pass
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/metrics"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+Server = Loopback  # a GET runs answer(handler); hits counts them
 
 
 def _headers(h, status=200, **extra):

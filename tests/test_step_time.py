@@ -10,16 +10,16 @@ a regex, not with ``step_time.py``.
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import re
 import statistics
 import subprocess
 import sys
-import threading
 
 import pytest
+
+from loopback import Loopback
 
 from hisparse_model.inputs.step_time import StepTimeError, from_log, from_metrics
 
@@ -47,38 +47,23 @@ def _itl_ms(folder: str, a: str, b: str) -> float:
         _value(y, name + "_count") - _value(x, name + "_count"))
 
 
-class Served:
-    """A loopback HTTP server whose /metrics answers each recorded text in turn (the last
-    one again after that), as a server read twice some seconds apart answers."""
+def Served(texts: list[str]) -> Loopback:  # noqa: N802 - used as a class
+    """A loopback server whose /metrics answers each recorded text in turn (the last one
+    again after that), as a server read twice some seconds apart answers."""
+    texts = list(texts)
 
-    def __init__(self, texts: list[str]):
-        texts = list(texts)
+    def answer(h):
+        if h.path != "/metrics":
+            h.send_error(404)
+            return
+        body = (texts.pop(0) if len(texts) > 1 else texts[0]).encode()
+        h.send_response(200)
+        h.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 - http.server's name
-                if self.path != "/metrics":
-                    self.send_error(404)
-                    return
-                body = (texts.pop(0) if len(texts) > 1 else texts[0]).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):  # quiet
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/metrics"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+    return Loopback(answer)
 
 
 @pytest.mark.parametrize("folder, a, b", [
