@@ -33,6 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DIRECT = {
     "off_by_one_dashboard": "test_widgets.py", "where_in_vllm": "test_widgets.py",
     "try_this_html": "test_exercises.py", "startup_dashboard": "test_widgets.py",
+    "assumption_lists_html": "test_exercises.py",
     "versions_dashboard": "test_widgets.py", "recordings_dashboard": "test_widgets.py",
     "live_status": "test_buffers_view.py", "TrafficDashboard": "test_traffic_view.py",
     "WorkloadRecordingsDashboard": "test_traffic_view.py",

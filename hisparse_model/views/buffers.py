@@ -209,11 +209,9 @@ def picture_for_plan(p, title: str | None = None, ran: tuple | None = None) -> s
                   f"these {n} prefill tokens never reach it.",
                   f"A decode part holds at most S × q = C = {c} tokens, so the routing never "
                   f"sees W = {w}."))
+    lead, came = ("If a batch of", " came") if would else ("A batch of", "")
     return buffer_picture(c, w, n, key, rule=_rule(p.rules), note=note,
-                          title=title or ("If a batch of" if would else "A batch of")
-                          + f" n = {n} routed tokens ({size}) came, vLLM "
-                          f"{p.rules.key}" if would else title or
-                          f"A batch of n = {n} routed tokens ({size}), vLLM "
+                          title=title or f"{lead} n = {n} routed tokens ({size}){came}, vLLM "
                           f"{p.rules.key}")
 
 
