@@ -50,6 +50,7 @@ from .serve_process import (dump_stacks, stack_dump_env, start_server, stop_serv
 CRASH_TEXT = "HiSparse swap rows exceed"  # the ValueError's text (the fix PR's)
 WARM_ID = 900_000  # warm-up prompts' ids: none of a replay's (which count from 0)
 WARM_TOKENS = 24  # output tokens of each warm-up request
+WARM_PASS_IDS = 1000  # prompt ids one warm-up pass may take (its waves hold far fewer)
 
 
 def parse(argv=None):
@@ -247,7 +248,9 @@ class Replay:
                 if self.stalled_at is None or self.last_done > self.stalled_at:
                     self.stalled_at = round(self.now(), 3)  # a new stall
                 self.stack_dumps.append(round(self.now(), 3))
-                dump_stacks(server)
+                # a thread: the dumps take a second a process, and the replay's requests
+                # must still go out at their times meanwhile
+                threading.Thread(target=dump_stacks, args=(server,), daemon=True).start()
             time.sleep(0.002)
         self.stop.set()
         return why
@@ -323,9 +326,6 @@ def warm(base: str, knobs: Knobs, passes: int, tag: str, first: int = 0) -> floa
             if any(code != 200 for code in bad):
                 raise RuntimeError(f"warm-up wave of {count} x {p} tokens: HTTP {bad}")
     return time.monotonic() - t
-
-
-WARM_PASS_IDS = 1000  # prompt ids one warm-up pass may take (its waves hold far fewer)
 
 
 def main(argv=None) -> int:
