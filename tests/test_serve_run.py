@@ -208,6 +208,25 @@ def _stub(tmp_path, mode: str, n: int):
     raise AssertionError("the stub did not start")
 
 
+def test_an_answer_cut_mid_body_is_status_0_not_a_thread_exception():
+    """A server that promises 38 bytes and hangs up after none (a server being stopped): the
+    client's request is answered (0, "IncompleteRead: ...") like any other failed request,
+    so the /metrics reader's thread does not die of it."""
+    from loopback import Loopback
+
+    def cut(h):
+        h.send_response(200)
+        h.send_header("Content-Length", "38")
+        h.end_headers()
+        h.wfile.flush()
+        h.close_connection = True
+        h.connection.shutdown(socket.SHUT_RDWR)
+
+    with Loopback(cut) as server:
+        status, text = serve_run.http(server.url, timeout=5)
+    assert status == 0 and text.startswith("IncompleteRead")
+
+
 def test_a_logged_crash_ends_the_replay_and_each_row_is_written_as_it_ends(tmp_path):
     """The 34-token prompt (request 4 at S 33) makes the stand-in log the HiSparse error: the
     replay notes when, ends, and client.jsonl already holds every answered request."""

@@ -37,6 +37,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from http.client import HTTPException  # (``http`` here is this module's client)
 
 from ..model.knobs import Knobs
 from ..model.plan import plan
@@ -92,7 +93,7 @@ def http(url: str, body: dict | None = None, headers=None, timeout: float = 600.
             return r.status, r.read().decode(errors="replace")
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode(errors="replace")
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, HTTPException) as exc:  # a cut answer too
         return 0, f"{type(exc).__name__}: {exc}"
 
 
