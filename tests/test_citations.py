@@ -27,10 +27,8 @@ DEFAULT_VERSION = "0.31.0"
 
 
 def _sources() -> list[pathlib.Path]:
-    # docs/gpu.md cites one place in three releases in prose (`:210-214` in 0.32.0), a form
-    # this test does not read: it is left out until it is written as the others are
     files = (sorted((REPO / "hisparse_model").rglob("*.py")) + [REPO / "README.md"]
-             + [p for p in sorted((REPO / "docs").rglob("*.md")) if p.name != "gpu.md"])
+             + sorted((REPO / "docs").rglob("*.md")))
     return [f for f in files if f.exists()]
 
 
