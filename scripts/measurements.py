@@ -41,15 +41,16 @@ def measured_lines(text: str) -> list[str]:
 
 def page() -> str:
     parts = [HEAD]
-    for path in sorted(LOGS.rglob("*.log"), key=lambda p: (DATE.search(p.as_posix()).group(1)
-                                                           if DATE.search(p.as_posix()) else "",
-                                                           p.as_posix())):
+    dated = []  # (date, the log's path in the repository), a log without a date left out
+    for path in LOGS.rglob("*.log"):
         rel = path.relative_to(ROOT).as_posix()
         date = DATE.search(rel)
-        lines = measured_lines(path.read_text(errors="replace"))
-        if not date or not lines:
-            continue  # an engine's console log, or a log that measured nothing
-        parts.append(f"\n## {date.group(1)}: `{rel}`\n\n```text\n" + "\n".join(lines) + "\n```\n")
+        if date:
+            dated.append((date.group(1), rel))
+    for date, rel in sorted(dated):
+        lines = measured_lines((ROOT / rel).read_text(errors="replace"))
+        if lines:  # else an engine's console log, or a log that measured nothing
+            parts.append(f"\n## {date}: `{rel}`\n\n```text\n" + "\n".join(lines) + "\n```\n")
     return "".join(parts)
 
 
