@@ -7,6 +7,7 @@ import json
 import os
 import pathlib
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -18,7 +19,8 @@ from hisparse_model.answers.simulate import simulate
 from hisparse_model.answers.traffic_risk import first_crash, generate
 from hisparse_model.engine import serve_run
 from hisparse_model.engine.serve_cli import ServeFlagsError, serve_flags
-from hisparse_model.engine.serve_process import stack_dump_env, stop_server
+from hisparse_model.engine.serve_process import (catches, dump_stacks, server_pids,
+                                                 stack_dump_env, stop_server)
 from hisparse_model.inputs.startup_log import from_log
 from hisparse_model.inputs.traces import read_trace
 from hisparse_model.inputs.traffic_file import load_traffic
@@ -206,6 +208,27 @@ def _stub(tmp_path, mode: str, n: int):
             return server, base, log
         time.sleep(0.05)
     raise AssertionError("the stub did not start")
+
+
+def test_stacks_are_asked_only_of_processes_that_catch_the_signal(tmp_path):
+    """dump_stacks sends SIGUSR2 only where a handler is installed (SigCgt): a process of the
+    server's session without one (a compiler the engine waits on) is not killed by it, and
+    the Python process that loaded the sitecustomize prints its stacks and goes on."""
+    script = ("import subprocess, time; subprocess.Popen(['sleep', '30']); "
+              "print('ready', flush=True); time.sleep(30)")
+    server = subprocess.Popen([sys.executable, "-c", script], env=stack_dump_env(dict(os.environ)),
+                              stdout=subprocess.PIPE, stderr=open(tmp_path / "err.log", "w"),
+                              start_new_session=True)
+    try:
+        assert server.stdout.readline().strip() == b"ready"
+        (sleeper,) = [pid for pid in server_pids(server) if pid != server.pid]
+        assert catches(server.pid, signal.SIGUSR2) and not catches(sleeper, signal.SIGUSR2)
+        dump_stacks(server, gap=0.1)
+        state = open(f"/proc/{sleeper}/stat").read().rsplit(")", 1)[1].split()[0]
+        assert server.poll() is None and state != "Z"  # both alive (a killed child: a zombie)
+        assert "most recent call first" in (tmp_path / "err.log").read_text()
+    finally:
+        stop_server(server)
 
 
 def test_an_answer_cut_mid_body_is_status_0_not_a_thread_exception():

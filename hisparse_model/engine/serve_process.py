@@ -85,11 +85,24 @@ def dump_stacks(server: subprocess.Popen, gap: float = 1.0) -> None:
     on (SIGUSR2, registered by :func:`stack_dump_env`'s sitecustomize), one process every
     ``gap`` seconds so that the dumps do not interleave."""
     for pid in server_pids(server):
+        if not catches(pid, signal.SIGUSR2):  # its default action would kill it (a compiler
+            continue                          # the engine waits on, a non-Python helper)
         try:
             os.kill(pid, signal.SIGUSR2)
         except OSError:
             pass
         time.sleep(gap)
+
+
+def catches(pid: int, sig: int) -> bool:
+    """Whether process ``pid`` has a handler for ``sig`` (its ``SigCgt`` mask in
+    /proc/PID/status); False when it is gone or cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            mask = next(line.split()[1] for line in f if line.startswith("SigCgt:"))
+    except (OSError, StopIteration, IndexError):
+        return False
+    return bool(int(mask, 16) >> (sig - 1) & 1)
 
 
 def wait_healthy(base: str, server: subprocess.Popen, timeout: float, http) -> float | None:
