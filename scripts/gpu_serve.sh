@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the H200 (after staging scripts/offline_gpu/prepare.sh's chunks for VLLM_VERSION):
-#   bash scripts/gpu_serve.sh VLLM_VERSION TRACE NAME:S:SPEED:SECONDS:LIMIT[:HOST_POOL_GIB] [...]
+#   bash scripts/gpu_serve.sh VLLM_VERSION TRACE NAME:S:SPEED:SECONDS:LIMIT[:HOST_POOL_GIB[:DEEP_GEMM_WARMUP]] [...]
 # For each run, one after another (parallel engines on one GPU break vLLM's memory
 # profiling): a real `vllm serve` with max_num_seqs S, warmed up, replays TRACE over HTTP
 # at SPEED x its own times for at most SECONDS (hisparse_model/engine/serve_run.py); the
@@ -18,12 +18,12 @@ python3 -c "import uvicorn, prometheus_fastapi_instrumentator, openai
 import model_hosting_container_standards.sagemaker, vllm.entrypoints.openai.api_server" || exit 1
 port=8100
 for spec in "$@"; do
-  IFS=: read -r name s speed seconds limit pool <<< "$spec"
+  IFS=: read -r name s speed seconds limit pool gemm <<< "$spec"
   out=/tmp/serve-runs/$name; rm -rf "$out"; mkdir -p "$out"
   echo "== $name: S $s, speed $speed, at most $seconds s of replay, $limit s in all ($(date +%T))"
   timeout -k 5 "$limit" python3 -m hisparse_model.engine.serve_run --trace "$trace" \
     --vllm-version "$v" --max-num-seqs "$s" --speed "$speed" --seconds "$seconds" \
-    --port $port --out "$out" ${pool:+--host-pool-gib "$pool"} > "$out/console.log" 2>&1
+    --port $port --out "$out" ${pool:+--host-pool-gib "$pool"} ${gemm:+--deep-gemm-warmup "$gemm"} > "$out/console.log" 2>&1
   echo "   rc $? ($(date +%T))"; tail -n 2 "$out/console.log" | cut -c1-600
   grep -m2 -E "stop=[0-9]+, capacity=" "$out/server.log" | cut -c1-300
   pkill -9 -f "vllm.entrypoints.cli.main serve" 2>/dev/null; pkill -9 -f "VLLM::EngineCore" 2>/dev/null

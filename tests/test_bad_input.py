@@ -219,9 +219,9 @@ def _knob_cases():
         f = _flag(spec)
         if spec.kind is int:
             # huge: each knob refuses 10^30 by its own rule (S > B, the model's 163840,
-            # <= 8 GPUs, what profiling or a pool could fit) except K, which predicts
-            # the start-up IndexError (B = 640 < K + 2): an answer, not bad input
-            huge = 0 if spec.name == "num_speculative_tokens" else 2
+            # <= 8 GPUs, what profiling or a pool could fit; K: vLLM's int16 hot-slot limit,
+            # (K + 2) x index_topk <= 32,768, as it builds the attention layers)
+            huge = 2
             zero = 0 if spec.minimum == 0 else 2
             for text, status in (("-1", 2), ("0", zero), ("1" + "0" * 30, huge), ("1.5", 2),
                                  ("abc", 2), ("", 2), ("1e3", 2), ("9" * 5000, 2)):
@@ -237,6 +237,12 @@ def _knob_cases():
                 yield spec.name, [f, text], status
         elif spec.kind is bool:
             yield spec.name, [f + "=3"], 2  # a switch takes no value
+        elif spec.choices is None:  # text the knob reads: a model's name, a JSON object
+            bad = {"model": ("bogus", "", "Qwen/Qwen3-8B", "/no/such/DeepSeek-V3.2-dir/x/"),
+                   "hf_overrides": ("bogus", "", "[]", '{"index_topk": "128"}',
+                                    '{"num_hidden_layers": 0}', '{"index_topk": true}')}
+            for text in bad[spec.name]:
+                yield spec.name, [f, text], 2
         else:
             for text in ("bogus", "", spec.choices[-1].lower() + "x"):
                 yield spec.name, [f, text], 2
@@ -264,7 +270,8 @@ CONTRADICTORY = [
     (["--data-parallel-size", 2], "data_parallel_size"),  # DP is a workload question
     (["--num-gpu-blocks-override", 1], "num_gpu_blocks_override"),  # < one 320-token request
     (["--bogus-knob", 1], "--bogus-knob"),
-    (["--max-num-batched-tokens", HUGE], "max_num_batched_tokens must be <= 9835379"),
+    # 141 GB // (the tiny model's hidden_size 256 x 2 bytes) = 275,390,625
+    (["--max-num-batched-tokens", HUGE], "max_num_batched_tokens must be <= 275390625"),
 ]
 
 

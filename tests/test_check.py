@@ -114,7 +114,9 @@ REFUSED = [
     (f"{MODEL} --max-num-seqs 2 --block-size 32 {HS}", "--block-size 32: changes what"),
     (f"{MODEL} --max-num-seqs 2 --no-enable-chunked-prefill {HS}", "--enable-chunked-prefill"),
     (f"{MODEL} --max-num-seqs 2 -O3 {HS}", "--optimization-level 3: changes what"),
-    (f"{MODEL} --max-num-seqs 2 --kv-cache-dtype fp8 {HS}", "--kv-cache-dtype fp8: changes"),
+    # a dtype no sparse-MLA backend of an H200 serves HiSparse with
+    (f"{MODEL} --max-num-seqs 2 --kv-cache-dtype fp8_e5m2 {HS}",
+     "--kv-cache-dtype: kv_cache_dtype must be one of auto, bfloat16, fp8, fp8_ds_mla"),
     (f"""{MODEL} --max-num-seqs 2 -cc '{{"cudagraph_capture_sizes": [1, 2]}}' {HS}""",
      "--compilation-config cudagraph_capture_sizes: the model does not cover"),
     (f"""{MODEL} --speculative-config '{{"method": "ngram", "num_speculative_tokens": 2}}' """
@@ -153,7 +155,9 @@ REFUSED = [
      "give host_pool_gib (GiB), else vLLM refuses to start (\"HiSparseConnector requires "
      "host_pool_gib\")"),
     # 1 GiB = 1,820 blocks; L 163,840 needs cdiv(163840, 64) + 2 = 2,562
-    (f"{MODEL} --max-num-seqs 2 {HS_KV}", "host_pool_gib: 1 GiB holds 1820 host blocks"),
+    # DeepSeek-V3.2's own config: 2**30 // (64 x 61 layers x 1,152 bytes = 4,497,408) = 238
+    (f"{MODEL} --max-num-seqs 2 {HS_KV}",
+     "host_pool_gib: 1 GiB holds 238 host blocks of 4,497,408 bytes (deepseek-ai/DeepSeek-V3.2"),
     (f"""{MODEL} --max-num-seqs 2 --kv-transfer-config '{{"kv_connector": "HiSparseConnector", """
      """"kv_role": "kv_both", "kv_connector_extra_config": {"host_pool_gib": "lots"}}'""",
      "host_pool_gib must be a number, got 'lots'"),
@@ -216,8 +220,9 @@ def test_flag_table_follows_the_knobs_declaration():
     """Every knob a vLLM setting can set has one row, and every row is a declared knob."""
     declared = {s.name for s in knob_specs()}
     rows = {r.knob for r in KNOB_FLAGS}
-    # vllm_version comes from --vllm and routing is stock: no vLLM flag sets them
-    assert declared - rows == {"vllm_version", "routing"}
+    # vllm_version comes from --vllm and routing is stock: no vLLM flag sets them; the model
+    # is the command's positional MODEL (or --model)
+    assert declared - rows == {"vllm_version", "routing", "model"}
     assert rows <= declared  # no row for a knob the declaration lacks
     assert not set(ASSUMED) & rows  # one place per setting
 

@@ -47,6 +47,7 @@ def test_predict_json_exact():
         "attention_backend": "FLASH_ATTN_MLA_SPARSE", "enable_prefix_caching": True,
         "num_gpu_blocks_override": None, "host_pool_gib": 1.0, "tensor_parallel_size": 1,
         "data_parallel_size": 1, "pipeline_parallel_size": 1, "decode_context_parallel_size": 1,
+        "model": "reproduction", "hf_overrides": None, "kv_cache_dtype": "auto",
         "prompt_lens": [3, 4, 200]}
     assert got["crash"] is True and got["cudagraph_mode"] == "FULL_AND_PIECEWISE"
 

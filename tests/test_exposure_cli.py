@@ -14,6 +14,7 @@ import pytest
 from hisparse_model.answers.deployment_advice import deployment_advice, deployment_advice_lines
 from hisparse_model.answers.exposure import exposure
 from hisparse_model.model.knobs import Knobs
+from hisparse_model.model.reproduction import TINY_OVERRIDES
 from hisparse_flags import connector_flags
 
 CHECK = [sys.executable, "-m", "hisparse_model", "check"]
@@ -111,5 +112,6 @@ def test_undecided_exits_1():
     """Where the model cannot decide (a set KV pool of 177 blocks may not hold the 513 + 512
     burst, 113 + 113 = 226 blocks), check says UNDECIDED and --check exits 1."""
     out = run("--check", "--prompt-lens", "2", *SERVE, "--max-model-len", "1000",
-              "--num-gpu-blocks-override", "177")
+              "--num-gpu-blocks-override", "177", "--hf-overrides",
+              json.dumps(TINY_OVERRIDES))  # the fix PR's tiny model: 8 hot groups
     assert out.returncode == 1 and out.stdout.splitlines()[1].startswith("  UNDECIDED")

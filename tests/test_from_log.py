@@ -12,8 +12,10 @@ import pytest
 
 from hisparse_model.cli import main
 from hisparse_model.model.knobs import Knobs
+from hisparse_model.model.reproduction import TINY_OVERRIDES
 from hisparse_model.inputs.startup_log import from_log, from_log_text, read_log
 from hisparse_flags import connector_flags
+from same_engine import assert_same_answers, assert_same_engine
 
 ROOT = pathlib.Path(__file__).resolve().parent / "recorded"
 LOGS = ROOT / "logs"
@@ -153,6 +155,7 @@ def serve_command(k: Knobs) -> list[str]:
             "--attention-backend", k.attention_backend,
             "--enable-prefix-caching" if k.enable_prefix_caching else "--no-enable-prefix-caching",
             "-tp", str(k.tensor_parallel_size), "-dp", str(k.data_parallel_size),
+            "--hf-overrides", json.dumps(TINY_OVERRIDES),  # the recordings' tiny model
             *connector_flags(k.host_pool_gib)]
     if k.num_speculative_tokens:
         argv += ["--speculative-config", json.dumps(
@@ -185,7 +188,9 @@ def test_the_log_gets_the_verdict_of_the_engines_command(capsys, name):
     got, want = json.loads(logged[1]), json.loads(command[1])
     assert got.pop("launch")["source"] == "vLLM start-up log"
     want.pop("launch")
-    assert got == want
+    assert_same_answers(got, want)
+
+
 
 
 def test_the_answer_names_each_line_and_the_routing_assumption(capsys):
@@ -308,7 +313,8 @@ EDITS = [
     ("another model's id in the arguments",
      _edit(1, "'/tmp/dsv32-tiny-drqf1qom'", "'Qwen/Qwen3-8B'"), None,
      "line 1 (non-default args): model 'Qwen/Qwen3-8B': the model covers DeepSeek-V3.2 only "
-     "(a model name containing DeepSeek-V3.2) (the model's id names another model than the "
+     "(a model name containing DeepSeek-V3.2, or a local directory with its config.json) (the "
+     "model's id names another model than the "
      "architecture line 4 says; a local path may have any name)"),
     ("an assumption changed", _edit(1, "'block_size': 64", "'block_size': 32"), None,
      "line 1 (non-default args): block_size 32: changes what the model assumes (64-token KV "
@@ -443,14 +449,15 @@ def test_a_vllm_serve_log_with_its_process_prefixes(capsys, tmp_path):
                 "'max_model_len': 320, 'block_size': 64, 'enable_prefix_caching': False, "
                 "'max_num_seqs': 2, 'attention_config': {'hisparse_config': {}}, "
                 "'kv_transfer_config': {'kv_connector': 'HiSparseConnector', 'kv_role': "
-                "'kv_both', 'kv_connector_extra_config': {'host_pool_gib': 1}}}")
+                "'kv_both', 'kv_connector_extra_config': {'host_pool_gib': 1}}, "
+                f"'hf_overrides': {TINY_OVERRIDES!r}}}")
     launch = from_log_text("\n".join(lines))
-    assert launch.knobs == expected_knobs(BASE)
+    assert_same_engine(launch.knobs, expected_knobs(BASE))
     # kv_role is checked as vLLM checks it and changes no answer: ignored, as check says
     assert launch.ignored == ["port", "kv_transfer_config kv_role"]
     # no architecture line: the arguments' model name must then name DeepSeek-V3.2
     del lines[3]
-    assert from_log_text("\n".join(lines)).knobs == expected_knobs(BASE)
+    assert_same_engine(from_log_text("\n".join(lines)).knobs, expected_knobs(BASE))
     lines[0] = lines[0].replace(MODEL, "meta-llama/Llama-3.1-8B")
     with pytest.raises(ValueError, match="the model covers DeepSeek-V3.2 only"):
         from_log_text("\n".join(lines))
@@ -472,7 +479,7 @@ def test_data_parallel_logs_go_to_checks_own_handling(capsys, tmp_path):
     else:
         got, want = json.loads(logged[1]), json.loads(command[1])
         got.pop("launch"), want.pop("launch")
-        assert got == want
+        assert_same_answers(got, want)
 
 
 def _dp_log(backend: str) -> str:

@@ -16,6 +16,12 @@ from hisparse_model import Knobs, plan
 from hisparse_model.inputs.startup_log import from_log
 from hisparse_model.model.host_pool import (blocks_needed, host_block_bytes, host_blocks,
                                             smallest_pool_gib)
+from hisparse_model.model.kv_layout import layout
+
+
+def tiny(k: int):
+    """The layout of the fix PR's tiny model (bf16 rows), with ``k`` MTP tokens."""
+    return layout(Knobs(num_speculative_tokens=k))
 
 RECORDED = pathlib.Path(__file__).parent / "recorded"
 LOGGED = re.compile(r"HiSparse HMA: ([0-9.]+) GiB host source \((\d+) blocks\)")
@@ -35,7 +41,7 @@ BLOCKS = [
 @pytest.mark.parametrize("k,gib,blocks", BLOCKS)
 def test_host_blocks(k, gib, blocks):
     """A pool of ``gib`` GiB holds int(gib * 2**30) // stride blocks."""
-    assert host_blocks(gib, k) == blocks
+    assert host_blocks(gib, tiny(k)) == blocks
 
 
 # (K, GiB, the longest max_model_len that starts): (blocks - 2) x 64 (null block, CoW tail)
@@ -59,10 +65,10 @@ def test_the_longest_max_model_len_a_pool_starts(k, gib, longest):
             plan(knobs.replace(max_model_len=longest + 1))
         text = str(exc.value)
         assert text.startswith(f"host_pool_gib: {gib:g} GiB holds ")
-        assert (f"HiSparse host pool has {host_blocks(gib, k)} blocks but max_model_len needs "
-                f"{host_blocks(gib, k) + 1}; increase host_pool_gib.") in text
+        assert (f"HiSparse host pool has {host_blocks(gib, tiny(k))} blocks but max_model_len "
+                f"needs {host_blocks(gib, tiny(k)) + 1}; increase host_pool_gib.") in text
         assert f"or max_model_len at most {longest}" in text
-        assert f"at least {smallest_pool_gib(longest + 1, k):g}" in text
+        assert f"at least {smallest_pool_gib(longest + 1, tiny(k)):g}" in text
     else:
         plan(knobs.replace(max_model_len=163_840))
 
@@ -79,14 +85,15 @@ SMALLEST = [
 @pytest.mark.parametrize("length,k,gib", SMALLEST)
 def test_the_smallest_pool_is_the_smallest_hundredth_that_starts(length, k, gib):
     """smallest_pool_gib holds one request and a hundredth of a GiB less does not."""
-    assert smallest_pool_gib(length, k) == gib
-    assert host_blocks(gib, k) >= blocks_needed(length) > host_blocks(round(gib - 0.01, 2), k)
+    lay = tiny(k)
+    assert smallest_pool_gib(length, lay) == gib
+    assert host_blocks(gib, lay) >= blocks_needed(length) > host_blocks(round(gib - 0.01, 2), lay)
 
 
 def _recorded_logs():
     for path in sorted(glob.glob(str(RECORDED / "**" / "*.log"), recursive=True)):
         text = pathlib.Path(path).read_text(errors="replace")
-        if LOGGED.search(text) and "non-default args" in text:
+        if LOGGED.search(text) and "non-default args" in text and "/layout/" not in path:
             yield pathlib.Path(path).relative_to(RECORDED).as_posix()
 
 
@@ -99,7 +106,9 @@ def test_every_recorded_start_up_is_read():
     counts = {LOGGED.search((RECORDED / p).read_text(errors="replace")).group(2) for p in LOGS}
     # 1 GiB, K=0: 1,073,741,824 // 589,824 = 1,820;  1 GiB, K=1: // 663,552 = 1,618
     # 5 GiB, K=0 (the H100 served replay): 5,368,709,120 // 589,824 = 9,102
-    assert counts == {"1820", "1618", "9102"}
+    # 6 GiB, K=0 (the 0.34.0 server that compiled DeepGEMM at start-up): 6,442,450,944 //
+    # 589,824 = 10,922
+    assert counts == {"1820", "1618", "9102", "10922"}
 
 
 @pytest.mark.parametrize("name", LOGS)
@@ -109,15 +118,14 @@ def test_the_model_has_the_blocks_each_h200_start_up_logged(name):
     gib, blocks = LOGGED.search(text).groups()
     knobs = from_log(str(RECORDED / name)).knobs
     assert f"{knobs.host_pool_gib:.1f}" == gib
-    assert host_blocks(knobs.host_pool_gib, knobs.num_speculative_tokens) == int(blocks)
-    assert host_block_bytes(knobs.num_speculative_tokens) * int(blocks) <= 2**30 * float(gib)
+    assert host_blocks(knobs.host_pool_gib, layout(knobs)) == int(blocks)
+    assert host_block_bytes(layout(knobs)) * int(blocks) <= 2**30 * float(gib)
 
 
 # -- vLLM's own planner on CPU ----------------------------------------------------------------
-# The CPU build lays out fp8_ds_mla rows (656 bytes a token and layer), not the H200's bf16
-# 1,152, so each case gives the planner the pool in blocks of its stride: the refusal rule,
-# cdiv(L, 64) + 2 blocks, is then compared block for block.
-CPU_ROW = 64 * 656
+# Each case gives the planner the pool in blocks of the tiny model's stride (bf16 rows, as on
+# the H200): the refusal rule, cdiv(L, 64) + 2 blocks, is then compared block for block
+# (other models and row formats: tests/test_layout_crosscheck.py).
 
 # (K, host blocks, max_model_len): vLLM starts iff blocks >= cdiv(L, 64) + 2
 PLANNER = [
@@ -142,7 +150,7 @@ def test_vllms_planner_refuses_what_the_model_refuses(vllm_servers):
     driver = "hisparse_model.crosscheck.scheduler_driver:host_blocks"
     for version in ("0.31.0", "0.34.0"):
         for k, blocks, length in PLANNER:
-            stride = CPU_ROW * (8 + (1 if k else 0))
+            stride = tiny(k).host_block_bytes  # 64 x 1,152 x (8, + 1 with MTP)
             config = {**SchedulerConfig(
                 max_num_seqs=4, max_num_batched_tokens=2048, max_model_len=length,
                 num_speculative_tokens=k, enable_prefix_caching=True, num_gpu_blocks=580519,
@@ -214,7 +222,9 @@ def test_simulate_declines_where_the_host_pool_may_run_short():
     knobs = Knobs(max_num_seqs=4, max_num_batched_tokens=8192, max_model_len=116_000)
     with pytest.raises(ValueError) as exc:
         simulate(knobs, work)
-    assert str(exc.value).startswith("host_pool_gib: 1 GiB (1820 host blocks) may run short "
+    assert str(exc.value).startswith("host_pool_gib: 1 GiB (1820 host blocks, the fix PR's tiny "
+                                     "DeepSeek-V3.2: 8 layers, index_topk 128, bf16 rows of "
+                                     "1,152 bytes) may run short "
                                      "serving this workload: by engine step 12 its requests "
                                      "can hold 2347 blocks")
     # 2,348 x 589,824 bytes = 1.2898 GiB
@@ -253,7 +263,7 @@ def test_vllms_scheduler_never_finds_short_a_pool_the_model_says_holds(vllm_serv
                 use.step(type("St", (), {"index": st["index"], "scheduled": st["scheduled"],
                                          "num_computed_before": st["computed_before"],
                                          "finished": st["finished"]}))
-            stride = CPU_ROW * (8 + (1 if k else 0))
+            stride = tiny(k).host_block_bytes  # 64 x 1,152 x (8, + 1 with MTP)
             least = -(-cfg["max_model_len"] // 64) + 2  # the planner's own minimum
             for blocks, holds in ((max(use.peak + 1, least), True),
                                   (max(use.peak // 3, least), None)):

@@ -11,7 +11,8 @@ import json
 import pytest
 
 from hisparse_model import Knobs, predict, simulate, plan
-from hisparse_model.model.kv_pool import admission_blocks, warmup_request_cap, worker_groups
+from hisparse_model.model.kv_layout import layout
+from hisparse_model.model.kv_pool import admission_blocks, warmup_request_cap
 from hisparse_model.recorded.recordings import recorded_dir
 from hisparse_model.schedule.workload import Workload
 
@@ -42,7 +43,7 @@ ADMITTED = [
 @pytest.mark.parametrize("k,length,b,smallest", ADMITTED)
 def test_admission_threshold(k, length, b, smallest):
     """A pool one block short of vLLM's threshold is refused, naming the knob; the threshold starts."""
-    assert admission_blocks(length, b, k) + 1 == smallest
+    assert admission_blocks(length, b, layout(Knobs(num_speculative_tokens=k))) + 1 == smallest
     kn = Knobs(max_num_seqs=1, max_model_len=length, num_speculative_tokens=k,
                max_num_batched_tokens=b)
     plan(kn.replace(num_gpu_blocks_override=smallest))
@@ -78,7 +79,7 @@ def test_cap_binds_on_the_h200(name):
     with open(f"{recorded_dir()}/{name}") as f:
         rec = json.load(f)
     assert rec["engine"]["kv_cache_num_blocks"] == 100
-    assert rec["engine"]["kv_cache_groups"] == worker_groups(0) == 18
+    assert rec["engine"]["kv_cache_groups"] == layout(Knobs()).worker_groups == 18
     first_warmup = next(r for r in rec["routing_log"] if r["phase"] == "jit_warmup")
     assert first_warmup["num_tokens"] == 10  # 5 requests x (q + 1 = 2) tokens
 

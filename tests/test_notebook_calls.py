@@ -174,7 +174,8 @@ def test_the_risk_panel_follows_the_server_the_dashboard_shows():
 
 
 def test_a_host_pool_refusal_shows_no_chart_and_defines_its_words():
-    """A server whose 2 GiB host pool may run short under the traffic: the refusal alone, the
+    """A server whose 16 GiB host pool may run short under the traffic (DeepSeek-V3.2's
+    blocks of 4,497,408 bytes: 3,819 of them, enough to start, 2,562): the refusal alone, the
     words it uses defined under it (host block, null block, copy-on-write tail), and no chart
     of the server estimated before it."""
     from hisparse_model.text.glossary import TERMS
@@ -183,7 +184,7 @@ def test_a_host_pool_refusal_shows_no_chart_and_defines_its_words():
     dash = exposure_dashboard(SERVE_DEFAULT)
     panel = RiskPanel(dash, minutes=1, seeds=2, step_ms=25)
     assert "S=1024" in panel.chart.value
-    dash.controls["command"].value = SERVE_DEFAULT.replace('"host_pool_gib": 512', '"host_pool_gib": 2')
+    dash.controls["command"].value = SERVE_DEFAULT.replace('"host_pool_gib": 2048', '"host_pool_gib": 16')
     panel.button.click()
     assert "may run short" in panel.note.value and panel.chart.value == ""
     for term in TERMS:

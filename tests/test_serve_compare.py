@@ -67,8 +67,9 @@ def test_the_estimate_is_simulate_traffics(folder, gib, step_ms, crash_s):
     step_ms = measured_step(run).ms if step_ms is None else step_ms
     est, (status, text) = estimate(run, step_ms), _cli(run, step_ms)
     if gib == 1:
-        assert est.declined and est.declined.startswith("host_pool_gib: 1 GiB (1820 host "
-                                                        "blocks) may run short serving")
+        assert est.declined and est.declined.startswith(
+            "host_pool_gib: 1 GiB (1820 host blocks, the fix PR's tiny DeepSeek-V3.2: 8 layers, "
+            "index_topk 128, bf16 rows of 1,152 bytes) may run short serving")
         assert status == 2 and text.strip().endswith(est.declined.split(": ", 1)[1])
         return
     cli = json.loads(text)["seeds"][0]

@@ -26,6 +26,8 @@ from hisparse_model.inputs.traces import read_trace
 from hisparse_model.inputs.traffic_file import load_traffic
 from hisparse_model.model.host_pool import host_blocks
 from hisparse_model.model.knobs import Knobs
+from hisparse_model.model.kv_layout import layout
+from same_engine import assert_same_engine
 from hisparse_model.model.plan import plan
 from hisparse_model.schedule.scheduler import schedule
 from hisparse_model.schedule.scheduler_config import scheduler_config
@@ -151,7 +153,7 @@ def test_host_blocks_are_what_the_served_h200_log_says():
     """The host pool's blocks for 1 GiB are the count the served engine logged."""
     text = (X6 / "server.log").read_text()
     (blocks,) = re.findall(r"HiSparse HMA: 1\.0 GiB host source \((\d+) blocks\)", text)[:1]
-    assert host_blocks(1, 0) == int(blocks) == 1820
+    assert host_blocks(1, layout(Knobs())) == int(blocks) == 1820
     # 1,820 blocks x 64 tokens: the KV capacity the engine reported
     assert "GPU KV cache size: 116,480 tokens" in text
 
@@ -167,7 +169,7 @@ def test_the_host_pool_holds_the_whole_replay():
     # 26 x 5 + 15 x 9 + 4 x 32 + 1 x 110 + 3 x 65 (the chunk wave: 4,119 tokens) = 698 blocks
     assert warm == 698
     gib = serve_run.host_pool_gib_for(serve_run.requests_of(TRACE, 4, k, 240), k)
-    assert host_blocks(gib, 0) >= trace_blocks + warm + 2
+    assert host_blocks(gib, layout(Knobs())) >= trace_blocks + warm + 2
     # (6,651 + 698 + 2) x 589,824 = 4.04 GiB: ceil 5, + 1 spare
     assert gib == 6
 
@@ -297,7 +299,7 @@ def test_the_served_log_reads_as_the_knobs_it_was_started_with():
     own line, not the offline default)."""
     run = json.loads((X6 / "run.json").read_text())
     launch = from_log(str(X6 / "server.log"))
-    assert launch.knobs == Knobs.from_dict(run["provenance"]["knobs"])
+    assert_same_engine(launch.knobs, Knobs.from_dict(run["provenance"]["knobs"]))
 
 
 def test_the_x6_run_stalled_with_requests_running():
@@ -456,7 +458,7 @@ def test_vllms_scheduler_runs_short_of_a_1_gib_host_pool_not_of_the_runners(vllm
     k = knobs(143)
     sent = serve_run.requests_of(TRACE, 4, k, 240)
     gib = serve_run.host_pool_gib_for(sent, k)
-    runner_blocks = host_blocks(gib, 0)  # 6 x 2**30 // 589,824
+    runner_blocks = host_blocks(gib, layout(Knobs()))  # 6 x 2**30 // 589,824
     assert runner_blocks == 10922
     work = [{"prompt_token_ids": r["prompt"], "max_tokens": r["max_tokens"],
              "arrival_step": int(r["due_s"] * 1000 / step_ms)} for r in sent]

@@ -138,7 +138,8 @@ def host_refusal(knobs: Knobs, per_rank: list[list], served: list, crash) -> Non
         short = use.refusal(crash)
         if short:
             raise short if len(served) == 1 else HostPoolShort(f"DP rank {rank}: {short}",
-                                                               short.step)
+                                                               short.step, short.need,
+                                                               short.lay)
 
 
 def _lockstep(per_rank: list[list]):

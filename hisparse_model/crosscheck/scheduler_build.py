@@ -18,6 +18,10 @@ from hisparse_model.crosscheck.standins import cuda_hisparse_backend
 
 BLOCK_SIZE = 64
 HOST_POOL_GIB = 1
+# The fix PR's tiny DeepSeek-V3.2 with vLLM's default KV cache (bf16 rows on an H200); a
+# case's "model" gives another config's keys (the layout cross-check, test_layout_crosscheck)
+TINY_MODEL = {"layers": 8, "mtp_layers": 1, "index_topk": 128, "kv_lora_rank": 512,
+              "qk_rope_head_dim": 64, "index_head_dim": 128, "kv_cache_dtype": "auto"}
 
 
 def _stand_ins(cfg: dict):
@@ -25,14 +29,17 @@ def _stand_ins(cfg: dict):
 
     from vllm.config.speculative import SpeculativeConfig
 
+    geo = {**TINY_MODEL, **cfg.get("model", {})}
+
     model = SimpleNamespace(
         uses_mrope=False, max_model_len=cfg["max_model_len"], is_encoder_decoder=False,
         is_diffusion=False, supports_multimodal_inputs=False, return_sampling_mask=False,
         runner_type="generate", skip_tokenizer_init=True, multimodal_config=None,
         is_multimodal_model=False, is_moe=True, pooler_config=None,
         original_max_model_len=cfg["max_model_len"], supports_kv_cache_grouping=False,
-        hf_config=SimpleNamespace(index_topk=128, num_nextn_predict_layers=1),
-        hf_text_config=SimpleNamespace(index_topk=128),
+        hf_config=SimpleNamespace(index_topk=geo["index_topk"],
+                                  num_nextn_predict_layers=geo["mtp_layers"]),
+        hf_text_config=SimpleNamespace(index_topk=geo["index_topk"]),
     )
     spec = None
     k = cfg["num_speculative_tokens"]
@@ -57,19 +64,36 @@ def _stand_ins(cfg: dict):
     return model, spec
 
 
-def _layer_specs(num_layers: int):
+def _layer_specs(geo: dict, num_layers: int):
+    """Every layer's two specs as DeepSeek-V3.2's layers make them: the indexer's key cache
+    (vllm/model_executor/models/deepseek_v2.py:657-665 `cache_role=SparseCacheRole.INDEXER`, its
+    width at vllm/model_executor/models/deepseek_v2.py:730-732 `head_dim=self.head_dim + self.head_dim // self.quant_block_size * 4`)
+    and the sparse MLA layer's (vllm/model_executor/layers/attention/mla_attention.py:1346-1374
+    `is_index_group_leader=self.indexer is not None`): a bf16 row of kv_lora_rank +
+    qk_rope_head_dim values, or fp8_ds_mla's 656-byte blob; 0.34.0's specs also carry the
+    top-k buffer's width, index_topk (vllm/model_executor/models/deepseek_v2.py:1440-1444@0.34.0
+    `topk_tokens = config.index_topk`)."""
+    import dataclasses
+
     import torch
     from vllm.v1.kv_cache_interface import MLAAttentionSpec, SparseCacheRole
 
+    index = geo["index_head_dim"]
+    row = geo["kv_lora_rank"] + geo["qk_rope_head_dim"]
+    quantized = geo["kv_cache_dtype"] in ("fp8", "fp8_ds_mla")
+    extra = {"topk_buffer_width": geo["index_topk"]} if "topk_buffer_width" in {
+        f.name for f in dataclasses.fields(MLAAttentionSpec)} else {}
+    attn = ({"dtype": torch.uint8, "cache_dtype_str": "fp8_ds_mla", "state_content_bytes": 656}
+            if quantized else {"dtype": torch.bfloat16, "cache_dtype_str": "auto"})
     specs = {}
     for i in range(num_layers):
         specs[f"model.layers.{i}.self_attn.indexer.k_cache"] = MLAAttentionSpec(
-            block_size=BLOCK_SIZE, num_kv_heads=1, max_tp_shards=1, head_size=132,
-            dtype=torch.uint8, cache_role=SparseCacheRole.INDEXER)
+            block_size=BLOCK_SIZE, num_kv_heads=1, max_tp_shards=1,
+            head_size=index + index // 128 * 4, dtype=torch.uint8,
+            cache_role=SparseCacheRole.INDEXER)
         specs[f"model.layers.{i}.self_attn.attn"] = MLAAttentionSpec(
-            block_size=BLOCK_SIZE, num_kv_heads=1, max_tp_shards=1, head_size=656,
-            dtype=torch.uint8, cache_dtype_str="fp8_ds_mla", state_content_bytes=656,
-            is_index_group_leader=True)
+            block_size=BLOCK_SIZE, num_kv_heads=1, max_tp_shards=1, head_size=row,
+            is_index_group_leader=True, **attn, **extra)
     return specs
 
 
@@ -109,7 +133,14 @@ def plan_kv_cache(cfg: dict):
     vcfg.cache_config.kv_cache_layout = "BLHNC"  # HiSparseConnector's required layout
     vcfg.cache_config.num_gpu_blocks_override = cfg["num_gpu_blocks"]
     register_all_kvcache_specs(vcfg)
-    specs = _layer_specs(8 + (1 if cfg["num_speculative_tokens"] else 0))
+    geo = {**TINY_MODEL, **cfg.get("model", {})}
+    tp = cfg.get("tensor_parallel_size", 1)
+    if tp > 1:  # the ranks of one host under the default multiprocessing executor
+        vcfg.parallel_config.tensor_parallel_size = tp
+        vcfg.parallel_config.world_size = tp
+        vcfg.parallel_config.distributed_executor_backend = "mp"
+    specs = _layer_specs(geo, geo["layers"] + (geo["mtp_layers"] if cfg["num_speculative_tokens"]
+                                               else 0))
     # 0.33.0 moved the planner: vllm/v1/engine/core.py:292-322@0.33.0 `get_kv_cache_configs(`
     try:
         from vllm.v1.core import kv_cache_planning as kcp

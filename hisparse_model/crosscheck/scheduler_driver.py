@@ -173,6 +173,34 @@ def host_blocks(config: dict) -> dict:
                 "stride": worker.hisparse_host_block_stride}
 
 
+def layout(config: dict) -> dict:
+    """What vLLM's planner lays out for ``config`` (a case's config with its ``model`` keys
+    and ``tensor_parallel_size``): the host pool's blocks and stride, the worker's KV-cache
+    groups (kind, layers, blocks a request's hot group holds) and the GPU pool's blocks, or
+    ``{"refused": message}``.  Under TP > 1 the platform answers as CUDA's does
+    (vllm/v1/hisparse/runtime.py:254-266 `current_platform.is_cuda_alike()`)."""
+    import contextlib
+
+    from vllm.platforms import current_platform
+
+    from hisparse_model.crosscheck.scheduler_build import plan_kv_cache
+    from hisparse_model.crosscheck.standins import _patched
+
+    cuda = (_patched(type(current_platform), "is_cuda_alike", classmethod(lambda c: True))
+            if config.get("tensor_parallel_size", 1) > 1 else contextlib.nullcontext())
+    with cuda_hisparse_backend(), cuda:
+        try:
+            _, worker, kv = plan_kv_cache(config)
+        except ValueError as exc:
+            return {"refused": str(exc)}
+    groups = [{"kind": type(g.kv_cache_spec).__name__, "layers": len(g.layer_names),
+               "blocks_per_request": getattr(g.kv_cache_spec, "blocks_per_request", None)}
+              for g in worker.kv_cache_groups]
+    return {"host_blocks": kv.hisparse_host_num_blocks,
+            "stride": worker.hisparse_host_block_stride, "groups": groups,
+            "gpu_blocks": kv.num_blocks}
+
+
 def run(payload: dict) -> dict:
     """All cases of ``payload`` (``jobs`` > 1: forked workers after the import)."""
     import logging

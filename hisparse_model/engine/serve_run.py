@@ -26,7 +26,6 @@ module level (package rule); this process only speaks HTTP.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -42,6 +41,8 @@ from http.client import HTTPException  # (``http`` here is this module's client)
 from ..model.knobs import Knobs
 from ..model.plan import plan
 from ..model.host_pool import SPARE_BLOCKS, gib_for_blocks
+from ..model.kv_layout import layout
+from .serve_args import parse
 from ..model.reproduction import BLOCK_SIZE
 from .llm_args import write_model_dir
 from .serve_cli import SERVED_NAME, VLLM_MAIN, serve_flags
@@ -52,35 +53,6 @@ CRASH_TEXT = "HiSparse swap rows exceed"  # the ValueError's text (the fix PR's)
 WARM_ID = 900_000  # warm-up prompts' ids: none of a replay's (which count from 0)
 WARM_TOKENS = 24  # output tokens of each warm-up request
 WARM_PASS_IDS = 1000  # prompt ids one warm-up pass may take (its waves hold far fewer)
-
-
-def parse(argv=None):
-    p = argparse.ArgumentParser(prog="python -m hisparse_model.engine.serve_run")
-    p.add_argument("--trace", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--speed", type=float, default=1.0)
-    p.add_argument("--vllm-version", default="0.31.0")
-    p.add_argument("--max-num-seqs", type=int, required=True)
-    p.add_argument("--max-model-len", type=int, default=8192)
-    p.add_argument("--max-num-batched-tokens", type=int, default=8192)
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--metrics-every", type=float, default=5.0)
-    p.add_argument("--seconds", type=float, default=240.0, help="longest replay")
-    p.add_argument("--start-timeout", type=float, default=420.0)
-    p.add_argument("--linger", type=float, default=3.0)
-    p.add_argument("--stall", type=float, default=8.0,
-                   help="seconds with requests in flight and none finished: the stacks of "
-                        "the server's processes are dumped into server.log, again every "
-                        "--stall seconds while it lasts (at most --stall-dumps times); the "
-                        "replay goes on")
-    p.add_argument("--stall-dumps", type=int, default=3)
-    p.add_argument("--host-pool-gib", type=float, default=None,
-                   help="HiSparse host pool; default: enough for the whole replay at once")
-    p.add_argument("--warm-passes", type=int, default=2,
-                   help="passes of the warm-up waves before the replay; /metrics is read "
-                        "before the last pass (metrics-warm.txt), so the last pass alone "
-                        "is a measured interval")
-    return p.parse_args(argv)
 
 
 def http(url: str, body: dict | None = None, headers=None, timeout: float = 600.0):
@@ -103,7 +75,7 @@ def host_pool_gib_for(requests: list[dict], knobs: Knobs) -> int:
     1-GiB pool (1,820 blocks, 116,480 tokens) is less than a burst of the Azure trace."""
     blocks = sum(-(-(r["prompt_len"] + r["max_tokens"]) // BLOCK_SIZE) for r in requests)
     blocks += sum(k * -(-(p + WARM_TOKENS) // BLOCK_SIZE) for p, k in warm_requests(knobs))
-    return math.ceil(gib_for_blocks(blocks + SPARE_BLOCKS, knobs.num_speculative_tokens)) + 1
+    return math.ceil(gib_for_blocks(blocks + SPARE_BLOCKS, layout(knobs))) + 1
 
 
 def requests_of(trace: str, speed: float, knobs: Knobs, seconds: float) -> list[dict]:
@@ -341,8 +313,9 @@ def main(argv=None) -> int:
     knobs = knobs.replace(host_pool_gib=pool)
     argv_server = [sys.executable, "-m", VLLM_MAIN, "serve",
                    *serve_flags(knobs, model_dir, args.port)]
-    env = stack_dump_env({**os.environ, "VLLM_DEEP_GEMM_WARMUP": "skip",
-                          "PYTHONFAULTHANDLER": "1"})
+    gemm = {"VLLM_DEEP_GEMM_WARMUP": args.deep_gemm_warmup} if args.deep_gemm_warmup else {}
+    base_env = {k: v for k, v in os.environ.items() if k != "VLLM_DEEP_GEMM_WARMUP"}
+    env = stack_dump_env({**base_env, **gemm, "PYTHONFAULTHANDLER": "1"})
     base = f"http://127.0.0.1:{args.port}"
     run = {
         "provenance": {
@@ -351,6 +324,7 @@ def main(argv=None) -> int:
             "command": " ".join([sys.executable, "-m", "hisparse_model.engine.serve_run",
                                  *(argv if argv is not None else sys.argv[1:])]),
             "server_command": argv_server,
+            "deep_gemm_warmup": args.deep_gemm_warmup or "vLLM's default (compiled at start-up)",
             "run_time_patches": "none to vLLM; the server's Python processes load "
                                 "hisparse_model/engine/stack_dump/sitecustomize.py (SIGUSR2 "
                                 "prints their stacks)",

@@ -43,7 +43,9 @@ from typing import NamedTuple
 
 from .hisparse_config import hisparse_on
 from ..model.host_pool import smallest_pool_gib
-from ..model.knobs import MODEL_MAX_LEN, Knobs, knob_specs
+from ..model.kv_layout import QUANTIZED, layout_for
+from ..model.served_model import DEEPSEEK_V32, canonical_overrides, served_model
+from ..model.knobs import Knobs, knob_specs
 from .vllm_flags import (ASSUMED, CHECK_OPTIONS, CONFIG_KEYS, IGNORED, KNOB_FLAGS, KnobFlag,
                          field_of, json_config, parse_bool, parse_command, parse_float,
                          parse_int, rows_by_key)
@@ -93,12 +95,30 @@ def launch_lines(launch: Launch) -> list[str]:
 
 
 def check_model(model) -> None:
-    """Refuse a model other than DeepSeek-V3.2 (by its name, the one thing a command says)."""
+    """Refuse a model other than DeepSeek-V3.2 (by its name, the one thing a command says;
+    a local directory by its config.json)."""
     if not isinstance(model, str):  # EngineArgs.model is one name
         raise ValueError(f"model: expected one model name (a string), got {short_repr(model)}")
-    if MODEL_NAME not in os.path.basename(str(model).rstrip("/")).lower():
+    if not os.path.isdir(model) and MODEL_NAME not in os.path.basename(
+            str(model).rstrip("/")).lower():
         raise ValueError(f"model {model!r}: the model covers DeepSeek-V3.2 only "
-                         "(a model name containing DeepSeek-V3.2)")
+                         "(a model name containing DeepSeek-V3.2, or a local directory with "
+                         "its config.json)")
+    served_model(model)  # a local directory's config.json: readable, the keys HiSparse needs
+
+
+def served_model_name(model, checked: bool) -> str:
+    """The model a command serves, as the knob takes it.  ``checked``: a start-up log named
+    the architecture, so a path the model does not know (the log's machine) is answered
+    with DeepSeek-V3.2's own config."""
+    if not checked:
+        check_model(model)
+        return model
+    try:
+        served_model(model)
+    except ValueError:
+        return DEEPSEEK_V32
+    return model
 
 
 def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: str, *,
@@ -107,8 +127,7 @@ def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: s
 
     ``model_checked``: the caller has checked the model otherwise (a start-up log names its
     architecture), so ``model`` is not judged by its name."""
-    if not model_checked:
-        check_model(model)
+    model = served_model_name(model, model_checked)
     specs = {s.name: s for s in knob_specs()}
     by_flag = rows_by_key()
     by_field = {field_of(r.flags[0]): r for r in KNOB_FLAGS if r.flags}
@@ -132,6 +151,8 @@ def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: s
             value = parse_bool(value, where)
         elif row.knob in ("cudagraph_mode", "attention_backend"):
             value = str(value).upper()  # vLLM's enums take their names in either case
+        elif row.knob == "hf_overrides":
+            value = canonical_overrides(value)
         values[row.knob] = value
         read[row.knob] = where
 
@@ -201,6 +222,8 @@ def knobs_from_settings(model: str, settings: dict, vllm_version: str, source: s
         raise ValueError("HiSparse is off in these settings (no --attention-config with "
                          "hisparse_config, no --kv-transfer-config with HiSparseConnector): "
                          "the off-by-one cannot happen; the model covers HiSparse engines")
+    values["model"] = model
+    read["model"] = "vllm serve MODEL" if serve else "model"
     host_pool_refusal(connector, values, spell("kv_transfer_config"))
     return resolve_defaults(values, read, ignored, vllm_version, source, hisparse)
 
@@ -242,9 +265,14 @@ def host_pool_refusal(connector: bool, values: dict, where: str) -> None:
     vLLM has no default size for the pool."""
     if "host_pool_gib" in values:
         return
-    # a pool that holds one request of the command's max_model_len, in whole GiB
-    gib = math.ceil(smallest_pool_gib(values.get("max_model_len", MODEL_MAX_LEN),
-                                      values.get("num_speculative_tokens", 0)))
+    # a pool that holds one request of the command's max_model_len, in whole GiB, for the
+    # command's own model and KV-cache dtype
+    served = served_model(values["model"], values.get("hf_overrides"))
+    lay = layout_for(values["model"], values.get("hf_overrides"),
+                  values.get("num_speculative_tokens", 0), values.get("kv_cache_dtype", "auto"),
+                  values.get("tensor_parallel_size", 1) > 1)
+    gib = math.ceil(smallest_pool_gib(values.get("max_model_len",
+                                                 served.max_position_embeddings), lay))
     if not connector:
         raise ValueError(f"{where}: HiSparse needs the HiSparseConnector and its host pool, "
                          "else vLLM refuses to start (\"HiSparse requires HiSparseConnector "
@@ -290,8 +318,13 @@ def resolve_defaults(values: dict, read: dict, ignored: list, version: str, sour
     serve = source == SERVE
     cap = SERVE_MAX_BATCHED_TOKENS if serve else OFFLINE_MAX_BATCHED_TOKENS
     if "max_model_len" not in values:
-        values["max_model_len"] = MODEL_MAX_LEN
-        defaults["max_model_len"] = "DeepSeek-V3.2's own length"
+        served = served_model(values["model"], values.get("hf_overrides"))
+        values["max_model_len"] = served.max_position_embeddings
+        defaults["max_model_len"] = f"the model's own length ({served.label})"
+    if values.get("kv_cache_dtype") in QUANTIZED and "attention_backend" not in values:
+        values["attention_backend"] = "FLASHMLA_SPARSE"
+        defaults["attention_backend"] = ("vLLM's pick on an H200 for a quantized KV cache "
+                                         "(FLASH_ATTN_MLA_SPARSE serves bf16 only)")
     length = values["max_model_len"]
     if "max_num_batched_tokens" not in values:
         seqs = values.get("max_num_seqs", DEFAULT_MAX_NUM_SEQS)

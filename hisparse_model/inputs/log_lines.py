@@ -20,10 +20,12 @@ from .vllm_flags import KNOB_FLAGS
 # whole is cut mid-way).  The numbers end in the message's own "." where it has one, so a
 # cut number (640 -> 64) is never read.
 ARGS, ENGINE, CHUNKED, HOT, BACKEND, ARCH = "args", "engine", "chunked", "hot", "backend", "arch"
+HOST = "host"  # vllm/v1/hisparse/layout.py:357-364 `HiSparse HMA: %.1f GiB host source (%d blocks)`
 HEADS = {ARGS: "non-default args:", ENGINE: "Initializing a V1 LLM engine",
          CHUNKED: "Chunked prefill is enabled with",
          HOT: "Enabled experimental HiSparse HMA hot cache",
-         BACKEND: " attention backend out of potential backends", ARCH: "Resolved architecture:"}
+         BACKEND: " attention backend out of potential backends", ARCH: "Resolved architecture:",
+         HOST: "HiSparse HMA: "}
 WHOLE = {ARGS: re.compile(r"non-default args: (?P<value>\{.*)"),
          ENGINE: re.compile(r"Initializing a V1 LLM engine \(v(?P<value>[^)\s]+)\) with config: "
                             r"(?P<config>.*)"),
@@ -32,7 +34,8 @@ WHOLE = {ARGS: re.compile(r"non-default args: (?P<value>\{.*)"),
          HOT: re.compile(r"Enabled experimental HiSparse HMA hot cache: .*\bmax_num_seqs="
                          r"(?P<value>\d+)\."),
          BACKEND: re.compile(r"Using (?P<value>\w+) attention backend out of potential backends"),
-         ARCH: re.compile(r"Resolved architecture: (?P<value>\S+)\s*$")}
+         ARCH: re.compile(r"Resolved architecture: (?P<value>\S+)\s*$"),
+         HOST: re.compile(r"HiSparse HMA: [0-9.]+ GiB host source \((?P<value>\d+) blocks\)")}
 WHAT = {ARGS: "non-default args: {...}", ENGINE: "Initializing a V1 LLM engine (vX.Y.Z) with "
         "config: ...", CHUNKED: "Chunked prefill is enabled with max_num_batched_tokens=N",
         HOT: "Enabled experimental HiSparse HMA hot cache: ... max_num_seqs=N"}

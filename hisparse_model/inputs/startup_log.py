@@ -14,8 +14,11 @@ lines it reads, each printed by vLLM with the same text in every version the mod
   by the rules of ``check --engine-args`` (``launch.knobs_from_settings``: the same
   assumptions held, the same settings ignored or refused, the same "HiSparse is off"
   refusal); the config objects' reprs (``AttentionConfig(...)``, ``KVTransferConfig(...)``)
-  are read for the keys the model reads.  ``hf_overrides`` (a config override the log does
-  not spell out) and the compilation config's other keys are named as ignored.
+  are read for the keys the model reads.  ``hf_overrides`` given as an object is read as
+  ``--hf-overrides``; the project's live runner's function (``shrink_hf_config``) is the fix
+  PR's reproduction; another function, which the log does not spell out, is named as
+  ignored, and the hot cache's ``top_k`` must then be the config's ``index_topk``.  The
+  compilation config's other keys are named as ignored.
 * ``Initializing a V1 LLM engine (vX.Y.Z) with config: ...`` (required): the version and the
   resolved max_model_len (``max_seq_len``), K (``SpeculativeConfig(..., num_spec_tokens=K)``
   or None), enforce_eager, enable_prefix_caching, the four parallel sizes, chunked prefill,
@@ -71,6 +74,8 @@ from __future__ import annotations
 import re
 
 from ..model.knobs import DEFAULT_ATTENTION_BACKEND, VLLM_VERSIONS, knob_specs
+from ..model.served_model import REPRODUCTION
+from .log_layout import logged_layout_agrees
 from .log_text import read_log  # noqa: F401 (tests and users read logs through it)
 from .launch import Launch, check_model, knobs_from_settings, resolve_defaults
 from .log_lines import (ARCH, ARGS, BACKEND, CHUNKED, ENGINE, HEADS, HOT, WHOLE, Line, cut_line,
@@ -80,6 +85,9 @@ from .vllm_flags import ASSUMED
 
 SOURCE = "vLLM start-up log"
 ARCHITECTURE = "DeepseekV32ForCausalLM"  # the architecture the model covers
+# the project's live runner passes the fix PR's overrides as this function (engine/llm_args.py)
+RUNNER_OVERRIDES = "<function shrink_hf_config "
+
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # org/name: a Hugging Face model id
 DEFAULT_MAX_NUM_SEQS = 1024  # requests/step: vLLM's default on a >= 70 GiB GPU (launch.py)
 
@@ -123,15 +131,20 @@ def _args(found: dict) -> tuple[Line, dict]:
     return line, args
 
 
-def _settings(args: dict) -> tuple[str | None, dict, list[str]]:
-    """(model name, EngineArgs settings as check reads them, extra ignored entries)."""
-    settings, ignored, model = {}, [], None
+def _settings(args: dict) -> tuple[str | None, dict, list[str], bool]:
+    """(model name, EngineArgs settings as check reads them, extra ignored entries, whether
+    the project's runner's overrides made the fix PR's reproduction)."""
+    settings, ignored, model, runner = {}, [], None, False
     for key, value in args.items():
         if key in ("model", "model_tag"):  # the model: vllm serve logs both
             model = model or (value if isinstance(value, str) else str(value))
+        elif key == "hf_overrides" and isinstance(value, dict):
+            settings["hf_overrides"] = plain(value)  # read as --hf-overrides
+        elif key == "hf_overrides" and RUNNER_OVERRIDES in str(value):
+            runner = True  # the project's own runner: the fix PR's overrides, as a function
         elif key == "hf_overrides":
-            ignored.append("hf_overrides (a model-config override the log does not spell "
-                           "out: DeepSeek-V3.2's config as the model knows it is assumed)")
+            ignored.append("hf_overrides (a function the log does not spell out: the model's "
+                           "config without it is assumed; the hot cache's top_k is checked)")
         elif key in CONFIG_READ and isinstance(value, dict) and key != "compilation_config":
             settings[key] = plain(value)  # the user's JSON, read (and refused) as check reads it
         elif key in CONFIG_READ and isinstance(value, (Obj, dict)):
@@ -149,7 +162,7 @@ def _settings(args: dict) -> tuple[str | None, dict, list[str]]:
                 settings[key] = config
         else:
             settings[str(key)] = plain(value)
-    return model, settings, ignored
+    return model, settings, ignored, runner
 
 
 def _engine(found: dict, given: str | None) -> tuple[Line, str, dict, bool]:
@@ -273,10 +286,11 @@ def from_log_text(text: str, vllm_version: str | None = None) -> Launch:
                          f"non-default args line, line {starts[1]}, before the first "
                          f"start-up's engine line): give the log of one server")
     args_line, args = _args(found)
-    model, settings, extra_ignored = _settings(args)
+    model, settings, extra_ignored, runner = _settings(args)
     at_args = f"line {args_line.number} (non-default args)"
     try:  # the arguments by check's rules: assumptions, ignored, refused, HiSparse on
-        user = knobs_from_settings(model, settings, VLLM_VERSIONS[0], SOURCE, model_checked=True)
+        user = knobs_from_settings(REPRODUCTION if runner else model, settings,
+                                   VLLM_VERSIONS[0], SOURCE, model_checked=True)
     except ValueError as exc:
         raise ValueError(f"{at_args}: {exc}") from None
     engine_line, version, fields, cut = _engine(found, vllm_version)
@@ -357,6 +371,7 @@ def from_log_text(text: str, vllm_version: str | None = None) -> Launch:
         f"; line {hot[0].number}: Enabled experimental HiSparse HMA hot cache" if hot else "")
     launch = resolve_defaults(values, read, user.ignored + extra_ignored, version, SOURCE,
                               hisparse)._replace(defaults=defaults)
+    logged_layout_agrees(launch.knobs, found, hot)
     notes = []
     if len(starts) > 1:
         notes.append(f"the log holds {len(starts)} engine start-ups (from lines "

@@ -52,6 +52,8 @@ KNOB_FLAGS = (
     KnobFlag("data_parallel_size", ("--data-parallel-size", "-dp")),
     KnobFlag("pipeline_parallel_size", ("--pipeline-parallel-size", "-pp")),
     KnobFlag("decode_context_parallel_size", ("--decode-context-parallel-size", "-dcp")),
+    KnobFlag("kv_cache_dtype", ("--kv-cache-dtype",)),
+    KnobFlag("hf_overrides", ("--hf-overrides",)),
 )
 
 # EngineArgs field -> (flags, the model's value, why it matters); other values are refused.
@@ -62,8 +64,6 @@ ASSUMED = {
     "optimization_level": (("--optimization-level", "-O"), "2", "-O2 compilation"),
     "performance_mode": (("--performance-mode",), "balanced", "vLLM's default batch sizes"),
     "scheduling_policy": (("--scheduling-policy",), "fcfs", "first-come scheduling"),
-    "kv_cache_dtype": (("--kv-cache-dtype",), "auto", "the KV-cache dtype that picks the "
-                       "attention backend"),
     "scheduler_reserve_full_isl": (("--scheduler-reserve-full-isl",), True,
                                    "HiSparse's full-prompt reservation"),
 }
@@ -186,6 +186,12 @@ def parse_command(argv: list[str]) -> tuple[str, dict]:
         while name in MANY_VALUES and not eq and args and not args[0].startswith("-"):
             text += " " + args.pop(0)  # --served-model-name a b: one or more names
         if name == "model":
+            if model is not None and model != text:
+                # vllm/utils/argparse_utils.py:282-312 `Move <model> to the front`: --model's
+                # value becomes the positional one, the other an unrecognized argument
+                raise ValueError(f"command: vLLM refuses two models ({model!r} and --model "
+                                 f"{text!r}: the first is left as an unrecognized argument); "
+                                 "give the model once")
             model = text
         elif key:  # each dot one level deeper, as vLLM's parser nests them
             nested = values.setdefault(name, {})

@@ -7,16 +7,15 @@ the KV cache; vllm/v1/hisparse/layout.py:85-88 `HiSparse requires HiSparseConnec
 with host_pool_gib`, vllm/config/kv_transfer.py:41-43 `HiSparseConnector requires
 host_pool_gib`) and turns it into bytes, ``int(host_pool_gib * 2**30)``
 (vllm/v1/hisparse/layout.py:88 `return int(host_pool_gib * 2**30)`).  One host block
-holds a 64-token page of the host source group: every sparse-attention layer's MLA
-row, ``kv_lora_rank + qk_rope_head_dim = 576`` bf16 values a token on an H200 (8
-target layers, + the MTP layer under speculation), so 589,824 bytes (663,552 with MTP);
-the pool holds ``bytes // stride`` blocks (vllm/v1/hisparse/layout.py:243
-`host_num_blocks = host_budget // host_block_stride`).  Under tensor parallelism the
-ranks share one pool whose stride is rounded up to the OS page
-(vllm/v1/hisparse/runtime.py:269-274 `round_up(page_size_bytes, SharedOffloadRegion.BLOCK_SIZE_ALIGNMENT)`),
-which both strides already are (144 and 162 pages of 4,096 bytes).  The H200 logged
-``HiSparse HMA: 1.0 GiB host source (1820 blocks)`` without MTP and 1618 blocks with it
-(``tests/test_host_pool.py`` reads every recorded log).
+holds a 64-token page of the host source group: every sparse-attention layer's row
+(``kv_layout.py``: the served model's layers, its row format, the stride a shared
+tensor-parallel pool rounds to the OS page); the pool holds ``bytes // stride`` blocks
+(vllm/v1/hisparse/layout.py:243 `host_num_blocks = host_budget // host_block_stride`).
+The fix PR's tiny model: 8 target layers of 576 bf16 values a token, 589,824 bytes
+(663,552 with the MTP layer); the H200 logged ``HiSparse HMA: 1.0 GiB host source (1820
+blocks)`` without MTP and 1618 blocks with it (``tests/test_host_pool.py`` reads every
+recorded log).  DeepSeek-V3.2's 61 layers: 4,497,408 bytes in bf16, 2,561,024 in
+``fp8_ds_mla`` (``tests/test_layout_recordings.py``: the H100 start-ups that logged them).
 
 Every computed page needs a host block, so vLLM refuses a pool that cannot hold one
 ``max_model_len`` request besides the null block and a copy-on-write tail:
@@ -42,8 +41,7 @@ one above 95 % of the available memory, vllm/v1/hisparse/runtime.py:190-199
 
 from __future__ import annotations
 
-from .knobs import BF16_BYTES, model_config
-from .kv_pool import attention_layers
+from .kv_layout import Layout, layout
 from .reproduction import BLOCK_SIZE
 
 GIB = 2**30
@@ -54,20 +52,14 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def mla_row_values() -> int:
-    """Values of one token's MLA row: kv_lora_rank 512 + qk_rope_head_dim 64 (the config's)."""
-    config = model_config()
-    return config["kv_lora_rank"] + config["qk_rope_head_dim"]
+def host_block_bytes(lay: Layout) -> int:
+    """Bytes of one host block: a 64-token page of every sparse-attention layer's rows."""
+    return lay.host_block_bytes
 
 
-def host_block_bytes(k: int) -> int:
-    """Bytes of one host block: a 64-token page of every sparse-attention layer's MLA rows."""
-    return BLOCK_SIZE * attention_layers(k) * mla_row_values() * BF16_BYTES
-
-
-def host_blocks(gib: float, k: int) -> int:
-    """Blocks a ``gib``-GiB host pool holds (``k`` MTP tokens: the drafter's layer too)."""
-    return int(gib * GIB) // host_block_bytes(k)
+def host_blocks(gib: float, lay: Layout) -> int:
+    """Blocks a ``gib``-GiB host pool holds with this layout."""
+    return int(gib * GIB) // lay.host_block_bytes
 
 
 def blocks_needed(max_model_len: int) -> int:
@@ -75,52 +67,52 @@ def blocks_needed(max_model_len: int) -> int:
     return _cdiv(max_model_len, BLOCK_SIZE) + SPARE_BLOCKS
 
 
-def gib_for_blocks(need: int, k: int) -> float:
+def gib_for_blocks(need: int, lay: Layout) -> float:
     """The smallest ``host_pool_gib`` (to the hundredth of a GiB) holding ``need`` blocks."""
-    gib = _cdiv(need * host_block_bytes(k) * 100, GIB) / 100
-    while host_blocks(gib, k) < need:  # the float's rounding, at most a step
+    gib = _cdiv(need * lay.host_block_bytes * 100, GIB) / 100
+    while host_blocks(gib, lay) < need:  # the float's rounding, at most a step
         gib = round(gib + 0.01, 2)
     return gib
 
 
-def smallest_pool_gib(max_model_len: int, k: int) -> float:
+def smallest_pool_gib(max_model_len: int, lay: Layout) -> float:
     """The smallest ``host_pool_gib`` (to the hundredth of a GiB) vLLM starts with."""
-    return gib_for_blocks(blocks_needed(max_model_len), k)
+    return gib_for_blocks(blocks_needed(max_model_len), lay)
 
 
 def host_refusal(knobs) -> str | None:
     """vLLM's refusal of a host pool too small for one ``max_model_len`` request, or None."""
-    k, length = knobs.num_speculative_tokens, knobs.max_model_len
-    have, need = host_blocks(knobs.host_pool_gib, k), blocks_needed(length)
+    lay, length = layout(knobs), knobs.max_model_len
+    have, need = host_blocks(knobs.host_pool_gib, lay), blocks_needed(length)
     if have >= need:
         return None
     longest = max(have - SPARE_BLOCKS, 0) * BLOCK_SIZE
     shorter = f", or max_model_len at most {longest}" if longest else ""
     return (f"host_pool_gib: {knobs.host_pool_gib:g} GiB holds {have} host blocks of "
-            f"{host_block_bytes(k):,} bytes, but max_model_len ({length}) needs {need} "
-            f"(cdiv({length}, {BLOCK_SIZE}) + {SPARE_BLOCKS}), so vLLM refuses to start "
-            f"(\"HiSparse host pool has {have} blocks but max_model_len needs {need}; "
+            f"{lay.host_block_bytes:,} bytes ({lay.describe()}), but max_model_len ({length}) "
+            f"needs {need} (cdiv({length}, {BLOCK_SIZE}) + {SPARE_BLOCKS}), so vLLM refuses to "
+            f"start (\"HiSparse host pool has {have} blocks but max_model_len needs {need}; "
             f"increase host_pool_gib.\"); set host_pool_gib to at least "
-            f"{smallest_pool_gib(length, k):g}{shorter}")
+            f"{smallest_pool_gib(length, lay):g}{shorter}")
 
 
 class HostPoolShort(ValueError):
     """The model declines: the host pool may run short by engine step ``step``; ``need``
     host blocks (the null block included) would hold the schedule, ``k`` the drafts."""
 
-    def __init__(self, text: str, step: int, need: int = 0, k: int = 0):
+    def __init__(self, text: str, step: int, need: int = 0, lay: Layout | None = None):
         super().__init__(text)
-        self.step, self.need, self.k = step, need, k
+        self.step, self.need, self.lay = step, need, lay
 
     def __reduce__(self):  # raised again in the parent of a forked seed (answers/forked.py)
-        return HostPoolShort, (str(self), self.step, self.need, self.k)
+        return HostPoolShort, (str(self), self.step, self.need, self.lay)
 
     def needing(self, need: int, why: str) -> "HostPoolShort":
         """The same refusal suggesting the pool for ``need`` blocks (what ``why`` needs)."""
         head = str(self).rpartition(": set host_pool_gib to at least ")[0]
         return HostPoolShort(f"{head}: set host_pool_gib to at least "
-                             f"{gib_for_blocks(need, self.k):g} ({why})", self.step, need,
-                             self.k)
+                             f"{gib_for_blocks(need, self.lay):g} ({why})", self.step, need,
+                             self.lay)
 
 
 class HostUse:
@@ -140,9 +132,10 @@ class HostUse:
 
     def __init__(self, knobs, prompt_lens):
         """``prompt_lens``: each request's prompt length, by its index."""
-        k = knobs.num_speculative_tokens
-        self.k, self.gib, self.limit = k, knobs.host_pool_gib, knobs.max_model_len
-        self.blocks = host_blocks(knobs.host_pool_gib, k)
+        self.k, self.gib, self.limit = knobs.num_speculative_tokens, knobs.host_pool_gib, \
+            knobs.max_model_len
+        self.lay = layout(knobs)
+        self.blocks = host_blocks(knobs.host_pool_gib, self.lay)
         self.prompts = list(prompt_lens)
         self.holds: dict = {}  # live request -> blocks it holds (tail included)
         self.until: dict = {}  # finished request -> the last engine step it holds them
@@ -177,11 +170,12 @@ class HostUse:
         if self.short is None or (before is not None and self.short[0] > before):
             return None
         step, held = self.short
-        return HostPoolShort(f"host_pool_gib: {self.gib:g} GiB ({self.blocks} host blocks) may run short "
+        return HostPoolShort(f"host_pool_gib: {self.gib:g} GiB ({self.blocks} host blocks, "
+                f"{self.lay.describe()}) may run short "
                 f"serving {what}: by engine step {step} its requests can hold {held} blocks "
                 "(the blocks of every token allocated, a whole prompt at admission, and a "
                 "copy-on-write tail each, until two steps after a request finishes), more "
                 f"than the {self.blocks - 1} besides the null block; the model assumes the host "
                 "pool never runs short (vLLM would hold requests back or preempt them): set "
-                f"host_pool_gib to at least {gib_for_blocks(self.peak + 1, self.k):g}", step,
-                self.peak + 1, self.k)
+                f"host_pool_gib to at least {gib_for_blocks(self.peak + 1, self.lay):g}", step,
+                self.peak + 1, self.lay)

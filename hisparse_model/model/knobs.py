@@ -13,14 +13,13 @@ resolved sizes live in ``plan.py``.
 
 from __future__ import annotations
 
-import functools
-import json
 import math
-import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import NamedTuple
 
+from .kv_layout import KV_CACHE_DTYPES, QUANTIZED
 from .reproduction import HOST_POOL_GIB
+from .served_model import DEEPSEEK_V32, REPRODUCTION, model_of, served_model
 from .versions import COVERED, candidate
 
 VLLM_VERSIONS = COVERED + ((candidate(),) if candidate() else ())  # versions.py
@@ -33,7 +32,8 @@ ATTENTION_BACKENDS = ("FLASH_ATTN_MLA_SPARSE", "FLASHMLA_SPARSE")
 DEFAULT_ATTENTION_BACKEND = ATTENTION_BACKENDS[0]  # what vLLM picks on an H200
 CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
 # DeepSeek-V3.2's longest context as vLLM derives it from the model config
-# (max_position_embeddings 163840, no rope-scaling growth).
+# (max_position_embeddings 163840, no rope-scaling growth); a knob set's own model may say
+# otherwise (served_model.py: max_position_embeddings).
 MODEL_MAX_LEN = 163_840
 MAX_GPUS = 8  # one H200 host: the largest tensor / data / pipeline parallel size offered
 # the largest host pool: pinned host memory of the largest servers sold (32 TiB); past it a
@@ -47,16 +47,7 @@ H200_MEMORY_BYTES = 141 * 10**9  # NVIDIA's H200: 141 GB of HBM3e
 BF16_BYTES = 2
 
 
-@functools.lru_cache(maxsize=1)
-def model_config() -> dict:
-    """The fix PR's tiny DeepSeek-V3.2 config (``data/dsv32-config.json``)."""
-    with open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "data",
-                           "dsv32-config.json"),
-              encoding="utf-8") as f:
-        return json.load(f)
-
-
-def profiling_limit() -> int:
+def profiling_limit(hidden_size: int) -> int:
     """The largest B whose start-up memory profiling could fit an H200 at all.
 
     vLLM's profile run is one forward of ``max_num_batched_tokens`` tokens
@@ -65,7 +56,7 @@ def profiling_limit() -> int:
     states alone are B x hidden_size bf16 values.  The model does not model GPU memory,
     so below this bound it cannot say whether profiling fits; above it nothing can.
     """
-    return H200_MEMORY_BYTES // (model_config()["hidden_size"] * BF16_BYTES)
+    return H200_MEMORY_BYTES // (hidden_size * BF16_BYTES)
 
 
 class KnobSpec(NamedTuple):
@@ -143,10 +134,24 @@ class Knobs:
                                         minimum=1, maximum=MAX_GPUS)
     decode_context_parallel_size: int = _knob(
         1, "decode context parallel ranks (HiSparse refuses > 1)", minimum=1, maximum=MAX_GPUS)
+    # The served model (served_model.py): every count of blocks and bytes reads its config.
+    model: str = _knob(
+        REPRODUCTION, f"the served model's config: {REPRODUCTION} (the fix PR's tiny "
+        f"DeepSeek-V3.2), {DEEPSEEK_V32} (the real one), or a local model directory")
+    hf_overrides: str | None = _knob(
+        None, "config keys to override, a JSON object (vllm serve --hf-overrides)", kind=str,
+        optional=True)
+    # vllm/config/cache.py:38-56 `CacheDType = Literal[`: the ones a sparse-MLA backend on an
+    # H200 serves (kv_layout.py)
+    kv_cache_dtype: str = _knob("auto", "KV-cache dtype: auto/bfloat16 (bf16 rows), fp8 or "
+                                "fp8_ds_mla (656-byte rows, FLASHMLA_SPARSE)",
+                                choices=KV_CACHE_DTYPES)
 
     def __post_init__(self) -> None:
         for spec in knob_specs():
             _check(spec, getattr(self, spec.name))
+        served_model(self.model, self.hf_overrides)  # ValueError naming model / hf_overrides
+        _check_dtype(self)
         _check_memory(self)
         if self.routing == "fix" and self.vllm_version != "0.31.0":
             raise ValueError(
@@ -184,11 +189,12 @@ def _check_memory(k: Knobs) -> None:
     the memory (vllm/v1/core/kv_cache_utils.py:2764-2778 `adjusted_memory.append(override *
     bytes_per_block)`), each block holding 64 tokens of at least a byte each."""
     b, gb = k.max_num_batched_tokens, H200_MEMORY_BYTES // 10**9
-    if b is not None and b > profiling_limit():
+    hidden = model_of(k).hidden_size
+    if b is not None and b > profiling_limit(hidden):
         raise ValueError(
-            f"max_num_batched_tokens must be <= {profiling_limit()}, got {b}: vLLM's "
+            f"max_num_batched_tokens must be <= {profiling_limit(hidden)}, got {b}: vLLM's "
             f"start-up memory profiling runs one forward of B tokens, whose hidden states "
-            f"alone (B x {model_config()['hidden_size']} x {BF16_BYTES} bytes) would not "
+            f"alone (B x {hidden} x {BF16_BYTES} bytes, {model_of(k).label}) would not "
             f"fit an H200's {gb} GB; the model does not model GPU memory, so it cannot say more")
     pool_limit = H200_MEMORY_BYTES // 64
     n = k.num_gpu_blocks_override
@@ -197,6 +203,16 @@ def _check_memory(k: Knobs) -> None:
             f"num_gpu_blocks_override must be <= {pool_limit}, got {n}: vLLM allocates every "
             f"block of the override, 64 tokens of KV cache each, which cannot fit an H200's "
             f"{gb} GB; the model does not model GPU memory, so it cannot say more")
+
+
+def _check_dtype(k: Knobs) -> None:
+    """FLASH_ATTN_MLA_SPARSE serves auto, float16 and bfloat16 only
+    (vllm/v1/attention/backends/mla/flashattn_mla_sparse.py:36-40 `"bfloat16",`); a quantized
+    cache on an H200 is FLASHMLA_SPARSE's fp8_ds_mla (kv_layout.py)."""
+    if k.kv_cache_dtype in QUANTIZED and k.attention_backend == "FLASH_ATTN_MLA_SPARSE":
+        raise ValueError(f"kv_cache_dtype {k.kv_cache_dtype}: FLASH_ATTN_MLA_SPARSE serves auto "
+                         "and bfloat16 only; vLLM serves a quantized cache with FLASHMLA_SPARSE "
+                         "(set attention_backend FLASHMLA_SPARSE)")
 
 
 def _check(spec: KnobSpec, value) -> None:

@@ -1,16 +1,18 @@
 """The GPU KV pool in blocks: what vLLM admits, what caps the JIT warmup, what serving needs.
 
 Only ``num_gpu_blocks_override`` (vLLM's knob) sets the pool; without it the pool
-is what memory profiling leaves (about 590,000 blocks on the H200 at 30 %, as the
-recordings' ``kv_cache_num_blocks`` show), far more than anything below needs, so
-nothing here binds and the model does not compute it.
+is what memory profiling leaves, which the model does not compute (it does not model
+GPU memory): for the fix PR's tiny model about 590,000 blocks on the H200 at 30 %, far
+more than anything below needs; for DeepSeek-V3.2 itself it depends on the weights'
+share of the GPUs, so the answers say what binds at which pool size instead
+(:func:`requests_held`).
 
-HiSparse lays the tiny DeepSeek-V3.2 out as KV-cache groups that share one pool of
-blocks (vllm/v1/hisparse/layout.py:124 `def _lay_out_hisparse_groups`): the host
-source group (its blocks live in the host pool), the indexer group, and per
-sparse-attention layer (8 target layers, + the MTP layer under speculation) a
-resident group and a hot group.  Each group claims its own blocks of the shared
-pool for every request:
+HiSparse lays the model out as KV-cache groups that share one pool of blocks
+(``kv_layout.py``; vllm/v1/hisparse/layout.py:124 `def _lay_out_hisparse_groups`): the
+host source group (its blocks live in the host pool), the indexer group, and hot groups
+(each packing as many layers as fit the indexer's page: one for the tiny model, 6 for
+DeepSeek-V3.2's 61 in bf16) each with a resident group beside it.  Each group claims its
+own blocks of the shared pool for every request:
 
 * indexer and resident groups: ``cdiv(tokens, 64)`` blocks (at start vLLM reserves
   for a resident group only what can be in flight, see :func:`admission_blocks`);
@@ -33,35 +35,21 @@ most ``(pool - 1) // that`` requests (at least one).
 
 from __future__ import annotations
 
-from .reproduction import BLOCK_SIZE, DRAFTER_LAYERS, INDEX_TOPK, TARGET_LAYERS
+from .kv_layout import Layout, layout
+from .reproduction import BLOCK_SIZE
 
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def attention_layers(k: int) -> int:
-    """Sparse-attention layers with KV: the target's, plus the MTP layer under speculation."""
-    return TARGET_LAYERS + (DRAFTER_LAYERS if k else 0)
-
-
-def worker_groups(k: int) -> int:
-    """KV-cache groups of the worker: host source + indexer + a resident and a hot per layer."""
-    return 2 + 2 * attention_layers(k)
-
-
-def hot_blocks(k: int) -> int:
-    """Blocks of one hot group per request, fixed whatever its length: (q + 1) top-k rows."""
-    return _cdiv((2 + k) * INDEX_TOPK, BLOCK_SIZE)
-
-
-def request_blocks(tokens: int, k: int) -> int:
+def request_blocks(tokens: int, lay: Layout) -> int:
     """Pool blocks a request holding ``tokens`` tokens of KV claims at most (all its groups)."""
-    layers = attention_layers(k)
-    return (1 + layers) * _cdiv(tokens, BLOCK_SIZE) + layers * hot_blocks(k)
+    groups = lay.hot_groups
+    return (1 + groups) * _cdiv(tokens, BLOCK_SIZE) + groups * lay.hot_blocks
 
 
-def admission_blocks(max_model_len: int, b: int, k: int) -> int:
+def admission_blocks(max_model_len: int, b: int, lay: Layout) -> int:
     """Blocks vLLM reserves for one request when it checks the pool at start.
 
     The indexer group reserves ``max_model_len`` tokens; a resident group only what
@@ -70,9 +58,8 @@ def admission_blocks(max_model_len: int, b: int, k: int) -> int:
     async scheduling, vllm/config/vllm.py:592-602 `def max_concurrent_batches`); a
     hot group its fixed blocks.
     """
-    layers = attention_layers(k)
     resident = _cdiv(min(2 * b, max_model_len), BLOCK_SIZE)
-    return _cdiv(max_model_len, BLOCK_SIZE) + layers * (resident + hot_blocks(k))
+    return _cdiv(max_model_len, BLOCK_SIZE) + lay.hot_groups * (resident + lay.hot_blocks)
 
 
 def admission_refusal(knobs, b: int) -> str | None:
@@ -80,11 +67,13 @@ def admission_refusal(knobs, b: int) -> str | None:
     n = knobs.num_gpu_blocks_override
     if n is None:
         return None
-    need = admission_blocks(knobs.max_model_len, b, knobs.num_speculative_tokens)
+    lay = layout(knobs)
+    need = admission_blocks(knobs.max_model_len, b, lay)
     if n - 1 >= need:
         return None
     return (f"num_gpu_blocks_override: {n} blocks cannot hold one request of max_model_len "
-            f"({knobs.max_model_len}): it needs {need} blocks plus the null block, so vLLM "
+            f"({knobs.max_model_len}): it needs {need} blocks plus the null block "
+            f"({lay.describe()}: {lay.hot_groups} hot groups), so vLLM "
             f"refuses to start (\"To serve at least one request with the model's max seq "
             f"len ...\"); set at least {need + 1}, or lower max_model_len")
 
@@ -98,7 +87,7 @@ def warmup_request_cap(knobs) -> int | None:
     q = 1 + k
     steps = 5 if k else 3  # decode steps the warmup sizes its blocks for
     tokens = min((q + 1) + steps * q + k, knobs.max_model_len)  # + K lookahead slots
-    per_request = worker_groups(k) * _cdiv(tokens, BLOCK_SIZE)
+    per_request = layout(knobs).worker_groups * _cdiv(tokens, BLOCK_SIZE)
     return max(1, (n - 1) // per_request)
 
 
@@ -114,8 +103,8 @@ def serving_shortfall(knobs, requests, sequential: bool) -> str | None:
     n = knobs.num_gpu_blocks_override
     if n is None:
         return None
-    k = knobs.num_speculative_tokens
-    need = [request_blocks(p + m + k, k) for p, m in requests]  # + K lookahead slots
+    k, lay = knobs.num_speculative_tokens, layout(knobs)
+    need = [request_blocks(p + m + k, lay) for p, m in requests]  # + K lookahead slots
     total = max(need, default=0) if sequential else sum(need)
     if total <= n - 1:
         return None

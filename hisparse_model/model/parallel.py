@@ -4,7 +4,7 @@ HiSparse adds two refusals to vLLM's own parallel checks and nothing else
 (vllm/config/vllm.py:1820-1828 `HiSparse does not support pipeline parallelism.`;
 vllm/config/vllm.py:1807-1815@0.32.0 `HiSparse does not support decode context parallelism.`;
 vllm/config/vllm.py:1883-1891@0.33.0 `HiSparse does not support pipeline parallelism.`).
-The tiny model's 8 attention heads must split evenly over the TP ranks
+The model's attention heads (the tiny model's 8, DeepSeek-V3.2's 128) must split evenly over the TP ranks
 (vllm/config/model.py:1504-1509 `must be divisible by tensor parallel size`), and
 DCP reuses the TP ranks (vllm/config/parallel.py:567-570 `must be divisible by dcp_size`).
 
@@ -27,9 +27,7 @@ engine step the ranks agree on a CUDA-graph mode and a padded token count
 
 from __future__ import annotations
 
-from .reproduction import TINY_OVERRIDES
-
-ATTENTION_HEADS = TINY_OVERRIDES["num_attention_heads"]  # heads of the tiny model, split by TP
+from .served_model import model_of
 
 # What the offline LLM's caller sees when the engine raises, by engine layout
 # (:func:`caller_error`), written as the last line of the caller's traceback
@@ -49,10 +47,10 @@ def parallel_config_refusal(knobs) -> str | None:
 
 def vllm_config_refusal(knobs) -> str | None:
     """``VllmConfig``'s parallel checks, in its order: heads over TP, then HiSparse's two."""
-    tp = knobs.tensor_parallel_size
+    tp, heads = knobs.tensor_parallel_size, model_of(knobs).num_attention_heads
     # vllm/config/model.py:1504-1509 `must be divisible by tensor parallel size`
-    if ATTENTION_HEADS % tp:
-        return (f"tensor_parallel_size: Total number of attention heads ({ATTENTION_HEADS}) "
+    if heads % tp:
+        return (f"tensor_parallel_size: Total number of attention heads ({heads}) "
                 f"must be divisible by tensor parallel size ({tp}).")
     if knobs.pipeline_parallel_size > 1:
         return "pipeline_parallel_size: HiSparse does not support pipeline parallelism."

@@ -41,8 +41,10 @@ import functools
 import math
 from dataclasses import dataclass
 
-from .knobs import MODEL_MAX_LEN, Knobs
+from .knobs import Knobs
+from .served_model import model_of
 from .host_pool import host_refusal
+from .kv_layout import buffer_refusal
 from .kv_pool import admission_refusal
 from .parallel import parallel_config_refusal, vllm_config_refusal
 from .versions import VersionRules, rules_for
@@ -188,11 +190,12 @@ def recorded_capture_sizes(rules: VersionRules, mode: str, s: int, b: int, k: in
 def refusal(knobs: Knobs, rules: VersionRules, b: int, derived: bool) -> str | None:
     """vLLM's reason for refusing these knobs, in the order vLLM checks, or None."""
     s, k = knobs.max_num_seqs, knobs.num_speculative_tokens
-    if knobs.max_model_len > MODEL_MAX_LEN:
+    longest = model_of(knobs).max_position_embeddings
+    if knobs.max_model_len > longest:
         # vllm/config/model.py:2600-2605 `User-specified max_model_len`
         return (f"max_model_len: User-specified max_model_len ({knobs.max_model_len}) is "
                 "greater than the derived max_model_len (max_position_embeddings="
-                f"{float(MODEL_MAX_LEN)} or model_max_length=None in model's config.json). "
+                f"{float(longest)} or model_max_length=None in model's config.json). "
                 "To allow overriding this maximum, set the env var "
                 "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used "
                 "with extreme caution. If the model uses relative position encoding (RoPE), "
@@ -226,9 +229,10 @@ def refusal(knobs: Knobs, rules: VersionRules, b: int, derived: bool) -> str | N
         # raised by vllm/config/vllm.py:3315-3323 `def _validate_v2_model_runner`.
         return ("parallel_drafting: Model Runner V2 does not yet support: parallel drafting "
                 "for EAGLE speculative decoding (HiSparse forces Model Runner V2)")
-    # checked last: when the engine core sizes the KV cache, after the config is built,
-    # the GPU pool's admission and then the host pool's blocks
-    return admission_refusal(knobs, b) or host_refusal(knobs)
+    # then the hot buffer, as the attention layers are built (kv_layout.py); checked last:
+    # when the engine core sizes the KV cache, the GPU pool's admission and then the host
+    # pool's blocks
+    return buffer_refusal(knobs) or admission_refusal(knobs, b) or host_refusal(knobs)
 
 
 @functools.lru_cache(maxsize=1 << 14)

@@ -37,8 +37,10 @@ def prompt_token_ids(n: int) -> list[int]:
 
 # What every prediction assumes; printed by the command line and shown in the notebooks.
 ASSUMPTIONS = (
-    "DeepSeek-V3.2 (the fix PR's tiny config, dummy weights) through the offline vllm.LLM "
-    "class, one NVIDIA H200 per rank; tensor parallel: C, W, captures and routing are the "
+    "DeepSeek-V3.2 through the offline vllm.LLM class, one NVIDIA H200 per rank: the fix "
+    "PR's tiny config (8 layers, index_topk 128) unless the model is named (--model, a "
+    "command's MODEL and --hf-overrides), and every block count and byte size from the named "
+    "config; tensor parallel: C, W, captures and routing are the "
     "same on every rank (so TP=N predicts what TP=1 does); with vLLM's default "
     "multiprocessing a crash reaches the caller as 'Engine core initialization failed' at "
     "start-up and EngineDeadError serving, the HiSparse text in the log (in process, as the "

@@ -43,7 +43,7 @@ from ..boundary.files import InputError
 from ..boundary.json_file import load as load_json
 from ..boundary.limits import RECORDING
 from ..model.knobs import Knobs
-from ..model.kv_pool import worker_groups
+from ..model.kv_layout import layout
 from ..answers.predict import Prediction, predict
 from ..model.reproduction import DRAFTER_LAYERS, TARGET_LAYERS
 
@@ -194,8 +194,7 @@ def compare_engine(eng: dict, plan) -> list[str]:
         "attention_backends": (eng.get("attention_backends"), [plan.knobs.attention_backend]),
     }
     if "kv_cache_groups" in eng:  # recorded since the KV pool was modelled (kv_pool.py)
-        k = plan.knobs.num_speculative_tokens
-        checks["kv_cache_groups"] = (eng["kv_cache_groups"], worker_groups(k))
+        checks["kv_cache_groups"] = (eng["kv_cache_groups"], layout(plan.knobs).worker_groups)
         if plan.knobs.num_gpu_blocks_override is not None:
             checks["kv_cache_num_blocks"] = (eng.get("kv_cache_num_blocks"),
                                              plan.knobs.num_gpu_blocks_override)

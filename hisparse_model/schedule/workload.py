@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 from ..boundary.files import InputError
 from ..boundary.json_file import load as load_json
-from ..model.knobs import MODEL_MAX_LEN, model_config
+from ..model.knobs import MODEL_MAX_LEN
+from ..model.served_model import shipped_config
 from ..model.reproduction import MAX_TOKENS, PROMPT_FIRST_TOKEN_ID, prompt_token_ids
 from .shared_prompts import BlockPrompt, LazyPrompt, check_blocks
 
@@ -117,8 +118,9 @@ def _fix_pr_prompt(n: int) -> tuple[int, ...]:
 
 
 def vocab_size() -> int:
-    """The tiny DeepSeek-V3.2's vocabulary (its config's ``vocab_size``, 129280)."""
-    return model_config()["vocab_size"]
+    """DeepSeek-V3.2's vocabulary (its config's ``vocab_size``, 129280; the fix PR's
+    overrides keep it)."""
+    return shipped_config()["vocab_size"]
 
 
 def _int(value, what: str, minimum: int, where: str) -> int:

@@ -10,6 +10,7 @@ and the log show for an error.  Nothing here computes the model.
 from __future__ import annotations
 
 from ..model.host_pool import host_blocks
+from ..model.kv_layout import layout
 from ..model.parallel import error_surface
 from ..answers.lost import lost_line
 from ..answers.predict import Prediction
@@ -145,7 +146,11 @@ def format_table(pred: Prediction, *, show_batches: bool = True, full: bool = Fa
         f"workspace rows W = C + 1    {s.workspace_rows}",
         f"capture sizes               {pred.capture_sizes}",
         f"host pool                   {k.host_pool_gib:g} GiB = "
-        f"{host_blocks(k.host_pool_gib, k.num_speculative_tokens)} blocks of 64 tokens",
+        f"{host_blocks(k.host_pool_gib, layout(k))} blocks of 64 tokens, "
+        f"{layout(k).host_block_bytes:,} bytes each",
+        f"model config                {layout(k).describe()}",
+        f"hot buffer                  {layout(k).device_buffer_size} rows a request "
+        f"({layout(k).hot_groups} hot groups of {layout(k).hot_blocks} blocks)",
         "",
         f"start-up: {'ok' if pred.startup_ok else pred.startup_error}",
     ]

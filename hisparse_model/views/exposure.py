@@ -18,6 +18,7 @@ from ..answers.exposure import EXPOSURE_ASSUMPTIONS, EXPOSURE_DP_ASSUMPTION, exp
 from ..text import chart_data as cd
 from ..inputs.launch import change_as_flags, from_command
 from ..model.host_pool import smallest_pool_gib
+from ..model.kv_layout import layout
 from ..model.plan import plan
 from .buffers import buffer_picture, picture_for_plan, picture_html
 import ipywidgets as W
@@ -33,13 +34,14 @@ OVERRIDES = TOGGLES[1:] + SLIDERS  # knobs that, once moved, override a pasted c
 COMMAND_HELP = ("a vllm serve command (read as `check` reads it); empty: the knobs below. "
                 "vllm_version picks the release; a knob you move overrides the command's")
 # HiSparse on through its connector (vLLM needs its host_pool_gib: model/host_pool.py),
-# with a host pool the bundled example traffic cannot outgrow at serve's defaults: its
-# seeds' requests can hold up to 393 GiB in 30 minutes at S 1024 by the model's bound
-# (2 GiB, enough to start with max_model_len 163,840, runs short within seconds)
+# with a host pool the bundled example traffic cannot outgrow at serve's defaults: with
+# DeepSeek-V3.2's own config (4,497,408-byte host blocks) its 4 seeds' requests can hold up
+# to 1,954 GiB in 20 minutes at S 1024 by the model's bound (10.74 GiB, enough to start with
+# max_model_len 163,840, runs short within seconds; 512 GiB within minutes)
 POOL = "host_pool_gib"
 SERVE_DEFAULT = ("vllm serve deepseek-ai/DeepSeek-V3.2 --kv-transfer-config "
                  """'{"kv_connector": "HiSparseConnector", "kv_role": "kv_both", """
-                 """"kv_connector_extra_config": {"host_pool_gib": 512}}'""")
+                 """"kv_connector_extra_config": {"host_pool_gib": 2048}}'""")
 
 
 class ExposureDashboard(Dashboard):
@@ -144,7 +146,7 @@ def knobs_with_a_pool(knobs, last: float | None) -> tuple:
     if last is not None:
         return (knobs.replace(host_pool_gib=last),
                 f"the knobs below, with the last command's {last:g} GiB host pool")
-    gib = max(1, math.ceil(smallest_pool_gib(knobs.max_model_len, knobs.num_speculative_tokens)))
+    gib = max(1, math.ceil(smallest_pool_gib(knobs.max_model_len, layout(knobs))))
     if gib == knobs.host_pool_gib:
         return knobs, "the knobs below"
     return (knobs.replace(host_pool_gib=gib), f"the knobs below, with a {gib} GiB host pool "

@@ -1,0 +1,145 @@
+"""The model's KV-cache layout against vLLM's own planner on CPU, for the real DeepSeek-V3.2 and
+the fix PR's tiny one, every covered release.
+
+Invariant: for every config of the table (layers 8 and 61, MTP off and on, index_topk 128 and
+2,048, bf16 and fp8 rows, TP 1 and 8, max_model_len 8,192 to 163,840), vLLM's planner
+(``crosscheck/scheduler_build.plan_kv_cache``: vLLM's ``get_kv_cache_configs`` and HiSparse's
+``_lay_out_hisparse_groups`` / ``create_hisparse_layout`` over the layer specs DeepSeek-V3.2's
+layers make) lays out the host blocks, the stride, the groups and each hot group's blocks the
+model says; it refuses a host pool one block short of ``cdiv(L, 64) + 2`` in the words the
+model quotes, and starts at it; and it admits a GPU pool of the model's admission blocks + the
+null block and refuses one block less.
+
+The worker's groups name no hot layers here (the stand-in specs are the layers' own; a real
+worker adds the derived hot and resident specs), so the layers of each hot group are checked
+on the H100's start-ups (``tests/test_layout_recordings.py``); their number is checked here.
+What the planner does not run here: the int16 hot-buffer refusal, raised as the attention
+layers are built (``tests/test_layout_recordings.py``: the H100 raised it), and the JIT
+warmup's request cap (``tests/test_kv_pool.py``).
+"""
+
+import pytest
+
+from hisparse_model.model.host_pool import blocks_needed, host_refusal
+from hisparse_model.model.knobs import Knobs
+from hisparse_model.model.kv_layout import layout
+from hisparse_model.model.kv_pool import admission_blocks, admission_refusal
+from hisparse_model.model.reproduction import TINY_OVERRIDES
+from hisparse_model.model.served_model import DEEPSEEK_V32, REPRODUCTION, canonical_overrides
+from hisparse_model.schedule.scheduler_config import SchedulerConfig
+
+pytestmark = pytest.mark.vllm_cpu
+DRIVER = "hisparse_model.crosscheck.scheduler_driver:layout"
+VERSIONS = ("0.31.0", "0.32.0", "0.33.0", "0.34.0")
+REAL_61 = None  # DeepSeek-V3.2's own config
+TINY_2048 = {**TINY_OVERRIDES, "index_topk": 2048}
+REAL_128 = {"index_topk": 128}
+
+# (model overrides, K, kv_cache_dtype, TP, max_model_len, B): 26 configs
+CONFIGS = [
+    # the real model, bf16: 61 layers, 6 a hot group (11 groups); stride 4,497,408
+    (REAL_61, 0, "auto", 1, 163_840, 8192),
+    (REAL_61, 0, "auto", 1, 8_192, 2048),
+    (REAL_61, 0, "auto", 8, 163_840, 8192),   # 4,497,408 = 1,098 OS pages: no rounding
+    (REAL_61, 1, "auto", 1, 163_840, 8192),   # 62 layers, 7 a group (9 groups)
+    (REAL_61, 1, "auto", 8, 32_768, 8192),    # 4,571,136 = 1,116 pages exactly
+    (REAL_61, 2, "auto", 1, 65_536, 4096),
+    # fp8_ds_mla: 656-byte rows, 12 a group (6 groups); stride 2,561,024
+    (REAL_61, 0, "fp8", 1, 163_840, 8192),
+    (REAL_61, 0, "fp8", 8, 163_840, 8192),    # 2,561,024 -> 626 pages = 2,564,096
+    (REAL_61, 1, "fp8", 1, 16_384, 2048),
+    (REAL_61, 1, "fp8", 8, 163_840, 8192),    # 62 x 41,984 = 2,603,008 -> 2,605,056
+    (REAL_61, 0, "fp8_ds_mla", 1, 131_072, 8192),
+    # index_topk 128 with 61 layers
+    (REAL_128, 0, "auto", 1, 163_840, 8192),
+    (REAL_128, 1, "fp8", 8, 65_536, 8192),
+    # the fix PR's tiny model: 8 layers, one a group
+    (REPRODUCTION, 0, "auto", 1, 320, 640),
+    (REPRODUCTION, 0, "auto", 1, 163_840, 8192),
+    (REPRODUCTION, 1, "auto", 1, 8_192, 2048),
+    (REPRODUCTION, 0, "fp8", 1, 8_192, 2048),
+    (REPRODUCTION, 1, "fp8", 8, 65_536, 8192),  # 9 x 41,984 = 377,856 -> 93 pages = 380,928
+    (REPRODUCTION, 0, "auto", 8, 163_840, 8192),
+    (REPRODUCTION, 3, "auto", 1, 32_768, 8192),
+    # 8 layers with index_topk 2,048 (the H100's l8 start-up)
+    (TINY_2048, 0, "auto", 1, 8_192, 2048),
+    (TINY_2048, 1, "auto", 1, 4_096, 2048),
+    (TINY_2048, 1, "fp8", 8, 163_840, 8192),
+    (TINY_2048, 2, "auto", 8, 16_384, 4096),
+    (TINY_2048, 0, "fp8_ds_mla", 1, 100_000, 8192),
+    (REAL_61, 3, "auto", 1, 100_000, 8192),
+]
+
+
+def knobs_for(overrides, k, dtype, tp, length, b, pool=1.0, gpu=None) -> Knobs:
+    model, extra = (REPRODUCTION, None) if overrides == REPRODUCTION else (
+        DEEPSEEK_V32, canonical_overrides(overrides))
+    return Knobs(model=model, hf_overrides=extra, num_speculative_tokens=k, kv_cache_dtype=dtype,
+                 attention_backend="FLASHMLA_SPARSE" if dtype != "auto"
+                 else "FLASH_ATTN_MLA_SPARSE", tensor_parallel_size=tp, max_model_len=length,
+                 max_num_batched_tokens=b, max_num_seqs=4, host_pool_gib=pool,
+                 num_gpu_blocks_override=gpu)
+
+
+def planner_config(knobs: Knobs, version: str, pool: float | None, gpu: int) -> dict:
+    """The planner's inputs: the scheduler's, the pool, and the model's config keys (its
+    inputs, not the model's results)."""
+    from hisparse_model.model.served_model import model_of
+
+    m = model_of(knobs)
+    return {**SchedulerConfig(
+        max_num_seqs=knobs.max_num_seqs, max_num_batched_tokens=knobs.max_num_batched_tokens,
+        max_model_len=knobs.max_model_len, num_speculative_tokens=knobs.num_speculative_tokens,
+        enable_prefix_caching=True, num_gpu_blocks=gpu, async_scheduling=True,
+        vllm_version=version).__dict__,
+        "host_pool_gib": pool, "tensor_parallel_size": knobs.tensor_parallel_size,
+        "model": {"layers": m.num_hidden_layers, "mtp_layers": m.num_nextn_predict_layers,
+                  "index_topk": m.index_topk, "kv_lora_rank": m.kv_lora_rank,
+                  "qk_rope_head_dim": m.qk_rope_head_dim, "index_head_dim": m.index_head_dim,
+                  "kv_cache_dtype": knobs.kv_cache_dtype}}
+
+
+def test_the_table_covers_what_it_says():
+    """At least 24 configs: both layer counts, K off and on, both top-ks, both row formats,
+    TP 1 and 8, max_model_len from 8,192 to 163,840."""
+    assert len(CONFIGS) >= 24
+    lays = [layout(knobs_for(*c)) for c in CONFIGS]
+    assert {lay.model.num_hidden_layers for lay in lays} == {8, 61}
+    assert {lay.model.index_topk for lay in lays} == {128, 2048}
+    assert {lay.cache_format for lay in lays} == {"bf16", "fp8_ds_mla"}
+    assert {c[1] > 0 for c in CONFIGS} == {True, False} and {c[3] for c in CONFIGS} == {1, 8}
+    assert {c[4] for c in CONFIGS} >= {8_192, 163_840}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("config", CONFIGS, ids=[
+    f"{'tiny' if c[0] == REPRODUCTION else 'l8-t2048' if c[0] == TINY_2048 else 't128' if c[0] == REAL_128 else 'real'}"
+    f"-k{c[1]}-{c[2]}-tp{c[3]}-L{c[4]}" for c in CONFIGS])
+def test_vllms_planner_lays_out_and_refuses_what_the_model_says(vllm_servers, version, config):
+    """Host blocks at the edge (the model's smallest pool, in bytes of its stride) and one
+    block short; the groups and hot blocks; the GPU pool's admission edge."""
+    base = knobs_for(*config)
+    lay = layout(base)
+    need = blocks_needed(base.max_model_len)
+    gpu = admission_blocks(base.max_model_len, base.max_num_batched_tokens, lay) + 1
+    for blocks in (need, need - 1, need + 7):
+        pool = blocks * lay.host_block_bytes / 2**30  # a power of two: exact in a float
+        knobs = base.replace(host_pool_gib=pool, num_gpu_blocks_override=gpu)
+        got = vllm_servers.call(version, DRIVER, planner_config(knobs, version, pool, gpu))
+        ours = host_refusal(knobs)
+        if blocks < need:
+            assert ours is not None and got["refused"] in ours, (blocks, got)
+            continue
+        assert ours is None, ours
+        assert got["host_blocks"] == blocks and got["stride"] == lay.host_block_bytes
+        assert len(got["groups"]) == lay.worker_groups
+        hot = [g for g in got["groups"] if g["kind"] == "HiSparseHotSpec"]
+        assert len(hot) == lay.hot_groups
+        assert {g["blocks_per_request"] for g in hot} == {lay.hot_blocks}
+        assert got["gpu_blocks"] == gpu
+    # the GPU pool one block short of the admission edge: refused by both
+    short = base.replace(host_pool_gib=(need + 7) * lay.host_block_bytes / 2**30,
+                         num_gpu_blocks_override=gpu - 1)
+    got = vllm_servers.call(version, DRIVER, planner_config(short, version,
+                                                           short.host_pool_gib, gpu - 1))
+    assert "refused" in got and admission_refusal(short, short.max_num_batched_tokens), got
