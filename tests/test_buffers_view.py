@@ -207,17 +207,25 @@ def test_recorded_events_name_prompt_and_length(j, event, shown):
 
 
 def test_each_dashboard_leads_with_its_headline():
-    """Notebooks 1, 2 and 4 open with one answer: the crash size, where it dies, the verdict."""
+    """Notebooks 1, 2 and 4 open with one answer, under the verdict on the server that every
+    dashboard shows first: the crash size, where it dies, the verdict."""
     from hisparse_model.views import recordings_dashboard, startup_dashboard
+
+    def after_verdict(markup: str) -> str:
+        return re.sub(r"^<div class='hs-verdict'.*?</span>(<div class='hs-verdict-advice'>"
+                      r".*?</div>)?</div>", "", markup, flags=re.S)
+
     one = off_by_one_dashboard()
-    assert one.numbers.value.startswith("<div class='hs-headline'>A batch of exactly")
+    assert one.numbers.value.startswith("<div class='hs-verdict' data-verdict='exposed'")
+    assert after_verdict(one.numbers.value).startswith(
+        "<div class='hs-headline'>A batch of exactly")
     two = startup_dashboard()  # S = 2, prompts 2, 3, 200: prompt 2 (3 tokens) crashes
-    assert two.numbers.value.startswith("<div class='hs-headline'>")
-    assert "prompt 2</b> (of 3 tokens)" in two.numbers.value.split("</div>")[0]
+    assert after_verdict(two.numbers.value).startswith("<div class='hs-headline'>")
+    assert "prompt 2</b> (of 3 tokens)" in after_verdict(two.numbers.value).split("</div>")[0]
     dead = startup_dashboard(max_num_seqs=1)  # the 2-token capture dies (C = 1, W = 2)
-    assert "Start-up dies" in dead.numbers.value.split("</div>")[0]
+    assert "Start-up dies" in after_verdict(dead.numbers.value).split("</div>")[0]
     four = recordings_dashboard()
-    assert four.numbers.value.startswith("<div class='hs-headline'>")
+    assert after_verdict(four.numbers.value).startswith("<div class='hs-headline'>")
 
 
 def test_advice_for_a_knob_without_a_control_says_where_to_set_it():
@@ -385,9 +393,9 @@ WOULD_ROWS = [
 
 @pytest.mark.parametrize("s,lens,begins,would", WOULD_ROWS)
 def test_notebook_2_says_when_its_picture_is_a_batch_that_never_came(s, lens, begins, would):
-    """Where no batch of the run routes W tokens, the picture is titled as the batch that
-    would come and says that none of the run's batches (the prompts named) is that size; where
-    one does, it is titled as a batch that came."""
+    """Where no predicted batch routes W tokens, the picture is titled as the batch that
+    would come and names the batches it means (the start-up's and the prompts', each served
+    alone) as none of that size; where one does, it is titled as a batch that came."""
     from hisparse_model.views.first_request import startup_dashboard
 
     dash = startup_dashboard()
@@ -397,7 +405,8 @@ def test_notebook_2_says_when_its_picture_is_a_batch_that_never_came(s, lens, be
     title = svg.get("aria-label")
     assert title.startswith(begins), title
     markup = dash.numbers.value
-    assert (f"the prompts are {lens} tokens" in markup) == would
+    assert (f"None of the start-up's batches and the prompts' ({lens} tokens, each served "
+            "alone) routes" in html.unescape(markup)) == would
 
 
 @pytest.mark.parametrize("routing,name", [("stock", "0.31.0"), ("fix", "0.31.0+fix")])

@@ -185,13 +185,18 @@ def _kinds_by_simulate(knobs: Knobs) -> dict:
 
 
 def _strip_by_predict(base: Knobs) -> dict:
-    """The strip by the per-length walk (prompt_lanes), not the vectorised sweep it uses."""
-    out = {"startup_crash": [], "runtime_crash": [], "safe": [], "invalid": []}
+    """The strip by the per-length walk (prompt_lanes), not the vectorised sweep it uses;
+    where no lone prompt crashes, the exposure analysis for all traffic."""
+    from hisparse_model.answers.exposure import exposure
+
+    out = {"startup_crash": [], "runtime_crash": [], "exposed": [], "safe": [], "invalid": []}
     for s in range(1, 257):
-        lanes = prompt_lanes(base.replace(max_num_seqs=s))
+        knobs = base.replace(max_num_seqs=s)
+        lanes = prompt_lanes(knobs)
         alive, crashes = lanes["startup_ok"]["0.31.0"], lanes["crash_sizes"]["0.31.0"]
         kind = ("invalid" if alive is None else "startup_crash" if not alive else
-                "runtime_crash" if crashes else "safe")
+                "runtime_crash" if crashes else
+                "exposed" if exposure(knobs).exposed else "safe")
         out[kind].append(s)
     return out
 

@@ -30,11 +30,15 @@ def test_pasted_serve_command_is_exposed_with_examples_and_advice():
 
 
 def test_changes_follow_the_command_and_the_knobs():
-    """A safe command says never and why; an empty box reads the knobs; a refusal is shown."""
+    """A safe command says never and why; a pasted command takes check's default version
+    (a version clicked before it does not survive); an empty box reads the knobs; a refusal
+    is shown."""
     d = exposure_dashboard(SERVE_DEFAULT + " --attention-backend FLASHMLA_SPARSE")
     assert d.labels["exposed"] == "safe" and "decode part" in _visible(d.numbers.value)
     d.controls["vllm_version"].value = "0.32.0"
-    d.controls["command"].value = SERVE_DEFAULT
+    d.controls["command"].value = SERVE_DEFAULT  # a new command: check's default version
+    assert d.controls["vllm_version"].value == "0.31.0" and d.labels["exposed"] == "exposed"
+    d.controls["vllm_version"].value = "0.32.0"  # clicked after the paste: it holds
     assert d.labels["exposed"] == "safe" and "routes on C" in _visible(d.numbers.value)
     d.controls["vllm_version"].value = "0.31.0"
     d.controls["command"].value = ""  # the knobs, which show the last command's values

@@ -177,7 +177,7 @@ def test_02_shows_startup_and_runtime_crashes(executed):
     chart = _widget_text(nb)
     startup_crash = [s for s in range(1, 257) if not predict(Knobs(max_num_seqs=s)).startup_ok]
     assert startup_crash == [1]
-    assert "max_num_seqs start-up crash: 1 · first-request crash: 2-256" in chart
+    assert "max_num_seqs start-up crash: 1 · a lone prompt crashes: 2-256" in chart
     assert "safe:" not in chart and "sweep" not in chart
     assert _widget_views(nb) == 1
 

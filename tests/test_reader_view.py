@@ -90,7 +90,7 @@ def test_strip_captions_say_in_words_what_each_max_num_seqs_does():
     caption = [t.text for t in _svg_texts(dash.chart.value, "hs-sweep")]
     # default B = S * 320: S = 1 has captures [1, 2] (2 = W: start-up); every S >= 2 starts and
     # crashes on a prompt of W = S + 1 tokens (< 320 up to S = 256? W <= 257 < 320: yes)
-    assert caption == ["max_num_seqs start-up crash: 1 · first-request crash: 2-256"]
+    assert caption == ["max_num_seqs start-up crash: 1 · a lone prompt crashes: 2-256"]
 
 
 # --------------------------------------------------------------------------

@@ -231,12 +231,14 @@ def _expected_sweep(base: dict) -> dict[int, str]:
     ("base", "summary"),
     [
         # default B: S = 1 dies at start-up (2-token capture), every other S on a W-token prompt
-        ({}, "sweep startup_crash=1 runtime_crash=2-256 safe=none invalid=none"),
+        ({}, "sweep invalid=none never_starts=none startup_crash=1 runtime_crash=2-256 "
+             "exposed=none undecided=none safe=none"),
         # B = 64: S = 63 dies at start-up (warmup prefill of min(63, 64 // 2) = 32 requests
         # x 2 tokens = 64 = W); S = 64 has C = B = 64, W = 65 > B: no batch is ever that big;
         # S > 64 is rejected (B < S)
         ({"max_num_batched_tokens": 64},
-         "sweep startup_crash=1,63 runtime_crash=2-62 safe=64 invalid=65-256"),
+         "sweep invalid=65-256 never_starts=none startup_crash=1,63 runtime_crash=2-62 "
+         "exposed=none undecided=none safe=64"),
     ],
 )
 def test_max_num_seqs_sweep_matches_predict(base, summary):
@@ -641,7 +643,11 @@ def test_the_kernel_pauses_for_the_browser_only_before_a_chart(monkeypatch, type
 
 @pytest.mark.parametrize("base", STRIP_BASES)
 def test_seqs_strip_equals_predict_for_every_max_num_seqs(base):
-    """The strip's cell for each S is predict()'s: start-up crash, the smallest crashing prompt, or safe."""
+    """The strip's cell for each S is predict()'s: start-up crash, the smallest crashing prompt;
+    where no prompt served alone crashes, the exposure analysis's word for all traffic (several
+    requests together may still crash it: exposed, else safe)."""
+    from hisparse_model.answers.exposure import exposure
+
     dash = widgets.startup_dashboard(**base)
     data = dash.plot_data
     for s, shown in zip(data["max_num_seqs"], data["outcome"]):
@@ -657,7 +663,8 @@ def test_seqs_strip_equals_predict_for_every_max_num_seqs(base):
         first = next((n for n in lens if n < 320 and not predict(knobs, [n]).prompts[0].ok),
                      None)
         want = ("startup_crash" if not pred.startup_ok else
-                "runtime_crash" if first is not None else "safe")
+                "runtime_crash" if first is not None else
+                "exposed" if exposure(knobs).exposed else "safe")
         assert shown == want, s
         if want == "runtime_crash":
             assert data["first_prompt"][s - 1] == first == pred.sizes.workspace_rows

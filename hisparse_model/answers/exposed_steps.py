@@ -36,18 +36,27 @@ class Exposure(NamedTuple):
     """The verdict for all traffic: exposed (with every step kind), never (why), or undecided."""
 
     knobs: Knobs
-    exposed: bool | None  # None: the model cannot decide (see ``undecided``)
+    exposed: bool | None  # None: undecided, or the server never starts
     steps: tuple[ExposedStep, ...]
     never_because: str | None
     undecided: str | None = None
+    # start-up dies of an error that is not the HiSparse overflow: the error and where
+    never_starts: str | None = None
 
     def as_json(self) -> dict:
         return {"exposed": self.exposed, "steps": [s.as_json() for s in self.steps],
-                "never_because": self.never_because, "undecided": self.undecided}
+                "never_because": self.never_because, "undecided": self.undecided,
+                "never_starts": self.never_starts}
 
     @property
     def headline(self) -> str:
-        """One line: the verdict for all traffic."""
+        """One line: the verdict for all traffic (``server_verdict`` renders it everywhere)."""
+        if self.never_starts:
+            return (f"NEVER STARTS: {self.never_starts}, before any traffic (not the HiSparse "
+                    "swap-row overflow: no traffic is served at all)")
+        if self.exposed and self.steps[0].kind == "startup":
+            return (f"CRASHES AT START-UP: {self.steps[0].what} (the HiSparse swap-row "
+                    "overflow, so every workload is exposed)")
         if self.exposed:
             first = self.steps[0]
             return f"EXPOSED: some traffic kills this server ({first.what})"

@@ -65,6 +65,7 @@ from ..model.routing import SWAP_IN, router, swap_error
 from ..model.startup import startup_batches
 
 SCAN = 64  # step sizes asked past C + 1 before jumping to B (the predicate is a threshold)
+SWAP_ERROR_HEAD = swap_error(2, 1).split(": stop=")[0]  # the HiSparse overflow, any sizes
 EXPOSURE_ASSUMPTIONS = (
     "exposure: any traffic the scheduler model can produce (prompts shorter than "
     "max_model_len, arriving at any step, chunked prefill, prefix caching); the KV pools, "
@@ -142,8 +143,12 @@ def exposure(knobs: Knobs) -> Exposure:
         return Exposure(knobs, None, (), None, "MTP under data parallelism is not modelled "
                         "(the drafter's forwards sync across ranks too)")
     bad = next((x for x in startup_batches(p) if x.error), None)
+    if bad is not None and not bad.error.startswith(SWAP_ERROR_HEAD):
+        return Exposure(knobs, None, (), None, never_starts=(
+            f"{bad.error} at start-up ({bad.phase}: {bad.label}, {bad.num_tokens} tokens)"))
     if bad is not None:
-        what = f"start-up ({bad.phase}: {bad.label}, {bad.num_tokens} tokens): before any traffic"
+        what = (f"start-up ({bad.phase}: {bad.label}, {bad.num_tokens} tokens routed to "
+                f"swap_in, C = {p.swap_capacity}): before any traffic")
         return Exposure(knobs, True, (ExposedStep(
             "startup", what, None, {"requests": [example_request(1, knobs.data_parallel_size)]},
             bad.error),), None)

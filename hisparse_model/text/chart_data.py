@@ -8,7 +8,7 @@ without a browser:
   the vLLM line (:attr:`VersionRules.cites <hisparse_model.model.versions.VersionRules.cites>`);
 * :func:`route_lanes`: where a batch of n routed tokens goes under two routing
   rules, for n in a window around C ... W (notebook 1);
-* :func:`seqs_strip`: start-up crash / first-request crash / safe for each
+* :func:`seqs_strip`: the one verdict (start-up crash, a lone prompt crashes, only requests together crash it, safe, ...) for each
   max_num_seqs with the other knobs fixed, from the vectorised
   :func:`~hisparse_model.answers.sweep.sweep` where it applies (notebook 2);
 * :func:`version_predictions` and :func:`prompt_lanes`: the same knobs in every
@@ -36,8 +36,8 @@ from ..answers.sweep import sweep
 from ..model.versions import ERROR_TEMPLATE, RULES, rules_for
 
 from .chart_keys import (  # noqa: F401 - the outcome keys, re-exported for the views
-    ALL_RESIDENT, CRASH, INVALID, NOT_ROUTED, NOT_RUN, OTHER_ERROR, OVER_B, RUNTIME_CRASH, SAFE,
-    STARTUP_CRASH, SWAP_IN)
+    ALL_RESIDENT, CRASH, EXPOSED, INVALID, NEVER_STARTS, NOT_ROUTED, NOT_RUN, OTHER_ERROR,
+    OVER_B, RUNTIME_CRASH, SAFE, STARTUP_CRASH, SWAP_IN, UNDECIDED)
 from .chart_traffic import (  # noqa: F401 - notebook 5's data, re-exported
     ADVICE_CALLS, ADVICE_WORK_CAP, STRIP_WORK_CAP, TIMELINE_WINDOW, TRAFFIC_SEQS,
     recording_step_pairs, step_key, timeline_data, traffic_advice, traffic_outcome,
@@ -122,16 +122,32 @@ def _one_seqs_outcome(knobs: Knobs) -> tuple[str, int]:
 
 
 def seqs_strip(knobs: Knobs, max_seqs: int = 256) -> dict:
-    """Outcome of every max_num_seqs 1 ... max_seqs with ``knobs``' other knobs.
+    """Outcome of every max_num_seqs 1 ... max_seqs with ``knobs``' other knobs: the one
+    verdict (``answers/server_verdict.py``) of each, the lone prompt that crashes first.
 
-    ``startup_crash`` (a start-up batch crashes), ``runtime_crash`` (start-up
-    survives, and a prompt served alone crashes: the smallest is
-    ``first_prompt`` = W), ``safe`` (no prompt shorter than max_model_len
-    crashes), ``invalid`` (vLLM refuses the knobs).  0.31.0 with the default
-    engine shape uses the vectorised sweep; a rule that cannot route more than
-    C tokens to swap_in is safe everywhere; anything else asks predict().
+    ``invalid`` (vLLM refuses the knobs), ``never_starts`` (start-up dies of something that
+    is not the overflow), ``startup_crash`` (a start-up batch crashes), ``runtime_crash``
+    (exposed, and a prompt served alone crashes: the smallest is ``first_prompt`` = W),
+    ``exposed`` (exposed, by several requests together only), ``safe`` (no traffic can crash
+    it), ``undecided``.  The lone prompts: 0.31.0 with the default engine shape uses the
+    vectorised sweep; anything else asks predict().
     """
     return _seqs_strip(knobs.replace(max_num_seqs=1), max_seqs)  # one cache entry per strip
+
+
+def _with_verdicts(out: dict, per_s: dict) -> dict:
+    """Each max_num_seqs's cell: the server's verdict, the lone-prompt sweep inside it."""
+    from ..answers import server_verdict as sv
+
+    cell = {sv.REFUSED: INVALID, sv.NEVER_STARTS: NEVER_STARTS,
+            sv.STARTUP_CRASH: STARTUP_CRASH, sv.NOT_EXPOSED: SAFE, sv.UNDECIDED: UNDECIDED}
+    for s, knobs in per_s.items():
+        kind = sv.server_verdict(knobs).kind
+        lone = out["outcome"][s - 1] == RUNTIME_CRASH
+        out["outcome"][s - 1] = cell.get(kind) or (RUNTIME_CRASH if lone else EXPOSED)
+        if out["outcome"][s - 1] != RUNTIME_CRASH:
+            out["first_prompt"][s - 1] = 0
+    return out
 
 
 def _batched_tokens(knobs: Knobs) -> int | None:
@@ -153,6 +169,11 @@ def _seqs_strip(knobs: Knobs, max_seqs: int) -> dict:
            "first_prompt": [0] * len(seqs), "method": "sweep"}
     if not valid:
         return out
+    return _with_verdicts(_lone_prompts(knobs, out, per_s, bs, valid), per_s)
+
+
+def _lone_prompts(knobs: Knobs, out: dict, per_s: dict, bs: dict, valid: list) -> dict:
+    """The sweep of lone prompts: which max_num_seqs a prompt served alone crashes."""
     if _sweep_applies(knobs):  # the closed forms need only B: no capture graphs to build
         got = sweep(np.array(valid), np.array([bs[s] for s in valid]),
                     knobs.num_speculative_tokens, knobs.enforce_eager)

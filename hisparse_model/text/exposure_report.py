@@ -13,6 +13,7 @@ import json
 
 from ..answers.deployment_advice import deployment_advice, deployment_advice_lines
 from ..answers.exposure import Exposure, exposure, exposure_lines, verify
+from ..answers.server_verdict import server_verdict
 
 EXIT_OK, EXIT_EXPOSED = 0, 1
 
@@ -58,13 +59,19 @@ def answer_with_exposure(args, knobs, result, crashed: bool, crashes, to_json, t
     if args.json:
         served = ({"prompts_served": prompts_heading(knobs).rstrip(":")}
                   if knobs.data_parallel_size > 1 else {})
-        print(json.dumps({"exposure": exposure_json(exp), **to_json(result, advice), **served}))
+        print(json.dumps({"exposure": exposure_json(exp), "verdict":
+                          server_verdict(knobs).as_json(), **to_json(result, advice),
+                          **served}))
     else:
         lines = exposure_lines(exp)[:-1]
         for st in exp.steps:
             if not verify(knobs, st):  # never expected: the tests replay every example
                 lines.append(f"  (the example of '{st.what}' did not crash simulate)")
-        if exp.exposed is not False and not prompts_only:
+        if exp.never_starts and not prompts_only:  # the one verdict's advice (server_verdict)
+            start = server_verdict(knobs).advice
+            lines.append(f"  To make it start: {start}" if start else
+                         "  (the model has no advice for this start-up error)")
+        elif exp.exposed is not False and not prompts_only:
             lines += deployment_advice_lines(advice, name_change)
         lines += ["", prompts_heading(knobs), ""]
         print("\n".join(lines) + "\n" + to_text(result, full=args.full,

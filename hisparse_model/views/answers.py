@@ -153,7 +153,9 @@ def eager_moves_crash(start: dict) -> Answer:
 
 def strip_with_b64(start: dict) -> Answer:
     said = ((cd.STARTUP_CRASH, "start-up crashes at max_num_seqs"),
-            (cd.RUNTIME_CRASH, "a prompt crashes at"), (cd.SAFE, "safe at"),
+            (cd.RUNTIME_CRASH, "a prompt crashes at"),
+            (cd.EXPOSED, "only requests together crash it at"),
+            (cd.SAFE, "no traffic crashes it at"),
             (cd.INVALID, "refused (B < max_num_seqs) at"))
     knobs = start_knobs(start)
     by = _by_outcome(cd.seqs_strip(knobs), [k for k, _ in said])

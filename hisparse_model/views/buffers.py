@@ -168,11 +168,13 @@ def picture_for_prediction(pred, title: str | None = None, startup: bool = True)
     return picture_for_plan(p, title, ran=_routed_sizes(pred, startup))
 
 
-def _routed_sizes(pred, startup: bool) -> tuple[set, list[int]]:
-    """(the routed sizes of every batch the prediction ran, its prompts' lengths)."""
+def _routed_sizes(pred, startup: bool) -> tuple[set, list[int], bool]:
+    """(the routed sizes of every batch the prediction ran, its prompts' lengths, whether the
+    start-up's batches are among them)."""
     batches = (list(pred.startup) if startup else []) + [
         b for pr in getattr(pred, "prompts", []) for b in pr.batches]
-    return {b.routed for b in batches}, [pr.n for pr in getattr(pred, "prompts", [])]
+    return ({b.routed for b in batches}, [pr.n for pr in getattr(pred, "prompts", [])],
+            startup)
 
 
 def is_swap_overflow(error: str | None) -> bool:
@@ -183,7 +185,8 @@ def is_swap_overflow(error: str | None) -> bool:
 def picture_for_plan(p, title: str | None = None, ran: tuple | None = None) -> str:
     """The batch of n = W tokens (the off-by-one's size) under plan ``p``'s routing, else,
     where no step holds W tokens (C = B), a batch of B tokens.  ``ran``: (the routed sizes of
-    the batches a prediction ran, its prompts' lengths); when none of them is n, the picture
+    the batches a prediction ran, its prompts' lengths, whether the start-up's are among
+    them); when some ran and none of them is n, the picture names the batches it means and
     says it is the batch that would come, not one that came."""
     c, w, b = p.swap_capacity, p.workspace_rows, p.max_num_batched_tokens
     n = w if w <= b else b
@@ -192,13 +195,16 @@ def picture_for_plan(p, title: str | None = None, ran: tuple | None = None) -> s
     note = ("" if n == w else f"No step holds W = {w} tokens here (B = {b}), so this B-token "
             "batch is the largest there is.")
     size = "n = W = C + 1" if n == w else "n = B"
-    would = ran is not None and routed not in ran[0]
+    sizes, lens, with_startup = ran if ran is not None else (set(), [], False)
+    would = bool(sizes) and routed not in sizes
     if would:
-        lens = ", ".join(str(x) for x in ran[1])
-        note = (f"No batch of this run routes {routed} tokens"
-                + (f" (the prompts are {lens} tokens)" if lens else "")
-                + ": this is the batch that would " + ("crash, " if error else "come, ")
-                + "drawn to show what happens to it. " + note).strip()
+        served = ", ".join(str(x) for x in lens)
+        which = " and ".join(
+            (["start-up's batches"] if with_startup else [])
+            + ([f"the prompts' ({served} tokens, each served alone)"] if served else []))
+        note = (f"None of the {which} routes {routed} tokens: this is the batch that would "
+                + ("crash, " if error else "come, ") + "drawn to show what happens to it. "
+                + note).strip()
     if routed == 0:  # the backend hands the routing only a step's decode part (FLASHMLA_SPARSE)
         return buffer_picture(
             c, w, 0, None, rule=_rule(p.rules), note=note,

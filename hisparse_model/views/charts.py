@@ -88,7 +88,8 @@ def lane_chart(ns: list[int], lanes: dict[str, list[str]], *, title: str, x_labe
             if ns[k] != ns[k - 1] + 1:  # the gap: the left cell's outcome, pale
                 svg.rect(x(ns[k - 1]) + cw, y, cw, lane_h, PALETTE[row[k - 1]], opacity="0.35",
                          cls="hs-gap")
-        for n in (marks or {}).get(label, []):
+        # a crash left out of the drawn columns is its drawn left neighbour's (the gap)
+        for n in [n for n in (marks or {}).get(label, []) if n in at]:
             cx = x(n) + cw / 2
             svg.rect(cx - max(cw, 3) / 2, y, max(cw, 3), lane_h, PALETTE[cd.CRASH])
             svg.path(f"M{cx - 5:.1f},{y - 10:.1f} l10,0 l-5,7 z", PALETTE[cd.CRASH], cls="hs-mark")

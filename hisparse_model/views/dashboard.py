@@ -43,6 +43,7 @@ from .controls import (SPECS, CommandTypo, PromptLensTypo, control_rows, knob_va
 from .numbers_pane import NumbersPane, state_part
 from ..model.reproduction import ASSUMPTIONS
 from .tables import CSS, assumptions_html, esc, summary_html
+from .verdict_banner import verdict_html, verdict_of
 
 AHEAD_AFTER_S = 0.05  # after an update, the kernel idle this long: compute the screens ahead
 
@@ -66,6 +67,7 @@ class Dashboard:
     name = "dashboard"
     assumptions = ASSUMPTIONS  # what its numbers assume (notebook 6: data parallel's)
     answer_first = False  # the screen's head above the controls (a pane of its own)
+    shows_verdict = True  # the verdict on the state's server above the numbers
 
     def __init__(self, controls: dict[str, W.Widget], intro: str = "") -> None:
         self.controls = controls
@@ -263,7 +265,11 @@ class Dashboard:
         return screen.plot
 
     def _numbers_html(self, screen: Screen) -> str:
-        return screen.html + summary_html(self.name, screen.labels["summary"])
+        """The verdict on the server first (one wording, ``verdict_banner``: its kind in
+        ``data-verdict``), then the dashboard's own numbers and digest."""
+        verdict = verdict_of(screen.state) if self.shows_verdict else None
+        banner = verdict_html(verdict) if verdict is not None else ""
+        return banner + screen.html + summary_html(self.name, screen.labels["summary"])
 
     def _show_plot(self, plot: Callable[[], dict] | None) -> None:
         """The chart's data, and the chart redrawn when it changed."""

@@ -80,6 +80,10 @@ class ExposureDashboard(Dashboard):
     def _apply_command(self) -> None:
         self._applying = True
         try:
+            # a pasted command names no vLLM version: it is check's default, as `hisparse
+            # check` reads the same command, until the version is clicked after the paste
+            if str(self.value("command")).strip():
+                self.controls["vllm_version"].value = SPECS["vllm_version"].default
             last = self.opened_at.get(POOL)
             self.opened_at = show_command(self.controls)
             if last is not None:  # an empty box: the knobs keep the last command's pool

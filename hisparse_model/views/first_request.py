@@ -7,7 +7,7 @@ from ..answers.advice import ranges
 from ..answers.predict import predict
 from .charts import strip_chart
 from .controls import SPECS, knob_control, parse_prompt_lens, text_control
-from .buffers import picture_for_prediction, picture_html
+from .buffers import is_swap_overflow, picture_for_prediction, picture_html
 from .dashboard import Dashboard, Screen
 from .svg import LABELS, PALETTE
 from .tables import (BATCH_HEADERS, batch_rows, cite_html, esc, formulas_html, outcome_html,
@@ -16,6 +16,9 @@ from .tables import (BATCH_HEADERS, batch_rows, cite_html, esc, formulas_html, o
 KNOBS = ("vllm_version", "attention_backend", "max_num_seqs", "num_speculative_tokens",
          "max_num_batched_tokens", "max_model_len", "enforce_eager", "cudagraph_mode")
 DEFAULT_PROMPTS = "2, 3, 200"  # the fix PR's reproduction loop
+# the strip's cells, each a verdict on the server at that max_num_seqs (server_verdict.py)
+STRIP_KINDS = (cd.INVALID, cd.NEVER_STARTS, cd.STARTUP_CRASH, cd.RUNTIME_CRASH, cd.EXPOSED,
+               cd.UNDECIDED, cd.SAFE)
 PROMPTS_HELP = "prompt lengths in tokens, comma-separated; each is served alone"
 
 
@@ -48,6 +51,11 @@ def _startup_html(pred) -> str:
     if crash_b is None:
         verdict = (f"<b style='color:{PALETTE['ok']}'>start-up survives</b>: no start-up "
                    f"batch hands W = {s.workspace_rows} tokens to swap_in.")
+    elif not is_swap_overflow(crash_b.error):  # not the overflow: no n = W to speak of
+        verdict = (f"<b style='color:{PALETTE[cd.NEVER_STARTS]}'>start-up dies</b> at the "
+                   f"{esc(crash_b.label)} of {crash_b.num_tokens} tokens (the last row) of "
+                   f"an error that is not the swap-row overflow ({crash_b.routed} tokens "
+                   f"reach the routing):<br><code>{esc(pred.startup_error)}</code>")
     else:
         verdict = (f"<b style='color:{PALETTE[cd.CRASH]}'>start-up dies</b> at the "
                    f"{esc(crash_b.label)} of {crash_b.num_tokens} tokens (the red row, pinned "
@@ -84,7 +92,11 @@ def _prompts_html(pred) -> str:
 def headline_html(pred) -> str:
     """The one answer first: does start-up survive, and which prompt (from 1) crashes."""
     crash_b = pred.startup_crash_batch
-    if crash_b is not None:
+    if crash_b is not None and not is_swap_overflow(crash_b.error):
+        text = (f"<b style='color:{PALETTE[cd.NEVER_STARTS]}'>Start-up dies</b> on its "
+                f"{esc(crash_b.label)} of {esc(crash_b.error)}, before any token reaches the "
+                "HiSparse routing: not the swap-row overflow.")
+    elif crash_b is not None:
         text = (f"<b style='color:{PALETTE[cd.CRASH]}'>Start-up dies</b> on its {esc(crash_b.label)}: "
                 f"n = {crash_b.routed} = W routed tokens, C = {pred.sizes.swap_capacity} swap rows.")
     else:
@@ -145,16 +157,16 @@ class StartupDashboard(Dashboard):
         """The strip's data (the vectorised sweep), and its one-line summary as a label."""
         strip = cd.seqs_strip(knobs)
         by_kind = {k: [v for v, o in zip(strip["max_num_seqs"], strip["outcome"]) if o == k]
-                   for k in (cd.STARTUP_CRASH, cd.RUNTIME_CRASH, cd.SAFE, cd.INVALID)}
-        self.labels["sweep_summary"] = (
-            f"sweep startup_crash={ranges(by_kind[cd.STARTUP_CRASH])} "
-            f"runtime_crash={ranges(by_kind[cd.RUNTIME_CRASH])} safe={ranges(by_kind[cd.SAFE])} "
-            f"invalid={ranges(by_kind[cd.INVALID])}")
+                   for k in STRIP_KINDS}
+        self.labels["sweep_summary"] = "sweep " + " ".join(
+            f"{k}={ranges(v)}" for k, v in by_kind.items())
         caption = "max_num_seqs " + ranges_text((LABELS[k], v) for k, v in by_kind.items())
-        return {**strip, "current": knobs.max_num_seqs, "caption": caption}
+        # the version the strip is for travels with its data: a new version redraws the title
+        return {**strip, "current": knobs.max_num_seqs, "caption": caption,
+                "vllm_version": knobs.vllm_version}
 
     def draw(self) -> str:
-        v = self.state["vllm_version"]
+        v = self.plot_data["vllm_version"]
         return strip_chart(self.plot_data, self.plot_data["current"],
                            title=f"vLLM {v}, the other knobs as set: what each max_num_seqs does",
                            caption=self.plot_data["caption"])

@@ -111,6 +111,12 @@ class VersionsDashboard(Dashboard):
     def _detail(self, pred) -> str:
         rows, classes = [], []
         for i, p in enumerate(pred.prompts):
+            if not p.ran:  # the engine died before it: no batch of it runs
+                rows.append([esc(prompt_name(i, p.n)), swatch(cd.NOT_RUN, "not run"),
+                             f"the engine died at {esc(p.died_at)}"]
+                            + [""] * (len(BATCH_HEADERS) - 3))
+                classes.append("hs-not-run")
+                continue
             r, c = batch_rows(p.batches)
             rows += [[esc(prompt_name(i, p.n))] + x[1:] for x in r]
             classes += c

@@ -65,13 +65,13 @@ class OffByOneDashboard(Dashboard):
             verdict = (f"A batch of n = W = {w} tokens passes that check, but swap_in has only "
                        f"C = {s.swap_capacity} rows, and it raises:<br><code>{esc(error)}</code>")
             fix = (f"0.32.0 checks n ≤ C instead: the same batch of {w} tokens takes the "
-                   f"all-resident path, so it cannot crash.")
+                   f"all-resident path, and nothing is raised for it.")
         else:  # C = B: the W-token batch would need more tokens than one step holds
-            headline = (f"<b><span class='hs-crash'>No</span> batch crashes</b> 0.31.0 here: "
-                        f"C = B = {b}, and no step holds W = {w} tokens.")
+            headline = (f"<b>No step holds W = {w} tokens</b> here: C = B = {b}, so the "
+                        "off-by-one's batch never forms.")
             verdict = (f"Here C = B = {b}: a batch of W = {w} tokens would need more than the "
-                       f"B = {b} tokens one step holds, so no batch ever has it and 0.31.0 "
-                       f"cannot crash with these knobs.")
+                       f"B = {b} tokens one step holds, so no step routes W tokens to swap_in "
+                       "(whether the server runs at all: the verdict above).")
             fix = ("0.32.0 checks n ≤ C instead; with these knobs both versions route every "
                    "batch the same way (no step reaches W).")
         cite_rows = formulas_html(pred) + fold(

@@ -20,11 +20,14 @@ PALETTE = {
     cd.RUNTIME_CRASH: "#fc8d59",
     cd.NOT_ROUTED: "#bdbdbd", cd.NOT_RUN: "#e0e0e0", cd.INVALID: "#969696",
     cd.OTHER_ERROR: "#984ea3", cd.OVER_B: "#f0f0f0",
+    cd.NEVER_STARTS: "#525252", cd.EXPOSED: "#fdae61", cd.UNDECIDED: "#fee08b",
 }
 LABELS = {
-    cd.SWAP_IN: "swap_in, fits C rows", "ok": "ok", cd.SAFE: "safe",
+    cd.SWAP_IN: "swap_in, fits C rows", "ok": "ok", cd.SAFE: "no traffic crashes it",
     cd.ALL_RESIDENT: "all-resident path", cd.CRASH: "swap_in past C rows: crash",
-    cd.STARTUP_CRASH: "start-up crash", cd.RUNTIME_CRASH: "first-request crash",
+    cd.STARTUP_CRASH: "start-up crash", cd.RUNTIME_CRASH: "a lone prompt crashes",
+    cd.NEVER_STARTS: "never starts (not the overflow)",
+    cd.EXPOSED: "requests together crash it", cd.UNDECIDED: "undecided",
     cd.NOT_ROUTED: "not routed (staged)", cd.NOT_RUN: "not run", cd.INVALID: "vLLM refuses",
     cd.OTHER_ERROR: "other failure", cd.OVER_B: "n > B: no step holds it",
 }
