@@ -12,7 +12,7 @@ import argparse
 import math
 
 from .boundary.numbers import Range, parse
-from .model.knobs import VLLM_VERSIONS, Knobs, knob_specs
+from .model.knobs import VLLM_VERSIONS, Knobs, knob_specs, picked_backend
 from .inputs.vllm_flags import KNOB_FLAGS
 
 EXIT_OK, EXIT_CRASH, EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_NOT_THIS_BUG = 0, 1, 2, 3, 4
@@ -92,6 +92,12 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
+# the knob whose default is vLLM's pick from another knob (the KV-cache dtype)
+PICKED = "attention_backend"
+PICKED_HELP = ("default: vLLM's pick on an H200, FLASH_ATTN_MLA_SPARSE, or FLASHMLA_SPARSE for "
+               "a quantized --kv-cache-dtype")
+
+
 def add_knob_args(p: argparse.ArgumentParser, command: str) -> None:
     """One flag per knob, from the declaration (name, default, help, choices)."""
     own = _OWN_FLAGS.get(command, {})
@@ -99,8 +105,9 @@ def add_knob_args(p: argparse.ArgumentParser, command: str) -> None:
         flag = own.get(spec.name, "--" + spec.name.replace("_", "-"))
         if flag is None:
             continue
-        default = None if spec.cli_required else spec.default
-        shown = "required" if spec.cli_required else f"default: {spec.default}"
+        default = None if spec.cli_required or spec.name == PICKED else spec.default
+        shown = ("required" if spec.cli_required else PICKED_HELP if spec.name == PICKED
+                 else f"default: {spec.default}")
         help_text = f"{spec.help} ({shown})"
         if spec.kind is bool and spec.default:  # on by default: --x / --no-x
             p.add_argument(flag, dest=spec.name, action=argparse.BooleanOptionalAction,
@@ -117,6 +124,8 @@ def add_knob_args(p: argparse.ArgumentParser, command: str) -> None:
 def knobs_from_args(args, **fixed) -> Knobs:
     values = {s.name: getattr(args, s.name) for s in knob_specs() if hasattr(args, s.name)}
     values.update(fixed)
+    if PICKED in values and values[PICKED] is None:  # not given: vLLM's pick on an H200
+        values[PICKED] = picked_backend(values.get("kv_cache_dtype", "auto"))
     missing = [s.name for s in knob_specs() if s.cli_required and values.get(s.name) is None]
     if missing:
         flags = ", ".join(f"--{m.replace('_', '-')}" for m in missing)

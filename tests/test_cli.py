@@ -24,7 +24,7 @@ def test_predict_json_exact():
     assert list(got) == ["vllm_version", "max_num_seqs", "max_num_batched_tokens",
                          "max_decode_query_len", "swap_capacity", "workspace_rows",
                          "capture_sizes", "startup", "prompts", "inputs", "cudagraph_mode",
-                         "crash", "advice", "assumptions", "error_surface"]
+                         "crash", "advice", "assumptions", "error_surface", "model_config"]
     core = {k: got[k] for k in list(got)[:9]}
     assert core == {
         "vllm_version": "0.31.0", "max_num_seqs": 3, "max_num_batched_tokens": 960,
@@ -50,6 +50,13 @@ def test_predict_json_exact():
         "model": "reproduction", "hf_overrides": None, "kv_cache_dtype": "auto",
         "prompt_lens": [3, 4, 200]}
     assert got["crash"] is True and got["cudagraph_mode"] == "FULL_AND_PIECEWISE"
+    # the config every count came from: the fix PR's tiny model, 2**30 // 589,824 = 1,820
+    # host blocks (64 x 8 layers x 1,152 bytes), 8 hot groups of cdiv(2 x 128, 64) = 4 blocks
+    assert got["model_config"] == {
+        "model": "the fix PR's tiny DeepSeek-V3.2", "num_hidden_layers": 8, "mtp_layers": 0,
+        "index_topk": 128, "row_format": "bf16", "row_bytes": 1152,
+        "host_block_bytes": 589_824, "host_blocks": 1820, "hot_groups": 8,
+        "hot_blocks_per_request": 4, "kv_cache_groups": 18}
 
 
 def test_predict_json_startup_crash():

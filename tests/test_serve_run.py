@@ -441,7 +441,9 @@ def test_the_h100_1gib_run_found_the_server_busy_when_request_72_came():
 
 # --- the host pool, on vLLM's own scheduler (CPU) -------------------------------------------------
 
-CPU_HOST_BLOCK_BYTES = 64 * 8 * 656  # the CPU build's stand-in rows (fp8_ds_mla, 656 bytes)
+# the planner's stand-in layers are the tiny model's own, bf16 rows as on the H200 and H100:
+# 64 x 8 x 1,152 = 589,824 bytes a block, so the pool is given in whole blocks
+CPU_HOST_BLOCK_BYTES = layout(Knobs()).host_block_bytes
 
 
 @pytest.mark.vllm_cpu
@@ -470,7 +472,7 @@ def test_vllms_scheduler_runs_short_of_a_1_gib_host_pool_not_of_the_runners(vllm
               "workload": work, "accepted": None} for blocks in (runner_blocks, 1820)]
     driver = "hisparse_model.crosscheck.scheduler_driver:"
     assert [vllm_servers.call("0.31.0", driver + "host_blocks", c["config"])["host_blocks"]
-            for c in cases] == [runner_blocks, 1820]  # the H200's counts, on the CPU's rows
+            for c in cases] == [runner_blocks, 1820]  # the H200's counts
     out = vllm_servers.call("0.31.0", driver + "run", {"cases": cases, "jobs": 1}, timeout=600)
     runner, one_gib = out["results"]
     assert "driver_error" not in runner and "driver_error" not in one_gib

@@ -74,8 +74,8 @@ def _never_starts_advice(knobs: Knobs, b: int) -> str | None:
         return None
     then = server_verdict(knobs.replace(max_num_batched_tokens=k + 2))
     fewer = f" (or at most {b - 2} speculative tokens)" if b >= 3 else ""
-    return (f"raise max_num_batched_tokens to at least K + 2 = {k + 2}{fewer}: with "
-            f"max_num_batched_tokens {k + 2} it is {then.headline}")
+    return (f"raise max_num_batched_tokens to at least K + 2 = {k + 2}{fewer}, so the "
+            f"warmup has a request; then, with max_num_batched_tokens {k + 2}: {then.headline}")
 
 
 @functools.lru_cache(maxsize=4096)

@@ -43,6 +43,8 @@ from ..model.plan import plan
 from ..model.host_pool import SPARE_BLOCKS, gib_for_blocks
 from ..model.kv_layout import layout
 from .serve_args import parse
+from ..inputs.stall_stacks import (compiled_while_serving, jit_warnings, stall_cause,
+                                   stall_causes)
 from ..model.reproduction import BLOCK_SIZE
 from .llm_args import write_model_dir
 from .serve_cli import SERVED_NAME, VLLM_MAIN, serve_flags
@@ -358,11 +360,25 @@ def main(argv=None) -> int:
         "stack_dumps_at_s": replay.stack_dumps,
         "first_failure_s": replay.first_failure, "unhealthy_at_s": replay.unhealthy_at,
         "metrics_read_at_s": replay.metrics, "server_exit": server.returncode})
+    log = read_text(os.path.join(args.out, "server.log"))
+    run.update({"stall_cause": stall_cause(log), "stall_stacks": stall_causes(log),
+                # a stall in a compiler: the replay's times measured compilation
+                "comparable": not compiled_while_serving(log),
+                "jit_compilations_logged": len(jit_warnings(log))})
     write_run(args.out, run)
     print(json.dumps({k: run[k] for k in (
         "server_ready_after_s", "warm_pass_seconds", "requests_sent", "stopped_because",
         "crash_logged_s", "stalled_at_s", "first_failure_s", "unhealthy_at_s")}), flush=True)
     return 0 if started is not None else 1
+
+
+def read_text(path: str) -> str:
+    """A file the server wrote, as text ('' if it wrote none)."""
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
 
 
 def write_run(out: str, run: dict) -> None:

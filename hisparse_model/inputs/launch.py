@@ -45,7 +45,7 @@ from .hisparse_config import hisparse_on
 from ..model.host_pool import smallest_pool_gib
 from ..model.kv_layout import QUANTIZED, layout_for
 from ..model.served_model import DEEPSEEK_V32, canonical_overrides, served_model
-from ..model.knobs import Knobs, knob_specs
+from ..model.knobs import Knobs, knob_specs, picked_backend
 from .vllm_flags import (ASSUMED, CHECK_OPTIONS, CONFIG_KEYS, IGNORED, KNOB_FLAGS, KnobFlag,
                          field_of, json_config, parse_bool, parse_command, parse_float,
                          parse_int, rows_by_key)
@@ -322,7 +322,7 @@ def resolve_defaults(values: dict, read: dict, ignored: list, version: str, sour
         values["max_model_len"] = served.max_position_embeddings
         defaults["max_model_len"] = f"the model's own length ({served.label})"
     if values.get("kv_cache_dtype") in QUANTIZED and "attention_backend" not in values:
-        values["attention_backend"] = "FLASHMLA_SPARSE"
+        values["attention_backend"] = picked_backend(values["kv_cache_dtype"])
         defaults["attention_backend"] = ("vLLM's pick on an H200 for a quantized KV cache "
                                          "(FLASH_ATTN_MLA_SPARSE serves bf16 only)")
     length = values["max_model_len"]

@@ -25,6 +25,14 @@ ADVICE = ("the log's model config differs from the one the model would answer fo
           "check the command with its --hf-overrides, or the model's directory)")
 
 
+def function_overrides(line, runner: bool) -> str:
+    """How the answer reads a log whose ``hf_overrides`` is a function it does not spell out."""
+    return (f"line {line.number}'s hf_overrides is a function the log does not spell out: "
+            + ("the project's runner's, the fix PR's tiny config (model reproduction)"
+               if runner else "the model's config without it, checked against the log's "
+               "host blocks and top_k"))
+
+
 def logged_layout_agrees(knobs, found: dict, hot) -> None:
     """ValueError (naming ``model`` and the line) where the log's layout is not the model's."""
     host = found[HOST][0] if found[HOST] else None

@@ -75,7 +75,8 @@ import re
 
 from ..model.knobs import DEFAULT_ATTENTION_BACKEND, VLLM_VERSIONS, knob_specs
 from ..model.served_model import REPRODUCTION
-from .log_layout import logged_layout_agrees
+from .log_layout import function_overrides, logged_layout_agrees
+from .stall_stacks import compiled_note
 from .log_text import read_log  # noqa: F401 (tests and users read logs through it)
 from .launch import Launch, check_model, knobs_from_settings, resolve_defaults
 from .log_lines import (ARCH, ARGS, BACKEND, CHUNKED, ENGINE, HEADS, HOT, WHOLE, Line, cut_line,
@@ -360,6 +361,8 @@ def from_log_text(text: str, vllm_version: str | None = None) -> Launch:
             defaults[knob] = ("no \"Using ... attention backend\" line (the log ends before the "
                               "model loads) and none among the non-default args: vLLM's pick "
                               "on an H200")
+        elif knob == "hf_overrides" and (runner or "(a function" in str(extra_ignored)):
+            values[knob], defaults[knob] = spec.default, function_overrides(args_line, runner)
         else:  # parallel_drafting, num_gpu_blocks_override
             values[knob] = spec.default
             defaults[knob] = "not among the non-default args: vLLM's default"
@@ -393,4 +396,5 @@ def from_log_text(text: str, vllm_version: str | None = None) -> Launch:
     else:
         notes.append(f"cudagraph_capture_sizes {sizes} (line {engine_line.number}): the "
                      "model's plan for these knobs")
+    notes += [note for note in (compiled_note(text),) if note]
     return launch._replace(notes=tuple(notes))

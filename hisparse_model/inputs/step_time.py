@@ -38,6 +38,7 @@ from ..boundary.files import InputError
 from ..boundary.limits import METRICS
 from ..boundary.numbers import Range
 from .log_text import read_log
+from .stall_stacks import compiled_note
 
 ITL = "vllm:inter_token_latency_seconds"
 ITERATIONS = "vllm:iteration_tokens_total"
@@ -172,7 +173,8 @@ def from_log(path: str) -> StepTime:
     if not busy:
         raise StepTimeError(f"--step-ms-from-log {path}: {len(said)} throughput lines, none "
                             "with requests running and tokens generated")
+    compiled = compiled_note("\n".join(lines))
     return StepTime(statistics.median(busy), f"log {path}",
                     f"median of Running / generation throughput over {len(busy)} of "
                     f"{len(said)} throughput lines (each an upper bound: idle time and "
-                    "prefill-only steps included)")
+                    "prefill-only steps included)" + (f"; {compiled}" if compiled else ""))

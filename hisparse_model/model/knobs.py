@@ -30,6 +30,12 @@ ROUTING_MODES = ("stock", "fix")
 # refused on SM90, so neither is offered.
 ATTENTION_BACKENDS = ("FLASH_ATTN_MLA_SPARSE", "FLASHMLA_SPARSE")
 DEFAULT_ATTENTION_BACKEND = ATTENTION_BACKENDS[0]  # what vLLM picks on an H200
+
+
+def picked_backend(kv_cache_dtype: str) -> str:
+    """The backend vLLM picks on an H200: FLASH_ATTN_MLA_SPARSE, which serves bf16 only, or
+    FLASHMLA_SPARSE for a quantized cache (kv_layout.py)."""
+    return "FLASHMLA_SPARSE" if kv_cache_dtype in QUANTIZED else DEFAULT_ATTENTION_BACKEND
 CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
 # DeepSeek-V3.2's longest context as vLLM derives it from the model config
 # (max_position_embeddings 163840, no rope-scaling growth); a knob set's own model may say

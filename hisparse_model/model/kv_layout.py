@@ -130,8 +130,11 @@ class Layout:
         fmt = "fp8_ds_mla rows of 656 bytes" if self.cache_format == "fp8_ds_mla" else \
             f"bf16 rows of {self.row_bytes:,} bytes"
         mtp = f" + {self.model.num_nextn_predict_layers} MTP" if self.k else ""
+        shared = (f"; a page of {self.source_page_bytes:,} bytes rounded up to 4,096-byte OS "
+                  "pages: the tensor-parallel ranks share one pool"
+                  if self.host_block_bytes != self.source_page_bytes else "")
         return (f"{self.model.label}: {self.model.num_hidden_layers}{mtp} layers, "
-                f"index_topk {self.model.index_topk}, {fmt}")
+                f"index_topk {self.model.index_topk}, {fmt}{shared}")
 
 
 def cache_format(kv_cache_dtype: str) -> str:
@@ -145,11 +148,15 @@ def buffer_refusal(knobs) -> str | None:
     size = lay.device_buffer_size
     if size <= HOT_SLOT_LIMIT:
         return None
-    most = HOT_SLOT_LIMIT // lay.model.index_topk - 2
-    return (f"num_speculative_tokens: HiSparse device_buffer_size exceeds the int16 slot-index "
-            f"limit: got {size}, maximum is {HOT_SLOT_LIMIT}. ((K + 2) x index_topk "
-            f"{lay.model.index_topk} rows a request; vLLM refuses it as it builds the attention "
-            f"layers: use at most {most} speculative tokens with this model)")
+    topk = lay.model.index_topk
+    most = HOT_SLOT_LIMIT // topk - 2
+    said = (f"HiSparse device_buffer_size exceeds the int16 slot-index limit: got {size}, "
+            f"maximum is {HOT_SLOT_LIMIT}. ((K + 2) x index_topk {topk} rows a request, K = "
+            f"{lay.k}; vLLM refuses it as it builds the attention layers: ")
+    if lay.k and most >= 0:
+        return f"num_speculative_tokens: {said}use at most {most} speculative tokens)"
+    return (f"model: {said}the model's index_topk {topk} is more than {HOT_SLOT_LIMIT // (2 + lay.k)} "
+            f"({lay.model.label}))")
 
 
 @functools.lru_cache(maxsize=1 << 12)

@@ -165,7 +165,7 @@ def served_model(name: str, overrides: str | None = None) -> ServedModel:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"model {label}: config key {key!r} is "
                              f"{'missing' if value is None else repr(value)[:40]}; HiSparse's "
-                             "sizing needs it as a whole number")
+                             "sizing needs it as a whole number >= 0")
         values[key] = value
     for key in ("num_hidden_layers", "kv_lora_rank", "index_head_dim", "index_topk",
                 "num_attention_heads", "hidden_size", "max_position_embeddings"):

@@ -38,7 +38,21 @@ def to_cli_json(pred: Prediction, advice: list[dict] | None = None) -> dict:
         "assumptions": list(ASSUMPTIONS),
         "error_surface": error_surface(pred.knobs, first_error(pred),
                                        startup=pred.startup_error is not None),
+        "model_config": model_config_json(pred.knobs),
     }
+
+
+def model_config_json(knobs) -> dict:
+    """The config every block count and byte size was computed from (``kv_layout.py``)."""
+    lay = layout(knobs)
+    m = lay.model
+    return {"model": m.label, "num_hidden_layers": m.num_hidden_layers,
+            "mtp_layers": m.num_nextn_predict_layers if lay.k else 0,
+            "index_topk": m.index_topk, "row_format": lay.cache_format,
+            "row_bytes": lay.row_bytes, "host_block_bytes": lay.host_block_bytes,
+            "host_blocks": host_blocks(knobs.host_pool_gib, lay),
+            "hot_groups": lay.hot_groups, "hot_blocks_per_request": lay.hot_blocks,
+            "kv_cache_groups": lay.worker_groups}
 
 
 def first_error(pred: Prediction) -> str | None:
