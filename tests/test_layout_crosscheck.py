@@ -29,7 +29,7 @@ from hisparse_model.model.served_model import DEEPSEEK_V32, REPRODUCTION, canoni
 from hisparse_model.schedule.scheduler_config import SchedulerConfig
 
 pytestmark = pytest.mark.vllm_cpu
-DRIVER = "hisparse_model.crosscheck.scheduler_driver:layout"
+DRIVER = "hisparse_model.crosscheck.scheduler_driver:layouts"
 VERSIONS = ("0.31.0", "0.32.0", "0.33.0", "0.34.0")
 REAL_61 = None  # DeepSeek-V3.2's own config
 TINY_2048 = {**TINY_OVERRIDES, "index_topk": 2048}
@@ -111,24 +111,52 @@ def test_the_table_covers_what_it_says():
     assert {c[4] for c in CONFIGS} >= {8_192, 163_840}
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-@pytest.mark.parametrize("config", CONFIGS, ids=[
-    f"{'tiny' if c[0] == REPRODUCTION else 'l8-t2048' if c[0] == TINY_2048 else 't128' if c[0] == REAL_128 else 'real'}"
-    f"-k{c[1]}-{c[2]}-tp{c[3]}-L{c[4]}" for c in CONFIGS])
-def test_vllms_planner_lays_out_and_refuses_what_the_model_says(vllm_servers, version, config):
-    """Host blocks at the edge (the model's smallest pool, in bytes of its stride) and one
-    block short; the groups and hot blocks; the GPU pool's admission edge."""
+def _cases(config) -> list[tuple[str, Knobs, int]]:
+    """(what, knobs, GPU pool) of one config: the host pool at the edge, a block short and
+    seven above (in blocks of the model's stride: a power of two divides them exactly), and
+    the GPU pool one block short of the admission edge."""
     base = knobs_for(*config)
     lay = layout(base)
     need = blocks_needed(base.max_model_len)
     gpu = admission_blocks(base.max_model_len, base.max_num_batched_tokens, lay) + 1
-    for blocks in (need, need - 1, need + 7):
-        pool = blocks * lay.host_block_bytes / 2**30  # a power of two: exact in a float
-        knobs = base.replace(host_pool_gib=pool, num_gpu_blocks_override=gpu)
-        got = vllm_servers.call(version, DRIVER, planner_config(knobs, version, pool, gpu))
+    pools = [(f"host {blocks}", blocks * lay.host_block_bytes / 2**30, gpu)
+             for blocks in (need, need - 1, need + 7)]
+    pools.append(("gpu short", (need + 7) * lay.host_block_bytes / 2**30, gpu - 1))
+    return [(what, base.replace(host_pool_gib=pool, num_gpu_blocks_override=blocks), blocks)
+            for what, pool, blocks in pools]
+
+
+_PLANNED: dict = {}
+
+
+def planned(vllm_servers, version: str) -> list[list[dict]]:
+    """vLLM's planner on every case of every config, one call per version (cached)."""
+    if version not in _PLANNED:
+        cases = [_cases(c) for c in CONFIGS]
+        configs = [planner_config(k, version, k.host_pool_gib, gpu)
+                   for per in cases for _, k, gpu in per]
+        got = vllm_servers.call(version, DRIVER, {"configs": configs}, timeout=600)["results"]
+        _PLANNED[version] = [got[i:i + 4] for i in range(0, len(got), 4)]
+    return _PLANNED[version]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("index", range(len(CONFIGS)), ids=[
+    f"{'tiny' if c[0] == REPRODUCTION else 'l8-t2048' if c[0] == TINY_2048 else 't128' if c[0] == REAL_128 else 'real'}"
+    f"-k{c[1]}-{c[2]}-tp{c[3]}-L{c[4]}" for c in CONFIGS])
+def test_vllms_planner_lays_out_and_refuses_what_the_model_says(vllm_servers, version, index):
+    """Host blocks at the edge (the model's smallest pool, in bytes of its stride) and one
+    block short; the groups and hot blocks; the GPU pool's admission edge."""
+    results = planned(vllm_servers, version)[index]
+    for (what, knobs, gpu), got in zip(_cases(CONFIGS[index]), results):
+        lay = layout(knobs)
+        if what == "gpu short":  # the GPU pool one block short of the admission edge
+            assert "refused" in got and admission_refusal(knobs, knobs.max_num_batched_tokens)
+            continue
+        blocks = int(what.split()[1])
         ours = host_refusal(knobs)
-        if blocks < need:
-            assert ours is not None and got["refused"] in ours, (blocks, got)
+        if blocks < blocks_needed(knobs.max_model_len):
+            assert ours is not None and got["refused"] in ours, (what, got)
             continue
         assert ours is None, ours
         assert got["host_blocks"] == blocks and got["stride"] == lay.host_block_bytes
@@ -137,9 +165,3 @@ def test_vllms_planner_lays_out_and_refuses_what_the_model_says(vllm_servers, ve
         assert len(hot) == lay.hot_groups
         assert {g["blocks_per_request"] for g in hot} == {lay.hot_blocks}
         assert got["gpu_blocks"] == gpu
-    # the GPU pool one block short of the admission edge: refused by both
-    short = base.replace(host_pool_gib=(need + 7) * lay.host_block_bytes / 2**30,
-                         num_gpu_blocks_override=gpu - 1)
-    got = vllm_servers.call(version, DRIVER, planner_config(short, version,
-                                                           short.host_pool_gib, gpu - 1))
-    assert "refused" in got and admission_refusal(short, short.max_num_batched_tokens), got

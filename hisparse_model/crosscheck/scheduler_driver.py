@@ -201,6 +201,11 @@ def layout(config: dict) -> dict:
             "gpu_blocks": kv.num_blocks}
 
 
+def layouts(payload: dict) -> dict:
+    """:func:`layout` of each of ``payload["configs"]``, in one call (one fork of the server)."""
+    return {"results": [layout(config) for config in payload["configs"]]}
+
+
 def run(payload: dict) -> dict:
     """All cases of ``payload`` (``jobs`` > 1: forked workers after the import)."""
     import logging
