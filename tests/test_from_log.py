@@ -206,8 +206,13 @@ def test_the_answer_names_each_line_and_the_routing_assumption(capsys):
                          str(LOGS / "w-v0.31.0-fix-concurrent.log"))[1])
     assert got["launch"]["read"]["max_num_seqs"] == (
         "line 22: Enabled experimental HiSparse HMA hot cache: ... max_num_seqs=4")
+    # the GPU pool of the log's last layout line (line 40; line 31's 4 blocks are the memory
+    # profile's): a 320-token request claims 9 x 5 + 8 x 4 = 77 blocks, 591,996 // 77 = 7,688
+    # at once; 5 + 8 x (5 + 4) + 1 = 78 blocks start it
     assert got["launch"]["notes"] == [
-        "cudagraph_capture_sizes [1, 2, 4, 8] (line 12): the model's plan for these knobs"]
+        "cudagraph_capture_sizes [1, 2, 4, 8] (line 12): the model's plan for these knobs",
+        "GPU KV pool (line 40): 591997 blocks: 7688 requests of max_model_len (320 tokens, up "
+        "to 77 blocks each) at once; 78 to start"]
 
 
 def test_standard_input(capsys, monkeypatch):

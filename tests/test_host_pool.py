@@ -106,9 +106,10 @@ def test_every_recorded_start_up_is_read():
     counts = {LOGGED.search((RECORDED / p).read_text(errors="replace")).group(2) for p in LOGS}
     # 1 GiB, K=0: 1,073,741,824 // 589,824 = 1,820;  1 GiB, K=1: // 663,552 = 1,618
     # 5 GiB, K=0 (the H100 served replay): 5,368,709,120 // 589,824 = 9,102
-    # 6 GiB, K=0 (the 0.34.0 server that compiled DeepGEMM at start-up): 6,442,450,944 //
-    # 589,824 = 10,922
-    assert counts == {"1820", "1618", "9102", "10922"}
+    # 6 GiB, K=0 (the H100 replays of 2026-12-06, the 0.34.0 server that compiled DeepGEMM at
+    # start-up): 6,442,450,944 // 589,824 = 10,922
+    # 2 GiB, K=0 (the lone 144-token prompt's server): 2,147,483,648 // 589,824 = 3,640
+    assert counts == {"1820", "1618", "9102", "10922", "3640"}
 
 
 @pytest.mark.parametrize("name", LOGS)

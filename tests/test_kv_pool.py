@@ -99,3 +99,32 @@ def test_serving_shortfall_is_declined():
 def test_default_pool_never_caps():
     """Without the knob the pool is what profiling leaves (~590,000 blocks on the H200): no cap."""
     assert warmup_request_cap(Knobs(max_num_seqs=256)) is None
+
+
+# (model, K, max_model_len, B, pool blocks, requests held at once, blocks to start):
+# a request of L tokens claims (1 + G) x cdiv(L, 64) + G x cdiv((K + 2) x topk, 64), G hot groups
+HELD = [
+    # tiny: G = 8, hot 4: (9 x 5 + 32 = 77) per 320-token request; 590,000 // 77 = 7,662;
+    # start: 5 + 8 x (5 + 4) + 1 = 78
+    ("reproduction", 0, 320, 640, 590_001, 7662, 78),
+    # DeepSeek-V3.2 bf16: G = 11, hot 64: 12 x 2,560 + 704 = 31,424 per 163,840-token request;
+    # start: 2,560 + 11 x (cdiv(min(16,384, 163,840), 64) = 256 + 64) + 1 = 6,081
+    ("deepseek-ai/DeepSeek-V3.2", 0, 163_840, 8192, 100_001, 3, 6081),
+    # with MTP: 62 layers, 7 a group, G = 9, hot cdiv(3 x 2,048, 64) = 96:
+    # 10 x 128 + 864 = 2,144 per 8,192-token request; start 128 + 9 x (128 + 96) + 1 = 2,145
+    ("deepseek-ai/DeepSeek-V3.2", 1, 8192, 8192, 2_145, 1, 2145),
+]
+
+
+@pytest.mark.parametrize("model,k,length,b,pool,held,start", HELD)
+def test_what_the_gpu_pool_holds(model, k, length, b, pool, held, start):
+    """A pool holds (blocks - 1) // a max_model_len request's blocks at once; it starts at the
+    admission blocks + the null block (the same threshold vLLM's planner refuses below)."""
+    from hisparse_model.model.kv_pool import pool_line, requests_held
+
+    kn = Knobs(model=model, num_speculative_tokens=k, max_model_len=length,
+               max_num_batched_tokens=b, max_num_seqs=2, host_pool_gib=64)
+    assert requests_held(pool, length, layout(kn)) == held
+    assert admission_blocks(length, b, layout(kn)) + 1 == start
+    assert pool_line(kn, b, pool).startswith(f"{pool} blocks: {held} requests of max_model_len")
+    assert f"must hold {start} blocks to start" in pool_line(kn, b)

@@ -13,9 +13,11 @@ null block and refuses one block less.
 The worker's groups name no hot layers here (the stand-in specs are the layers' own; a real
 worker adds the derived hot and resident specs), so the layers of each hot group are checked
 on the H100's start-ups (``tests/test_layout_recordings.py``); their number is checked here.
-What the planner does not run here: the int16 hot-buffer refusal, raised as the attention
-layers are built (``tests/test_layout_recordings.py``: the H100 raised it), and the JIT
-warmup's request cap (``tests/test_kv_pool.py``).
+The JIT warmup's request cap is vLLM's own warmup code run over that planner's KV-cache
+config (``startup_driver``, with the config's keys): the batches it runs, the cap binding in
+three of the cases, are the model's.  What the planner does not run: the int16 hot-buffer
+refusal, raised as the attention layers are built (``tests/test_layout_recordings.py``: the
+H100 raised it).
 """
 
 import pytest
@@ -165,3 +167,74 @@ def test_vllms_planner_lays_out_and_refuses_what_the_model_says(vllm_servers, ve
         assert len(hot) == lay.hot_groups
         assert {g["blocks_per_request"] for g in hot} == {lay.hot_blocks}
         assert got["gpu_blocks"] == gpu
+
+
+# (model overrides, K, max_model_len, S, B, pool blocks): the JIT warmup under a set pool of
+# DeepSeek-V3.2's own layout, where its request cap binds: each warmup request claims
+# worker_groups x cdiv(tokens, 64) blocks (24 groups in bf16, 20 with MTP, 14 in fp8)
+WARMUP = [
+    (REAL_61, 0, 8192, 64, 8192, 6200),    # 24 groups: (6200 - 1) // 24 = 258 >= 64: no cap
+    # the cap binds: (2300 - 1) // 24 = 95 < min(256, 8192 // 2); 2,241 blocks start it
+    # (128 + 11 x (128 + 64) + 1)
+    (REAL_61, 0, 8192, 256, 8192, 2300),
+    # K = 1: 20 groups, a request cdiv(2 + 5 x 2 + 1, 64) = 1 block a group: (2500 - 1) // 20
+    # = 124 < min(256, 8192 // 3); 128 + 9 x (128 + 96) + 1 = 2,145 start it
+    (REAL_61, 1, 8192, 256, 8192, 2500),
+    # K = 2: 62 layers, 9 groups, hot cdiv(4 x 2048, 64) = 128: 64 + 9 x (64 + 128) + 1 = 1793
+    # to start; 1500 is refused by both, 2000 starts
+    (REAL_61, 2, 4096, 16, 4096, 1500),
+    (REAL_61, 2, 4096, 16, 4096, 2000),
+    # 8 + 1 layers of index_topk 2,048, one a group (9 x 8,448 < 2 x 73,728): 20 groups;
+    # 64 + 9 x (64 + 96) + 1 = 1,505 start it; (1600 - 1) // 20 = 79 < 128: capped
+    (TINY_2048, 1, 4096, 128, 4096, 1600),
+]
+STARTUP_DRIVER = "hisparse_model.crosscheck.startup_driver:run"
+
+
+@pytest.mark.parametrize("version", ("0.31.0", "0.34.0"))
+def test_the_jit_warmup_runs_what_the_model_says_under_the_real_layout(vllm_servers, version):
+    """vLLM's own JIT warmup, sized from its planner's KV-cache config of the served model's
+    layout (startup_driver with the config's keys), runs the start-up batches the model
+    predicts: its request count, capped where the pool binds, and every batch after it."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from test_startup_crosscheck import COMPARED, _upto_error
+
+    from hisparse_model import predict
+    from hisparse_model.model.served_model import model_of
+
+    payload, ours = [], []
+    for overrides, k, length, s, b, pool in WARMUP:
+        knobs = knobs_for(overrides, k, "auto", 1, length, b, gpu=pool).replace(max_num_seqs=s)
+        m = model_of(knobs)
+        payload.append({"max_num_seqs": s, "max_model_len": length, "max_num_batched_tokens": b,
+                        "num_speculative_tokens": k, "attention_backend": knobs.attention_backend,
+                        "enforce_eager": False, "cudagraph_mode": None, "routing": "stock",
+                        "num_gpu_blocks_override": pool, "model_geometry": {
+                            "layers": m.num_hidden_layers, "mtp_layers": m.num_nextn_predict_layers,
+                            "index_topk": m.index_topk, "kv_lora_rank": m.kv_lora_rank,
+                            "qk_rope_head_dim": m.qk_rope_head_dim,
+                            "index_head_dim": m.index_head_dim, "kv_cache_dtype": "auto"}})
+        ours.append(knobs.replace(vllm_version=version))
+    out = vllm_servers.call(version, STARTUP_DRIVER, payload, timeout=600)
+    capped = 0
+    for knobs, res in zip(ours, out["results"]):
+        assert "driver_error" not in res, res
+        try:
+            predict(knobs)
+        except ValueError as exc:  # the pool cannot hold one request: both refuse it
+            assert str(exc).startswith("num_gpu_blocks_override: ")
+            assert res.get("rejected") and res["stage"] == "kv_cache", res
+            continue
+        assert not res.get("rejected"), res
+        assert res["kv_cache"]["groups"] == layout(knobs).worker_groups
+        got = _upto_error(res["batches"])
+        pred = predict(knobs)
+        want = _upto_error([{f: getattr(b, f) for f in COMPARED} for b in pred.startup])
+        assert [{f: g.get(f) for f in COMPARED} for g in got] == want, knobs
+        prefill = next(b for b in pred.startup if b.phase == "jit_warmup")
+        q = pred.sizes.max_decode_query_len
+        capped += prefill.num_reqs < min(knobs.max_num_seqs,
+                                         pred.sizes.max_num_batched_tokens // (q + 1))
+    assert capped >= 3  # the pool binds the warmup: the agreement covers the cap

@@ -118,3 +118,17 @@ def test_the_start_up_that_failed_later_logged_the_models_layout():
     groups = re.search(r"kv cache group sizes \(([0-9, ]+)\)", log)[1].split(",")
     assert blocks == host_blocks(knobs.host_pool_gib, layout(knobs)) == 134
     assert len(groups) == layout(knobs).worker_groups == 14
+
+
+def test_check_reads_the_gpu_pool_the_start_up_logged():
+    """check --from-log says the GPU pool the log's last layout line reports and how many
+    max_model_len requests it holds: 40,804 blocks, a request of 8,192 tokens claiming
+    (1 + 11) x 128 + 11 x 64 = 2,240 (the indexer and 11 resident groups' pages, 11 hot groups'
+    fixed 64), so 40,803 // 2,240 = 18 at once; the pool must hold 128 + 11 x (128 + 64) + 1 =
+    2,241 to start (B 16,384: a resident group reserves min(2B, L) = 8,192 tokens)."""
+    from hisparse_model.inputs.startup_log import from_log
+
+    launch = from_log(str(LAYOUT / "v0.31.0-h100" / "l61-t2048-k0-bf16.log"))
+    note = next(n for n in launch.notes if n.startswith("GPU KV pool (line "))
+    assert note.endswith("40804 blocks: 18 requests of max_model_len (8192 tokens, up to 2240 "
+                         "blocks each) at once; 2241 to start")

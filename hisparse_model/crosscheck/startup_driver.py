@@ -166,8 +166,10 @@ def _kv_pool(knobs: dict, sched):
            "max_num_batched_tokens": sched["max_num_batched_tokens"],
            "max_model_len": knobs["max_model_len"],
            "num_speculative_tokens": knobs.get("num_speculative_tokens", 0), "num_gpu_blocks": n,
-           "async_scheduling": True, "enable_prefix_caching": False}  # as the engine has them
-    key = tuple(sorted(cfg.items()))
+           "async_scheduling": True, "enable_prefix_caching": False,  # as the engine has them
+           # another config's keys (scheduler_build.TINY_MODEL's; default: the tiny model's)
+           "model": knobs.get("model_geometry") or {}}
+    key = repr(sorted(cfg.items()))
     if key not in _POOLS:
         try:
             _POOLS[key] = plan_kv_cache(cfg)[1]

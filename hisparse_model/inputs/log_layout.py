@@ -18,6 +18,7 @@ import re
 
 from ..model.host_pool import host_blocks
 from ..model.kv_layout import layout
+from ..model.kv_pool import pool_line
 from ..model.served_model import model_of
 from .log_lines import HOST, WHOLE
 
@@ -31,6 +32,18 @@ def function_overrides(line, runner: bool) -> str:
             + ("the project's runner's, the fix PR's tiny config (model reproduction)"
                if runner else "the model's config without it, checked against the log's "
                "host blocks and top_k"))
+
+
+def logged_gpu_pool(knobs, found: dict) -> str | None:
+    """The GPU KV pool the log's last layout line reports, in words (None: no such line; an
+    earlier one may be the memory profile's minimal pool, e.g. 143 blocks for S 143)."""
+    host = found[HOST][-1] if found[HOST] else None
+    m = WHOLE[HOST].match(host.text) if host is not None else None
+    if m is None or m.group("gpu") is None:
+        return None
+    plan_b = knobs.max_num_batched_tokens or 0
+    return (f"GPU KV pool (line {host.number}): "
+            + pool_line(knobs, plan_b, int(m.group("gpu"))))
 
 
 def logged_layout_agrees(knobs, found: dict, hot) -> None:

@@ -35,7 +35,9 @@ WHOLE = {ARGS: re.compile(r"non-default args: (?P<value>\{.*)"),
                          r"(?P<value>\d+)\."),
          BACKEND: re.compile(r"Using (?P<value>\w+) attention backend out of potential backends"),
          ARCH: re.compile(r"Resolved architecture: (?P<value>\S+)\s*$"),
-         HOST: re.compile(r"HiSparse HMA: [0-9.]+ GiB host source \((?P<value>\d+) blocks\)")}
+         HOST: re.compile(r"HiSparse HMA: [0-9.]+ GiB host source \((?P<value>\d+) blocks\)"
+                          r"(?:, [0-9.]+ GiB shared GPU indexer/resident/hot pool "
+                          r"\((?P<gpu>\d+) blocks\))?")}
 WHAT = {ARGS: "non-default args: {...}", ENGINE: "Initializing a V1 LLM engine (vX.Y.Z) with "
         "config: ...", CHUNKED: "Chunked prefill is enabled with max_num_batched_tokens=N",
         HOT: "Enabled experimental HiSparse HMA hot cache: ... max_num_seqs=N"}

@@ -75,7 +75,7 @@ import re
 
 from ..model.knobs import DEFAULT_ATTENTION_BACKEND, VLLM_VERSIONS, knob_specs
 from ..model.served_model import REPRODUCTION
-from .log_layout import function_overrides, logged_layout_agrees
+from .log_layout import function_overrides, logged_gpu_pool, logged_layout_agrees
 from .stall_stacks import compiled_note
 from .log_text import read_log  # noqa: F401 (tests and users read logs through it)
 from .launch import Launch, check_model, knobs_from_settings, resolve_defaults
@@ -396,5 +396,5 @@ def from_log_text(text: str, vllm_version: str | None = None) -> Launch:
     else:
         notes.append(f"cudagraph_capture_sizes {sizes} (line {engine_line.number}): the "
                      "model's plan for these knobs")
-    notes += [note for note in (compiled_note(text),) if note]
+    notes += [n for n in (logged_gpu_pool(launch.knobs, found), compiled_note(text)) if n]
     return launch._replace(notes=tuple(notes))

@@ -62,6 +62,28 @@ def admission_blocks(max_model_len: int, b: int, lay: Layout) -> int:
     return _cdiv(max_model_len, BLOCK_SIZE) + lay.hot_groups * (resident + lay.hot_blocks)
 
 
+def requests_held(blocks: int, tokens: int, lay: Layout) -> int:
+    """Requests of ``tokens`` tokens a pool of ``blocks`` holds at once (the null block aside),
+    each claiming every group's blocks (:func:`request_blocks`)."""
+    return max(0, blocks - 1) // request_blocks(tokens, lay)
+
+
+def pool_line(knobs, b: int, blocks: int | None = None) -> str:
+    """The GPU KV pool in words: where it is known (``blocks``: num_gpu_blocks_override, or a
+    start-up log's count), how many max_model_len requests it holds; else what it must hold
+    to start and what one request claims, for the pool vLLM sizes from GPU memory."""
+    lay, length = layout(knobs), knobs.max_model_len
+    start = admission_blocks(length, b, lay) + 1
+    per = request_blocks(length, lay)
+    if blocks is None:
+        return (f"sized by vLLM from the GPU's free memory (not modelled): it must hold "
+                f"{start} blocks to start; a request of max_model_len ({length} tokens) "
+                f"claims up to {per} blocks ({lay.hot_groups} hot groups of {lay.hot_blocks}, "
+                f"{1 + lay.hot_groups} groups of cdiv(tokens, 64))")
+    return (f"{blocks} blocks: {requests_held(blocks, length, lay)} requests of max_model_len "
+            f"({length} tokens, up to {per} blocks each) at once; {start} to start")
+
+
 def admission_refusal(knobs, b: int) -> str | None:
     """vLLM's refusal of a pool too small for one ``max_model_len`` request, or None."""
     n = knobs.num_gpu_blocks_override

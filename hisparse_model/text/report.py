@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..model.host_pool import host_blocks
 from ..model.kv_layout import layout
+from ..model.kv_pool import pool_line
 from ..model.parallel import error_surface
 from ..answers.lost import lost_line
 from ..answers.predict import Prediction
@@ -163,6 +164,7 @@ def format_table(pred: Prediction, *, show_batches: bool = True, full: bool = Fa
         f"{host_blocks(k.host_pool_gib, layout(k))} blocks of 64 tokens, "
         f"{layout(k).host_block_bytes:,} bytes each",
         f"model config                {layout(k).describe()}",
+        f"GPU KV pool                 {pool_line(k, s.max_num_batched_tokens, k.num_gpu_blocks_override)}",
         f"hot buffer                  {layout(k).device_buffer_size} rows a request "
         f"({layout(k).hot_groups} hot groups of {layout(k).hot_blocks} blocks)",
         "",
