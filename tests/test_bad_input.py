@@ -750,3 +750,20 @@ def test_fuzz_check_arguments(words, serve):
     assert status in (0, 1, 2), err
     if status == 2 and err:
         assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+# --hf-overrides values past what a config holds: one line, exit 2, the key named
+HUGE_OVERRIDES = [
+    ('{"num_hidden_layers": 99999999999}', "config key 'num_hidden_layers' must be <= 2147483647"),
+    ('{"index_topk": ' + "9" * 4000 + "}", "config key 'index_topk' must be <= 2147483647"),
+    ('{"index_topk": 1e300}', "hf_overrides.index_topk: expected an integer"),
+    ('{"index_topk": NaN}', "hf_overrides.index_topk: expected an integer"),
+]
+
+
+@pytest.mark.parametrize("overrides,said", HUGE_OVERRIDES)
+def test_huge_config_values_are_refused_in_one_line(overrides, said):
+    """A config size past int32 (or not an integer) is refused naming the key, before any
+    arithmetic on it."""
+    got, out, err = main(["predict", "--max-num-seqs", "2", "--hf-overrides", overrides])
+    assert got == 2 and len(err.strip().splitlines()) == 1 and said in err, err

@@ -49,6 +49,7 @@ KEYS = ("num_hidden_layers", "num_nextn_predict_layers", "kv_lora_rank", "qk_rop
         "index_head_dim", "index_topk", "num_attention_heads", "hidden_size",
         "max_position_embeddings", "vocab_size")
 MAX_CONFIG_BYTES = 1 << 20  # a config.json is a few KiB; more is not one
+MAX_CONFIG_INT = 2**31 - 1  # a config's sizes: int32 at most
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,10 @@ def served_model(name: str, overrides: str | None = None) -> ServedModel:
                 "num_attention_heads", "hidden_size", "max_position_embeddings"):
         if values[key] < 1:
             raise ValueError(f"model {label}: config key {key!r} must be >= 1, got {values[key]}")
+    for key, value in values.items():  # a config's sizes are int32 (vLLM's tensors' shapes)
+        if value > MAX_CONFIG_INT:
+            raise ValueError(f"model {label}: config key {key!r} must be <= {MAX_CONFIG_INT}, "
+                             f"got a number of {len(str(value))} digits")  # JSON: <= 4300
     return ServedModel(label=label, **values)
 
 
