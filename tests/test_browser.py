@@ -886,7 +886,11 @@ def _kernels_under(pid: int) -> int:
 
 
 APP_LOADS = 3
-CULL_TEST_S = 3  # the app's --cull-idle here: a closed page's kernel goes within ~6 s
+# the app's --cull-idle here: a closed page's kernel goes within ~2 x this.  Voila runs the
+# notebook before it sends the page, and a kernel no page has connected to yet counts as idle:
+# a browser slower than this to connect would find its kernel culled (with 3 s, full runs on
+# a busy 2-core machine timed out twice waiting for the first tab's widgets), so 10 s
+CULL_TEST_S = 10
 
 
 def _kernels_drop_to(pid: int, most: int, wait_s: float) -> int:
