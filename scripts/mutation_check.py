@@ -211,7 +211,7 @@ MUTATIONS: list[Mutation] = [
     M("layout: a shared tensor-parallel pool's stride not rounded to the OS page",
       "hisparse_model/model/kv_layout.py",
       "return _cdiv(page, OS_PAGE) * OS_PAGE if self.shared_host_pool else page",
-      "return page", ("tests/test_layout_recordings.py",)),
+      "return page", ("tests/test_served_model.py",)),
     M("layout: no int16 refusal of a hot buffer past 32,768 rows",
       "hisparse_model/model/kv_layout.py", "if size <= HOT_SLOT_LIMIT:",
       "if True:", ("tests/test_layout_recordings.py",)),

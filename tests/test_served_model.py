@@ -105,3 +105,29 @@ def test_a_state_without_a_configuration_has_no_verdict_line():
     assert verdict_of({}) is None and verdict_of({"prompt_lens": [2]}) is None
     assert verdict_of({"max_num_seqs": 0}) is None  # the knob's own refusal: no configuration
     assert verdict_of(Knobs(max_num_seqs=2).as_dict()).kind == "exposed"
+
+
+# (model, kv_cache_dtype, K, TP, host block bytes): 64 tokens x the sparse layers x a row,
+# rounded up to 4,096-byte OS pages when tensor-parallel ranks share one pool
+STRIDES = [
+    (DEEPSEEK_V32, "auto", 0, 1, 4_497_408),   # 64 x 61 x 1,152 (= 1,098 pages exactly)
+    (DEEPSEEK_V32, "auto", 0, 8, 4_497_408),
+    (DEEPSEEK_V32, "fp8", 0, 1, 2_561_024),    # 64 x 61 x 656
+    (DEEPSEEK_V32, "fp8", 0, 8, 2_564_096),    # 625.25 pages -> 626 x 4,096
+    (DEEPSEEK_V32, "fp8", 1, 8, 2_605_056),    # 64 x 62 x 656 = 2,603,008 -> 636 pages
+    (REPRODUCTION, "auto", 0, 8, 589_824),     # 64 x 8 x 1,152 = 144 pages exactly
+    (REPRODUCTION, "fp8", 1, 2, 380_928),      # 64 x 9 x 656 = 377,856 -> 93 pages
+]
+
+
+@pytest.mark.parametrize("model,dtype,k,tp,stride", STRIDES)
+def test_the_host_block_stride(model, dtype, k, tp, stride):
+    """The host block is every sparse layer's 64-token page; a shared TP pool rounds it up to
+    the OS page (vllm/v1/hisparse/runtime.py `get_hisparse_host_block_stride`)."""
+    from hisparse_model.model.kv_layout import layout
+
+    knobs = Knobs(model=model, kv_cache_dtype=dtype, num_speculative_tokens=k,
+                  tensor_parallel_size=tp, max_num_seqs=2,
+                  attention_backend="FLASHMLA_SPARSE" if dtype != "auto"
+                  else "FLASH_ATTN_MLA_SPARSE")
+    assert layout(knobs).host_block_bytes == stride
