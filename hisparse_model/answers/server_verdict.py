@@ -23,7 +23,6 @@ from typing import NamedTuple
 from ..model.knobs import Knobs
 from ..model.plan import plan
 from ..model.startup import WARMUP_NO_REQUEST_ERROR
-from ..model.versions import swap_error
 from .exposed_steps import Exposure
 from .exposure import exposure
 
@@ -33,9 +32,6 @@ KINDS = (REFUSED, NEVER_STARTS, STARTUP_CRASH, EXPOSED, NOT_EXPOSED, UNDECIDED)
 # what a strip or a badge paints for each kind
 COLOUR = {REFUSED: "grey", NEVER_STARTS: "grey", STARTUP_CRASH: "red", EXPOSED: "red",
           NOT_EXPOSED: "green", UNDECIDED: "amber"}
-SHORT = {REFUSED: "vLLM refuses it", NEVER_STARTS: "never starts",
-         STARTUP_CRASH: "crashes at start-up", EXPOSED: "EXPOSED", NOT_EXPOSED: "NOT EXPOSED",
-         UNDECIDED: "UNDECIDED"}
 
 
 class ServerVerdict(NamedTuple):
@@ -53,17 +49,9 @@ class ServerVerdict(NamedTuple):
     def colour(self) -> str:
         return COLOUR[self.kind]
 
-    @property
-    def starts(self) -> bool:
-        return self.kind not in (REFUSED, NEVER_STARTS, STARTUP_CRASH)
-
     def as_json(self) -> dict:
         return {"kind": self.kind, "headline": self.headline, "detail": self.detail,
                 "error": self.error, "advice": self.advice}
-
-    def digest(self) -> str:
-        """The verdict as a digest token (``verdict=<kind>``): what the property test reads."""
-        return f"verdict={self.kind}"
 
 
 def _never_starts_advice(knobs: Knobs, b: int) -> str | None:
@@ -107,9 +95,3 @@ def server_verdict(knobs: Knobs) -> ServerVerdict:
     detail = (exp.steps[0].what if exp.exposed else exp.undecided if exp.exposed is None
               else exp.never_because)
     return ServerVerdict(knobs, kind, exp.headline, detail or "", None, None, exp)
-
-
-def crash_error(knobs: Knobs) -> str | None:
-    """The HiSparse error a C + 1-token batch raises under these knobs (for pictures)."""
-    p = plan(knobs)
-    return swap_error(p.workspace_rows, p.swap_capacity)

@@ -68,14 +68,6 @@ class ServedModel:
     max_position_embeddings: int
     vocab_size: int
 
-    @property
-    def is_reproduction(self) -> bool:
-        return self.num_hidden_layers == TINY_OVERRIDES["num_hidden_layers"] and \
-            self.index_topk == TINY_OVERRIDES["index_topk"]
-
-    def brief(self) -> str:
-        """``label (61 layers, index_topk 2048)``: how a printed number names its config."""
-        return (f"{self.label}: {self.num_hidden_layers} layers, index_topk {self.index_topk}")
 
 
 def _shipped() -> dict:

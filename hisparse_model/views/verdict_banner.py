@@ -2,8 +2,8 @@
 
 Every dashboard whose state names a configuration shows :func:`verdict_html` above its own
 numbers (``dashboard.Dashboard``): the sentence ``answers/server_verdict.py`` words, in the
-colour of its kind, with its advice.  The digest carries ``verdict=<kind>`` so a test reads
-what a reader sees.  Nothing here words a verdict.
+colour of its kind, with its advice; its kind is the line's ``data-verdict`` attribute, so a
+test reads what a reader sees.  Nothing here words a verdict.
 """
 
 from __future__ import annotations
