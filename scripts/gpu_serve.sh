@@ -7,7 +7,10 @@
 # whole run is cut at LIMIT seconds; HOST_POOL_GIB sets the HiSparse host pool (default:
 # enough for the whole replay at once, serve_run.host_pool_gib_for).  Each run's
 # server.log, client.jsonl, /metrics snapshots and run.json are packed into $OUT/NAME.tgz
-# as soon as it ends (a device call brings back at most 8 files).
+# as soon as it ends (a device call brings back at most 8 files).  DeepGEMM's kernels are
+# kept in HISPARSE_DG_CACHE (default /root/.cache/hisparse-deep-gemm) so that a later server
+# on the same machine starts from what an earlier one compiled (run.json counts its files);
+# HISPARSE_START_TIMEOUT (default 420) is how long a server may take to answer /health.
 set -uo pipefail
 v=$1; trace=$2; shift 2
 bash .gpu/run/device-setup.sh || exit 1
@@ -23,9 +26,11 @@ for spec in "$@"; do
   echo "== $name: S $s, speed $speed, at most $seconds s of replay, $limit s in all ($(date +%T))"
   timeout -k 5 "$limit" python3 -m hisparse_model.engine.serve_run --trace "$trace" \
     --vllm-version "$v" --max-num-seqs "$s" --speed "$speed" --seconds "$seconds" \
-    --port $port --out "$out" ${pool:+--host-pool-gib "$pool"} ${gemm:+--deep-gemm-warmup "$gemm"} > "$out/console.log" 2>&1
+    --port $port --out "$out" --deep-gemm-cache "${HISPARSE_DG_CACHE:-/root/.cache/hisparse-deep-gemm}" \
+    --start-timeout "${HISPARSE_START_TIMEOUT:-420}" ${pool:+--host-pool-gib "$pool"} ${gemm:+--deep-gemm-warmup "$gemm"} > "$out/console.log" 2>&1
   echo "   rc $? ($(date +%T))"; tail -n 2 "$out/console.log" | cut -c1-600
   grep -m2 -E "stop=[0-9]+, capacity=" "$out/server.log" | cut -c1-300
+  grep -o "DeepGEMM warmup: *[0-9]*%[^D]*" "$out/server.log" | tail -n 1 | cut -c1-120
   pkill -9 -f "vllm.entrypoints.cli.main serve" 2>/dev/null; pkill -9 -f "VLLM::EngineCore" 2>/dev/null
   sleep 2
   tar -czf "$OUT/$name.tgz" -C /tmp/serve-runs "$name"

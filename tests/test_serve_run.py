@@ -17,7 +17,7 @@ import pytest
 
 from hisparse_model.answers.simulate import simulate
 from hisparse_model.answers.traffic_risk import first_crash, generate
-from hisparse_model.engine import serve_run
+from hisparse_model.engine import serve_run, serve_warm
 from hisparse_model.engine.serve_cli import ServeFlagsError, serve_flags
 from hisparse_model.engine.serve_process import (catches, dump_stacks, server_pids,
                                                  stack_dump_env, stop_server)
@@ -94,14 +94,14 @@ def test_warm_waves_never_compute_c_plus_1_tokens(s):
     routing agree whatever order and spacing the wave's requests arrive in."""
     k = knobs(s)
     c = min(8192, s)  # C = min(B, S * q), q = 1
-    waves = serve_run.warm_waves(k)
+    waves = serve_warm.warm_waves(k)
     assert waves, "at least one wave"
     for p, count in waves:
-        assert p > c + 1 and count * (p + serve_run.WARM_TOKENS) <= 8192 and count <= s
+        assert p > c + 1 and count * (p + serve_warm.WARM_TOKENS) <= 8192 and count <= s
     for p, count in waves:
-        ids = range(serve_run.WARM_ID, serve_run.WARM_ID + count)
+        ids = range(serve_warm.WARM_ID, serve_warm.WARM_ID + count)
         for arrival in (lambda j: 0, lambda j: j, lambda j: 3 * (count - j)):
-            work = Workload(tuple(Request(DistinctPrompt(i, p), serve_run.WARM_TOKENS,
+            work = Workload(tuple(Request(DistinctPrompt(i, p), serve_warm.WARM_TOKENS,
                                           arrival(j)) for j, i in enumerate(ids)))
             assert first_crash(k, work) is None, (p, count)
 
@@ -123,16 +123,16 @@ def test_the_chunk_wave_chunks_a_prompt_and_never_computes_c_plus_1(s, wave):
     model's scheduler chunk one (first part B - 2p, tail 3p - B beside two decodes), and no
     order or spacing of their arrivals makes a step the model routes to the crash."""
     k = knobs(s)
-    assert serve_run.chunk_wave(k) == wave
+    assert serve_warm.chunk_wave(k) == wave
     if wave is None:
         return
     p, count = wave
-    ids = range(serve_run.WARM_ID, serve_run.WARM_ID + count)
+    ids = range(serve_warm.WARM_ID, serve_warm.WARM_ID + count)
     for arrival in (lambda j: 0, lambda j: j, lambda j: 3 * (count - j), lambda j: 2 * (j // 2)):
-        work = Workload(tuple(Request(DistinctPrompt(i, p), serve_run.WARM_TOKENS, arrival(j))
+        work = Workload(tuple(Request(DistinctPrompt(i, p), serve_warm.WARM_TOKENS, arrival(j))
                               for j, i in enumerate(ids)))
         assert first_crash(k, work) is None, arrival
-    together = Workload(tuple(Request(DistinctPrompt(i, p), serve_run.WARM_TOKENS, 0)
+    together = Workload(tuple(Request(DistinctPrompt(i, p), serve_warm.WARM_TOKENS, 0)
                               for i in ids))
     steps = schedule(scheduler_config(k, plan(k)), together)
     assert steps[0].num_tokens == 8192  # 4,095 + 4,095 + the third's first 2 tokens
@@ -143,8 +143,8 @@ def test_each_warm_up_pass_computes_its_prompts():
     """A later warm-up pass sends prompts no earlier pass sent (no prefix-cache hit makes its
     /metrics interval cheaper than the replay's steps): ids are WARM_ID + pass x 1,000 + j,
     and a pass holds fewer than 1,000 prompts."""
-    per_pass = sum(count for _, count in serve_run.warm_requests(knobs(143)))
-    assert per_pass == 26 + 15 + 4 + 1 + 3 < serve_run.WARM_PASS_IDS
+    per_pass = sum(count for _, count in serve_warm.warm_requests(knobs(143)))
+    assert per_pass == 26 + 15 + 4 + 1 + 3 < serve_warm.WARM_PASS_IDS
 
 
 # --- the host pool ------------------------------------------------------------------------------
@@ -165,7 +165,7 @@ def test_the_host_pool_holds_the_whole_replay():
     trace_blocks = sum(-(-(r.prompt_len + r.output_len) // 64) for r in rows)
     assert trace_blocks == 6651  # 3.65 GiB at 589,824 bytes a block
     k = knobs(143)
-    warm = sum(c * -(-(p + serve_run.WARM_TOKENS) // 64) for p, c in serve_run.warm_requests(k))
+    warm = sum(c * -(-(p + serve_warm.WARM_TOKENS) // 64) for p, c in serve_warm.warm_requests(k))
     # 26 x 5 + 15 x 9 + 4 x 32 + 1 x 110 + 3 x 65 (the chunk wave: 4,119 tokens) = 698 blocks
     assert warm == 698
     gib = serve_run.host_pool_gib_for(serve_run.requests_of(TRACE, 4, k, 240), k)

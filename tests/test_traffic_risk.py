@@ -13,7 +13,7 @@ import pytest
 from hisparse_model import cli
 from hisparse_model.model.knobs import Knobs
 from hisparse_model.answers.simulate import simulate
-from hisparse_model.answers.traffic_risk import (Estimate, SeedRun, Traffic, TrafficError, estimate,
+from hisparse_model.answers.traffic_risk import (Estimate, SeedRun, refused_at_door, Traffic, TrafficError, estimate,
                                          first_crash, generate, load_traffic, write_workload)
 from hisparse_model.schedule.workload import DistinctPrompt, Workload, load_workload
 from hisparse_model.schedule.prefix_keys import block_keys, request_keys
@@ -181,8 +181,9 @@ def test_one_request_in_json_lines_and_refused_requests_are_said(tmp_path, capsy
             "1", "--seeds", "1"]
     assert cli.main(argv) == 0
     text = capsys.readouterr().out
-    said = re.search(r"Refused: (\d+) of (\d+) requests \((\d+) %\): prompts not shorter than "
-                     r"max_model_len 320", text)
+    said = re.search(r"Refused: (\d+) of (\d+) requests \((\d+) %\): prompt and max_tokens "
+                     r"together past max_model_len 320, which vLLM's server answers HTTP 400",
+                     text)
     assert said and 0 < int(said[1]) < int(said[2]), text[:800]
     assert cli.main(argv + ["--json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -362,3 +363,18 @@ def test_chart_draws_each_kind_and_says_when_none_crashed(tmp_path):
     never = Estimate(Knobs(vllm_version="0.32.0"), traffic, 10, 25.0, [_run(0, None)],
                      never_because="vLLM 0.32.0 routes on C")
     assert "no seed crashed: vLLM 0.32.0 routes on C" in risk_chart(never)
+
+
+@pytest.mark.parametrize("prompt_len, max_tokens, max_model_len, refused", [
+    (7935, 375, 8192, True),   # 7,935 + 375 = 8,310 > 8,192: the served replay's HTTP 400
+    (7817, 375, 8192, False),  # 7,817 + 375 = 8,192: exactly the context, served
+    (7818, 375, 8192, True),   # one token more: 8,193
+    (8192, 0, 8192, True),     # a prompt as long as the context is refused whatever it asks
+    (319, 1, 320, False),      # 319 + 1 = 320
+    (319, 2, 320, True),       # 321
+])
+def test_the_servers_door(prompt_len, max_tokens, max_model_len, refused):
+    """vLLM's OpenAI server refuses a request whose prompt and max_tokens together pass
+    max_model_len (its prompt may hold max_model_len - max_tokens tokens), and every prompt
+    not shorter than max_model_len."""
+    assert refused_at_door(prompt_len, max_tokens, max_model_len) is refused

@@ -10,8 +10,9 @@ after *exposed*: with my traffic, how long until it dies, and how often within N
    (exponential gaps), each its own prompt (``prompt_id``: real users' prompts share no
    prefix), over N minutes; an engine step takes ``step_ms`` (an assumption: set it to your
    server's measured time per output token), so a request arriving at t seconds joins
-   before engine step floor(1000 t / step_ms).  Prompts vLLM refuses (not shorter than
-   max_model_len) are refused one by one, as the server refuses them, and counted.
+   before engine step floor(1000 t / step_ms).  Requests the server refuses at its door
+   (:func:`refused_at_door`: a prompt and its ``max_tokens`` together past max_model_len,
+   HTTP 400) are refused one by one, as the server refuses them, and counted.
 3. **Its first crash** (:func:`first_crash`): the one-rank serving path ``simulate`` takes
    (start-up, then the scheduler's steps, each dispatched and routed by ``route_step``),
    stopping at the first step that raises; a step of at most C tokens is not routed (it
@@ -56,8 +57,8 @@ TRAFFIC_ASSUMPTIONS = (
     "takes step_ms "
     "(assumed; the engine's real step time varies with the batch: a burst of long prompts "
     "is served slower than a measured mean step says, so a server the model finds idle may "
-    "still be busy); a prompt not shorter "
-    "than max_model_len is refused on its own, as vLLM refuses it; one engine (no data "
+    "still be busy); a request whose prompt and max_tokens together pass max_model_len is "
+    "refused on its own, as vLLM's OpenAI server refuses it (HTTP 400); one engine (no data "
     "parallelism); the seeds' share is an estimate, each seed's crash is exact",
 )
 
@@ -68,7 +69,7 @@ class SeedRun:
 
     seed: int
     requests: tuple  # (arrival_step, prompt_len, max_tokens) of every accepted request
-    refused: int  # prompts vLLM refuses (not shorter than max_model_len)
+    refused: int  # requests the server refuses at its door (refused_at_door)
     crash_step: int | None = None  # engine step of the first crash (None: no serving crash)
     error: str | None = None
     kind: str | None = None  # exposure kind of the crash step
@@ -108,6 +109,17 @@ def prompt_of(i: int, n: int, blocks=None):
     return DistinctPrompt(i, n) if blocks is None else BlockPrompt(blocks, n)
 
 
+def refused_at_door(prompt_len: int, max_tokens: int, max_model_len: int) -> bool:
+    """Whether vLLM's OpenAI server answers the request HTTP 400 before it reaches the
+    engine: its prompt may hold at most ``max_model_len - max_tokens`` tokens
+    (vllm/renderers/params.py:209@0.31.0 `max_input_tokens`, checked at
+    vllm/renderers/params.py:485@0.31.0 `_token_len_check`), which also refuses every prompt
+    the engine itself refuses, one not shorter than max_model_len (workload.py validate).
+    Measured: a served replay's 7,935-token prompt asking 375 tokens of an 8,192-token
+    server was answered 400 ("... for a total of 8310 tokens")."""
+    return prompt_len + max_tokens > max_model_len or prompt_len >= max_model_len
+
+
 def accepted_arrivals(traffic: Traffic, minutes: float, seed: int,
                       max_model_len: int) -> tuple[list[tuple], int]:
     """``([(seconds, prompt_len, max_tokens, blocks), ...], refused)``: the requests of one
@@ -119,8 +131,8 @@ def accepted_arrivals(traffic: Traffic, minutes: float, seed: int,
     for t, n, m, b in _arrivals(traffic, rng):
         if t >= end:
             break
-        if n >= max_model_len:
-            refused += 1  # vLLM refuses it at the door (workload.py validate)
+        if refused_at_door(n, m, max_model_len):
+            refused += 1
             continue
         out.append((t, n, m, b))
     return out, refused
@@ -246,7 +258,7 @@ class Estimate:
 
     @property
     def refused(self) -> int:
-        """Requests vLLM refuses over all seeds (prompts not shorter than max_model_len)."""
+        """Requests the server refuses over all seeds (:func:`refused_at_door`)."""
         return sum(r.refused for r in self.runs)
 
     @property

@@ -31,6 +31,14 @@ def parse(argv=None):
                    help="VLLM_DEEP_GEMM_WARMUP for the server (default: vLLM's own, which "
                         "compiles DeepGEMM's kernels at start-up; skip moves that compilation "
                         "into serving)")
+    p.add_argument("--deep-gemm-cache", default=None,
+                   help="DeepGEMM's kernel cache folder for the server (DG_JIT_CACHE_DIR; "
+                        "default: where vLLM puts it, <VLLM_CACHE_ROOT>/deep_gemm); its files "
+                        "are counted when the server is ready and after the replay")
+    p.add_argument("--no-iteration-log", action="store_true",
+                   help="leave out vLLM's --enable-logging-iteration-details (each engine "
+                        "step's composition and wall time in server.log, the clock's "
+                        "calibration)")
     p.add_argument("--warm-passes", type=int, default=2,
                    help="passes of the warm-up waves before the replay; /metrics is read "
                         "before the last pass (metrics-warm.txt), so the last pass alone "

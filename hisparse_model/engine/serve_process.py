@@ -5,13 +5,31 @@ Standard library and the live runner's process helpers; vLLM runs in the child (
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import time
+import urllib.error
+import urllib.request
+from http.client import HTTPException
 from importlib import metadata
 
 from .processes import reap_group
+
+
+def http(url: str, body: dict | None = None, headers=None, timeout: float = 600.0):
+    """``(status, text)`` of one request; status 0 when nothing answered."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, headers={
+        **({"Content-Type": "application/json"} if data else {}), **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read().decode(errors="replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
+    except (OSError, ValueError, HTTPException) as exc:  # a cut answer too
+        return 0, f"{type(exc).__name__}: {exc}"
 
 
 def versions() -> dict:

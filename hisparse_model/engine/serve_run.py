@@ -34,41 +34,23 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
-from http.client import HTTPException  # (``http`` here is this module's client)
 
 from ..model.knobs import Knobs
-from ..model.plan import plan
 from ..model.host_pool import SPARE_BLOCKS, gib_for_blocks
 from ..model.kv_layout import layout
 from .serve_args import parse
-from ..inputs.stall_stacks import (compiled_while_serving, jit_warnings, stall_cause,
-                                   stall_causes)
+from ..inputs.stall_stacks import compiled_while_serving, jit_warnings, stall_cause, stall_causes
 from ..model.reproduction import BLOCK_SIZE
 from .llm_args import write_model_dir
 from .serve_cli import SERVED_NAME, VLLM_MAIN, serve_flags
-from .serve_process import (dump_stacks, stack_dump_env, start_server, stop_server, versions,
-                            wait_healthy)
+from .jit_window import (CACHE_ENV, cache_files, deep_gemm_cache_dir, log_between, log_size,
+                         window_verdict)
+from ..inputs.iteration_log import ITERATION_LOG_FLAG, count_iterations
+from .serve_warm import WARM_PASS_IDS, WARM_TOKENS, warm, warm_requests
+from .serve_process import (dump_stacks, http, stack_dump_env, start_server, stop_server,
+                            versions, wait_healthy)
 
 CRASH_TEXT = "HiSparse swap rows exceed"  # the ValueError's text (the fix PR's)
-WARM_ID = 900_000  # warm-up prompts' ids: none of a replay's (which count from 0)
-WARM_TOKENS = 24  # output tokens of each warm-up request
-WARM_PASS_IDS = 1000  # prompt ids one warm-up pass may take (its waves hold far fewer)
-
-
-def http(url: str, body: dict | None = None, headers=None, timeout: float = 600.0):
-    """``(status, text)`` of one request; status 0 when nothing answered."""
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, headers={
-        **({"Content-Type": "application/json"} if data else {}), **(headers or {})})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, r.read().decode(errors="replace")
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode(errors="replace")
-    except (OSError, ValueError, HTTPException) as exc:  # a cut answer too
-        return 0, f"{type(exc).__name__}: {exc}"
 
 
 def host_pool_gib_for(requests: list[dict], knobs: Knobs) -> int:
@@ -231,78 +213,6 @@ class Replay:
         return why
 
 
-def warm_waves(knobs: Knobs) -> list[tuple[int, int]]:
-    """``[(prompt_len, count), ...]``: warm-up waves that cannot reach C + 1 tokens in a step.
-
-    Every prompt is longer than C + 1, and a wave's tokens (prompts and one decode token
-    each) fit one step's budget B, so no prompt is ever chunked: a step that computes any
-    prompt computes all of it (more than C + 1 tokens), and a step of decodes alone
-    computes at most S <= C of them."""
-    c1 = plan(knobs).swap_capacity + 1
-    budget = knobs.max_num_batched_tokens
-    waves = []
-    for p in (2 * c1, 500, 2000, 7000):
-        p = max(p, c1 + 1)
-        k = min(knobs.max_num_seqs, budget // (p + WARM_TOKENS))
-        if k >= 1 and p + WARM_TOKENS <= knobs.max_model_len:
-            waves.append((p, k))
-    return waves
-
-
-def chunk_wave(knobs: Knobs) -> tuple[int, int] | None:
-    """``(prompt_len, 3)``: three prompts that make the scheduler chunk one (chunked prefill:
-    a prompt's second part computed against its first part's cache), none of whose steps
-    can compute C + 1 tokens; None where the knobs leave no such wave.
-
-    With ``2p + 1 <= B < 3p`` two prompts and a decode fit a step and three prompts do not:
-    a prompt is chunked only when all three are scheduled in one step (an engine step that
-    already holds one prompt's decode fits the other two whole), its first part is
-    ``B - 2p`` and its tail ``3p - B`` is computed beside the two other requests' decodes:
-    ``3p - B + 2`` tokens.  Every other step computes a whole prompt (more than C + 1
-    tokens) or at most three decodes.  So ``3p - B > C`` keeps every step off C + 1."""
-    c = plan(knobs).swap_capacity
-    budget = knobs.max_num_batched_tokens
-    p = (budget - 1) // 2
-    if knobs.max_num_seqs < 3 or 3 * p - budget <= c or p + WARM_TOKENS > knobs.max_model_len:
-        return None
-    return p, 3
-
-
-def warm_requests(knobs: Knobs) -> list[tuple[int, int]]:
-    """Every warm-up wave: :func:`warm_waves` then :func:`chunk_wave` where there is one."""
-    chunked = chunk_wave(knobs)
-    return warm_waves(knobs) + ([chunked] if chunked else [])
-
-
-def warm(base: str, knobs: Knobs, passes: int, tag: str, first: int = 0) -> float:
-    """Serve :func:`warm_requests` ``passes`` times (kernels compile on first use of a
-    shape: not in what the replay meets); seconds taken.  Prompt ids count from ``WARM_ID +
-    first``, so a later pass (another ``first``) computes its prompts rather than finding
-    them in the prefix cache.  Raises if a request fails."""
-    from ..schedule.workload import DistinctPrompt
-
-    t = time.monotonic()
-    k = 0
-    for _ in range(passes):
-        for p, count in warm_requests(knobs):
-            threads, bad = [], []
-            for _ in range(count):
-                body = {"model": SERVED_NAME, "max_tokens": WARM_TOKENS, "ignore_eos": True,
-                        "prompt": list(DistinctPrompt(WARM_ID + first + k, p)),
-                        "temperature": 0.0}
-                rid = {"X-Request-Id": f"{tag}-{k}"}
-                threads.append(threading.Thread(target=lambda b=body, h=rid: bad.append(
-                    http(f"{base}/v1/completions", b, h)[0]), daemon=True))
-                k += 1
-            for th in threads:
-                th.start()
-            for th in threads:
-                th.join()
-            if any(code != 200 for code in bad):
-                raise RuntimeError(f"warm-up wave of {count} x {p} tokens: HTTP {bad}")
-    return time.monotonic() - t
-
-
 def main(argv=None) -> int:
     args = parse(argv)
     os.makedirs(args.out, exist_ok=True)
@@ -314,8 +224,12 @@ def main(argv=None) -> int:
     pool = args.host_pool_gib or host_pool_gib_for(requests, knobs)
     knobs = knobs.replace(host_pool_gib=pool)
     argv_server = [sys.executable, "-m", VLLM_MAIN, "serve",
-                   *serve_flags(knobs, model_dir, args.port)]
+                   *serve_flags(knobs, model_dir, args.port),
+                   *([] if args.no_iteration_log else [ITERATION_LOG_FLAG])]
     gemm = {"VLLM_DEEP_GEMM_WARMUP": args.deep_gemm_warmup} if args.deep_gemm_warmup else {}
+    cache = args.deep_gemm_cache or deep_gemm_cache_dir(os.environ)
+    if args.deep_gemm_cache:
+        gemm[CACHE_ENV] = args.deep_gemm_cache
     base_env = {k: v for k, v in os.environ.items() if k != "VLLM_DEEP_GEMM_WARMUP"}
     env = stack_dump_env({**base_env, **gemm, "PYTHONFAULTHANDLER": "1"})
     base = f"http://127.0.0.1:{args.port}"
@@ -327,6 +241,7 @@ def main(argv=None) -> int:
                                  *(argv if argv is not None else sys.argv[1:])]),
             "server_command": argv_server,
             "deep_gemm_warmup": args.deep_gemm_warmup or "vLLM's default (compiled at start-up)",
+            "deep_gemm_cache": {"folder": cache, "files_before_start": cache_files(cache)},
             "run_time_patches": "none to vLLM; the server's Python processes load "
                                 "hisparse_model/engine/stack_dump/sitecustomize.py (SIGUSR2 "
                                 "prints their stacks)",
@@ -338,6 +253,8 @@ def main(argv=None) -> int:
     server = start_server(argv_server, os.path.join(args.out, "server.log"), env)
     replay = Replay(base, args.out, requests, args.metrics_every)
     why, started, warmed = "the server never answered /health", None, []
+    window = {}  # the replay's window: DeepGEMM cache files and log offsets at its ends
+    log_path = os.path.join(args.out, "server.log")
     try:
         started = wait_healthy(base, server, args.start_timeout, http)
         if started is not None:
@@ -346,9 +263,10 @@ def main(argv=None) -> int:
                     with open(os.path.join(args.out, "metrics-warm.txt"), "w") as f:
                         f.write(http(f"{base}/metrics", timeout=10)[1])
                 warmed.append(round(warm(base, knobs, 1, f"warm{k}", k * WARM_PASS_IDS), 2))
-            why = replay.run(server, args.seconds, args.linger,
-                             os.path.join(args.out, "server.log"), args.stall,
+            window.update(files_ready=cache_files(cache), log_from=log_size(log_path))
+            why = replay.run(server, args.seconds, args.linger, log_path, args.stall,
                              args.stall_dumps)
+            window.update(files_after=cache_files(cache), log_to=log_size(log_path))
     finally:
         stop_server(server)
     replay.close()
@@ -360,11 +278,19 @@ def main(argv=None) -> int:
         "stack_dumps_at_s": replay.stack_dumps,
         "first_failure_s": replay.first_failure, "unhealthy_at_s": replay.unhealthy_at,
         "metrics_read_at_s": replay.metrics, "server_exit": server.returncode})
-    log = read_text(os.path.join(args.out, "server.log"))
+    log = read_text(log_path)
+    seen = window_verdict(window.get("files_ready"), window.get("files_after"),
+                          log_between(log_path, window.get("log_from", 0),
+                                      window.get("log_to", 0)))
+    run["provenance"]["deep_gemm_cache"].update(
+        files_when_ready=window.get("files_ready"), files_after_replay=window.get("files_after"))
     run.update({"stall_cause": stall_cause(log), "stall_stacks": stall_causes(log),
-                # a stall in a compiler: the replay's times measured compilation
-                "comparable": not compiled_while_serving(log),
-                "jit_compilations_logged": len(jit_warnings(log))})
+                **seen, "replay_log_bytes": [window.get("log_from"), window.get("log_to")],
+                # a stall in a compiler, or a kernel compiled in the window: the replay's
+                # times measured compilation
+                "comparable": seen["comparable"] and not compiled_while_serving(log),
+                "jit_compilations_logged": len(jit_warnings(log)),
+                "iterations_logged": count_iterations(log)})
     write_run(args.out, run)
     print(json.dumps({k: run[k] for k in (
         "server_ready_after_s", "warm_pass_seconds", "requests_sent", "stopped_because",

@@ -47,10 +47,11 @@ def estimate_lines(est: Estimate, replay: str | None = None) -> list[str]:
              + f", one engine step = {est.step_ms:.3g} ms",
              est.step_said or f"Step time: {est.step_ms:.3g} ms per engine step (assumed)"]
     arrived = est.served + est.refused
-    if est.refused:  # prompts not shorter than max_model_len: vLLM refuses them at the door
+    if est.refused:  # traffic_risk.refused_at_door: vLLM's server answers them HTTP 400
         lines.append(f"Refused: {est.refused:,} of {arrived:,} requests "
-                     f"({100 * est.refused / arrived:.0f} %): prompts not shorter than "
-                     f"max_model_len {k.max_model_len:,}, which vLLM refuses; the rest served")
+                     f"({100 * est.refused / arrived:.0f} %): prompt and max_tokens together "
+                     f"past max_model_len {k.max_model_len:,}, which vLLM's server answers "
+                     f"HTTP 400; the rest served")
     lines.append("")
     crashed = est.crashed
     lines.append(f"Crashed within {_minutes(est.minutes)}: {len(crashed)} of {n} seeds "
