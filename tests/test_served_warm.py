@@ -16,7 +16,7 @@ import tarfile
 
 import pytest
 
-from hisparse_model.answers.traffic_risk import refused_at_door
+from hisparse_model.answers.arrivals import refused_at_door
 from hisparse_model.inputs.iteration_log import count_iterations, read_iterations
 from hisparse_model.inputs.stall_stacks import jit_warnings
 from hisparse_model.recorded.serve_recordings import compare, read_run

@@ -13,7 +13,8 @@ import pytest
 from hisparse_model import cli
 from hisparse_model.model.knobs import Knobs
 from hisparse_model.answers.simulate import simulate
-from hisparse_model.answers.traffic_risk import (Estimate, SeedRun, refused_at_door, Traffic, TrafficError, estimate,
+from hisparse_model.answers.arrivals import refused_at_door
+from hisparse_model.answers.traffic_risk import (Estimate, SeedRun, Traffic, TrafficError, estimate,
                                          first_crash, generate, load_traffic, write_workload)
 from hisparse_model.schedule.workload import DistinctPrompt, Workload, load_workload
 from hisparse_model.schedule.prefix_keys import block_keys, request_keys

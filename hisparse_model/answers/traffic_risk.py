@@ -11,7 +11,7 @@ after *exposed*: with my traffic, how long until it dies, and how often within N
    prefix), over N minutes; an engine step takes ``step_ms`` (an assumption: set it to your
    server's measured time per output token), so a request arriving at t seconds joins
    before engine step floor(1000 t / step_ms).  Requests the server refuses at its door
-   (:func:`refused_at_door`: a prompt and its ``max_tokens`` together past max_model_len,
+   (``arrivals.refused_at_door``: a prompt and its ``max_tokens`` together past max_model_len,
    HTTP 400) are refused one by one, as the server refuses them, and counted.
 3. **Its first crash** (:func:`first_crash`): the one-rank serving path ``simulate`` takes
    (start-up, then the scheduler's steps, each dispatched and routed by ``route_step``),
@@ -33,10 +33,10 @@ import contextlib
 import json
 import math
 import os
-import random
 from dataclasses import dataclass, field
 
 from ..model.host_pool import HostPoolShort, HostUse
+from .arrivals import accepted_arrivals
 from .exposed_steps import crash_kind
 from ..model.knobs import Knobs
 from ..schedule.shared_prompts import BlockPrompt
@@ -109,35 +109,6 @@ def prompt_of(i: int, n: int, blocks=None):
     return DistinctPrompt(i, n) if blocks is None else BlockPrompt(blocks, n)
 
 
-def refused_at_door(prompt_len: int, max_tokens: int, max_model_len: int) -> bool:
-    """Whether vLLM's OpenAI server answers the request HTTP 400 before it reaches the
-    engine: its prompt may hold at most ``max_model_len - max_tokens`` tokens
-    (vllm/renderers/params.py:209@0.31.0 `max_input_tokens`, checked at
-    vllm/renderers/params.py:485@0.31.0 `_token_len_check`), which also refuses every prompt
-    the engine itself refuses, one not shorter than max_model_len (workload.py validate).
-    Measured: a served replay's 7,935-token prompt asking 375 tokens of an 8,192-token
-    server was answered 400 ("... for a total of 8310 tokens")."""
-    return prompt_len + max_tokens > max_model_len or prompt_len >= max_model_len
-
-
-def accepted_arrivals(traffic: Traffic, minutes: float, seed: int,
-                      max_model_len: int) -> tuple[list[tuple], int]:
-    """``([(seconds, prompt_len, max_tokens, blocks), ...], refused)``: the requests of one
-    seed that arrive within ``minutes`` and that vLLM accepts, in arrival order (request
-    ``i`` of a workload is the ``i``-th of them), and how many it refuses at the door."""
-    rng = random.Random(seed)
-    end = minutes * 60.0
-    out, refused = [], 0
-    for t, n, m, b in _arrivals(traffic, rng):
-        if t >= end:
-            break
-        if refused_at_door(n, m, max_model_len):
-            refused += 1
-            continue
-        out.append((t, n, m, b))
-    return out, refused
-
-
 def generate(traffic: Traffic, minutes: float, seed: int, step_ms: float,
              max_model_len: int) -> SeedRun:
     """One seed's requests over ``minutes`` (module docstring, 2)."""
@@ -150,20 +121,6 @@ def generate(traffic: Traffic, minutes: float, seed: int, step_ms: float,
                            f"{PROMPT_IDS:,} distinct prompts a workload can name")
     return SeedRun(seed, tuple(out), refused,
                    blocks=tuple(blocks) if traffic.blocks else ())
-
-
-def _arrivals(traffic: Traffic, rng: random.Random):
-    """(seconds, prompt_len, max_tokens) of each arrival in time order: a trace's own, or
-    Poisson arrivals at the rate with lengths drawn by ``rng``."""
-    if traffic.replayed:
-        yield from zip(traffic.arrivals_s, traffic.prompt_len.samples,
-                       traffic.max_tokens.samples, traffic.blocks or
-                       (None,) * len(traffic.arrivals_s))
-        return
-    t = 0.0
-    while True:
-        t += rng.expovariate(traffic.rate_per_s)
-        yield t, traffic.prompt_len.draw(rng), traffic.max_tokens.draw(rng), None
 
 
 REPLAY = "the trace's replay"  # what a refusal calls a trace replayed at its own times

@@ -64,7 +64,8 @@ def host_pool_gib_for(requests: list[dict], knobs: Knobs) -> int:
 
 def requests_of(trace: str, speed: float, knobs: Knobs, seconds: float) -> list[dict]:
     """The requests the model serves for this replay, in its order, with their token ids."""
-    from ..answers.traffic_risk import accepted_arrivals, prompt_of
+    from ..answers.arrivals import accepted_arrivals
+    from ..answers.traffic_risk import prompt_of
     from ..inputs.traffic_file import load_traffic
 
     traffic = load_traffic(trace, speed=speed)

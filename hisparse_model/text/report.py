@@ -9,6 +9,7 @@ and the log show for an error.  Nothing here computes the model.
 
 from __future__ import annotations
 
+from .plural import count
 from ..model.host_pool import host_blocks
 from ..model.kv_layout import layout
 from ..model.kv_pool import pool_line
@@ -182,9 +183,9 @@ def format_table(pred: Prediction, *, show_batches: bool = True, full: bool = Fa
                          "so nothing is routed at start-up)")
     for p in pred.prompts:
         if not p.ran:
-            lines.append(f"prompt of {p.n} tokens: not run (the engine died at {p.died_at})")
+            lines.append(f"prompt of {count(p.n, 'token')}: not run (the engine died at {p.died_at})")
             continue
-        lines.append(f"prompt of {p.n} tokens: {'ok' if p.ok else p.error}")
+        lines.append(f"prompt of {count(p.n, 'token')}: {'ok' if p.ok else p.error}")
         if show_batches:
             ran, not_run = _until_crash(p.batches)
             lines += [_batch_line(b, n) for b, n in fold(ran, full)]

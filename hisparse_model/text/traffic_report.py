@@ -47,7 +47,7 @@ def estimate_lines(est: Estimate, replay: str | None = None) -> list[str]:
              + f", one engine step = {est.step_ms:.3g} ms",
              est.step_said or f"Step time: {est.step_ms:.3g} ms per engine step (assumed)"]
     arrived = est.served + est.refused
-    if est.refused:  # traffic_risk.refused_at_door: vLLM's server answers them HTTP 400
+    if est.refused:  # arrivals.refused_at_door: vLLM's server answers them HTTP 400
         lines.append(f"Refused: {est.refused:,} of {arrived:,} requests "
                      f"({100 * est.refused / arrived:.0f} %): prompt and max_tokens together "
                      f"past max_model_len {k.max_model_len:,}, which vLLM's server answers "

@@ -193,7 +193,7 @@ def _verdict_html(exp, verified: list[bool], source: str) -> str:
     colour = {True: "#d73027", False: "#1a9850", None: "#fc8d59"}[exp.exposed]
     k = exp.knobs
     out = [f"<div class='hs-big' style='color:{colour}'><b class='hs-verdict'>"
-           f"{esc(exp.headline.split(':')[0])}</b> for all traffic</div>",
+           f"{esc(exp.headline.split(' (')[0])}</b></div>",
            f"<div class='hs-note'>Read from {esc(source)}: vLLM {esc(k.vllm_version)}"
            f"{' + fix' if k.routing == 'fix' else ''}, {esc(k.attention_backend)}, "
            f"S = {k.max_num_seqs}, max_model_len = {k.max_model_len}.</div>"]

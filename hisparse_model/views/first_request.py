@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..text.plural import count
 from ..text import chart_data as cd
 from ..answers.advice import ranges
 from ..answers.predict import predict
@@ -29,7 +30,7 @@ def ranges_text(parts) -> str:
 
 def prompt_name(i: int, n: int) -> str:
     """Prompt ``i`` (from 0 in a list) as every dashboard names it: from 1, with its length."""
-    return f"prompt {i + 1} ({n} tokens)"
+    return f"prompt {i + 1} ({count(n, 'token')})"
 
 
 def prompt_word(p) -> str:
@@ -53,12 +54,12 @@ def _startup_html(pred) -> str:
                    f"batch hands W = {s.workspace_rows} tokens to swap_in.")
     elif not is_swap_overflow(crash_b.error):  # not the overflow: no n = W to speak of
         verdict = (f"<b style='color:{PALETTE[cd.NEVER_STARTS]}'>start-up dies</b> at the "
-                   f"{esc(crash_b.label)} of {crash_b.num_tokens} tokens (the last row) of "
+                   f"{esc(crash_b.label)} of {count(crash_b.num_tokens, 'token')} (the last row) of "
                    f"an error that is not the swap-row overflow ({crash_b.routed} tokens "
                    f"reach the routing):<br><code>{esc(pred.startup_error)}</code>")
     else:
         verdict = (f"<b style='color:{PALETTE[cd.CRASH]}'>start-up dies</b> at the "
-                   f"{esc(crash_b.label)} of {crash_b.num_tokens} tokens (the red row, pinned "
+                   f"{esc(crash_b.label)} of {count(crash_b.num_tokens, 'token')} (the red row, pinned "
                    f"at the bottom of the table): it hands n = {crash_b.routed} = W tokens to "
                    f"the routing, which takes swap_in ({cite_html(cites['predicate'])}); "
                    f"swap_in has only C = {s.swap_capacity} rows:<br>"
@@ -143,7 +144,7 @@ class StartupDashboard(Dashboard):
             "capture_sizes": captures, "cudagraph_mode": pred.cudagraph_mode,
             "startup": "ok" if pred.startup_ok else pred.startup_error,
             "startup_crash_batch": "" if crash_b is None else
-            f"{crash_b.label} of {crash_b.num_tokens} tokens ({crash_b.phase})",
+            f"{crash_b.label} of {count(crash_b.num_tokens, 'token')} ({crash_b.phase})",
             "prompts": prompts,
             "summary": (f"max_num_seqs={knobs.max_num_seqs} C={s.swap_capacity} "
                         f"W={s.workspace_rows} capture_sizes={captures.replace(', ', ',')} "

@@ -10,6 +10,7 @@ from itertools import groupby
 
 import ipywidgets as W
 
+from ..text.plural import count
 from ..text import chart_data as cd
 from ..model.knobs import KnobSpec, knob_specs
 from ..answers.lost import lost_line
@@ -99,7 +100,7 @@ def steps_table(sched) -> str:
 def crash_html(sched) -> str:
     """The crash (or none) with vLLM's exact text, and in words why that step crashed."""
     crash, p, n = sched.crash, sched.plan, len(sched.workload)
-    done = f"finished (received): <b class='hs-finished'>{len(sched.finished)}</b> of {n} requests"
+    done = f"finished (received): <b class='hs-finished'>{len(sched.finished)}</b> of {count(n, 'request')}"
     if sched.finished:  # numbered from 1, as the reader counts
         done += f" (r{esc(ranges(sorted(r + 1 for r in sched.finished)))})"
     if crash is None:
@@ -124,7 +125,7 @@ def crash_html(sched) -> str:
 def head_html(sched) -> str:
     """The answer in one line, above notebook 5's controls: does this traffic crash, where."""
     crash, n = sched.crash, len(sched.workload)
-    done = f"{len(sched.finished)} of {n} requests finished"
+    done = f"{len(sched.finished)} of {count(n, 'request')} finished"
     if crash is None:
         return (f"<div class='hs-head'><b style='color:{PALETTE['ok']}'>✓ no crash</b>: no "
                 f"step hands swap_in more than C = {sched.plan.swap_capacity} tokens; "
@@ -207,7 +208,7 @@ class TrafficDashboard(Dashboard):
                 + f"<div class='hs-note'>vLLM {esc(knobs.vllm_version)} ({esc(knobs.routing)} "
                 f"routing), {esc(knobs.attention_backend)}, prefix caching "
                 f"{'on' if knobs.enable_prefix_caching else 'off'}, cudagraph_mode "
-                f"{esc(p.cudagraph_mode)}; {n} requests: "
+                f"{esc(p.cudagraph_mode)}; {count(n, 'request')}: "
                 f"{esc(', '.join(str(r.prompt_len) for r in work.requests[:12]))}"
                 f"{' …' if n > 12 else ''} tokens</div>" + formulas_html(pred)
                 + steps_table(sched)
@@ -323,7 +324,7 @@ class WorkloadRecordingsDashboard(Dashboard):
                        f"<li><code>{esc(d)}</code></li>" for d in diffs) + "</ul>")
         body = (f"<div class='hs-note'><b>{esc(self.names[i])}</b>: vLLM {esc(k.vllm_version)} "
                 f"{esc(k.routing)}, {esc(knobs_text(k))}, prefix caching "
-                f"{'on' if k.enable_prefix_caching else 'off'}; {len(sched.workload)} requests; "
+                f"{'on' if k.enable_prefix_caching else 'off'}; {count(len(sched.workload), 'request')}; "
                 f"{esc(rec.get('provenance', {}).get('gpu', ''))}. {verdict}</div>"
                 + f"<div class='hs-note'>{esc(NUMBERING)}</div>"
                 + crash_html(sched) + picture_html(picture_for_step(sched))

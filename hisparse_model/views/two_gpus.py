@@ -11,6 +11,7 @@ from :func:`hisparse_model.answers.simulate.simulate` with ``data_parallel_size=
 
 from __future__ import annotations
 
+from ..text.plural import count
 from ..text import chart_data as cd
 from ..answers.advice import ranges
 from ..model.knobs import Knobs
@@ -89,7 +90,7 @@ def strip_html(strip: dict, by: dict[str, list[int]], current: int, joining: int
     max_num_seqs crash the scenario, which not."""
     caption = ranges_text((words, by.get(k, [])) for k, words in STRIP_WORDS)
     which = ("the joining prompt follows max_num_seqs" if not joining
-             else f"the joining prompt has {joining} tokens")
+             else f"the joining prompt has {count(joining, 'token')}")
     return strip_chart(strip, current, title=f"This scenario at every max_num_seqs ({which})",
                        caption=caption, labels=STRIP_LEGEND)
 
