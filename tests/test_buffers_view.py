@@ -456,3 +456,18 @@ def test_a_strip_marks_a_value_past_its_end(current, past):
     assert (f">{current} →<" in svg) == past
     assert ("past the strip's end, 256" in svg) == past
     assert ("hs-current'" in svg or "hs-current " in svg) != past
+
+
+@pytest.mark.parametrize("note_chars", [40, 200, 400])
+def test_a_long_note_is_wrapped_at_words_not_cut(note_chars):
+    """Every word of the note under the picture is drawn whole, on lines the picture's
+    width holds (at most (900 - 20) / 6.6 = 133 characters a line), and the picture grows by
+    a line's 16 px for each line past the first."""
+    from hisparse_model.views.buffers import buffer_picture
+    words = ("batch " * (note_chars // 6)).strip()
+    svg = buffer_picture(4, 5, 5, "crash", title="t", note=words)
+    lines = re.findall(r"<text[^>]*class='hs-buffers-note'>([^<]*)</text>", svg)
+    assert " ".join(lines) == words and all(len(line) <= 133 for line in lines)
+    plain = buffer_picture(4, 5, 5, "crash", title="t", note="batch")
+    height = lambda s: int(re.search(r"height='(\d+)'", s)[1])  # noqa: E731
+    assert height(svg) - height(plain) == 16 * (len(lines) - 1)

@@ -8,6 +8,7 @@ read back from the widget code.
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import os
 from html import escape
@@ -690,3 +691,48 @@ def test_app_page_holds_every_dashboard():
                                                      "exposure"]
     for d in dashboards.values():
         assert d.name in read_digests(d.numbers.value)
+
+
+def test_each_app_tab_opens_where_its_notebook_opens():
+    """The app's tab of each notebook makes its dashboard with the notebook's own opening
+    call's arguments (read from notebooks/*.py), so tab 6 opens at S 3 as notebook 6 does."""
+    import ast
+    import pathlib
+
+    from hisparse_model.views import exposure, page
+
+    calls = {}
+    for nb in sorted(pathlib.Path(__file__).parents[1].glob("notebooks/0*.py")):
+        for node in ast.walk(ast.parse(nb.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id.endswith("_dashboard")
+                    and node.func.id != "recordings_dashboard"):  # its 2nd call is a live run
+                args = tuple(getattr(exposure, a.id) if isinstance(a, ast.Name)
+                             else ast.literal_eval(a) for a in node.args)
+                kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+                calls.setdefault(node.func.id, (args, kwargs))  # the first: the opening
+    for title, make in page.TABS:
+        if make.__name__ == "recordings_dashboard":
+            continue  # notebook 4's second call (a live recording) is not its opening
+        assert page.OPENINGS.get(title, ((), {})) == calls.get(make.__name__, ((), {})), title
+
+
+@pytest.mark.parametrize("make, knobs, step, said", [
+    # notebook 6 at S 3 dies at step 2 (an idle rank's dummy padded to C + 1 = 4): step 9
+    # never ran; step 2 did
+    ("two_gpus", {"max_num_seqs": 3}, 9, True),
+    ("two_gpus", {"max_num_seqs": 3}, 2, False),
+    ("two_gpus", {"max_num_seqs": 3}, -1, False),   # -1: the default step, nothing to say
+    ("traffic", {"max_num_seqs": 4}, 10**5, True),  # far past the last step
+])
+def test_draw_step_past_the_run_says_so(make, knobs, step, said):
+    """A draw_step that names a step the run never reached is said above the picture, which
+    then shows the default step; a step that ran is drawn without the note."""
+    from hisparse_model.views.traffic import traffic_dashboard
+    from hisparse_model.views.two_gpus import two_gpus_dashboard
+    dash = {"two_gpus": two_gpus_dashboard, "traffic": traffic_dashboard}[make](
+        draw_step=step, **knobs)
+    assert dash.error is None
+    assert ("hs-missing-step" in dash.numbers.value) is said
+    if said:
+        assert f"draw_step {step:}: no such step ran" in html.unescape(dash.numbers.value)

@@ -18,6 +18,7 @@ draw from the model's results; nothing here routes a batch.
 
 from __future__ import annotations
 
+import textwrap
 from typing import NamedTuple
 
 from ..text import chart_data as cd
@@ -26,6 +27,7 @@ from .svg import INK, PALETTE, Svg
 
 WIDTH, LEFT, CELL_MAX = 900, 200, 40  # px: picture, row labels' column, widest cell
 ALL_CELLS = 24  # up to this many slots every one is drawn
+NOTE_CHAR_PX = 6.6  # px a character of the 12-px note takes, at most (sans-serif)
 TOKEN_ROW, WORK_ROW, SWAP_ROW, ROW_H = 62, 122, 182, 30  # y of each row, height of a cell
 EMPTY, FILLED_WORK = "#ffffff", "#e0e0e0"
 
@@ -87,7 +89,10 @@ def buffer_picture(c: int, w: int, n: int, route: str | None, *, title: str,
     """
     slots = shown_slots(c, w, n)
     cell = min(CELL_MAX, (WIDTH - LEFT - 20) / len(slots))
-    svg = Svg(WIDTH, SWAP_ROW + ROW_H + 84 + (20 if note else 0), title, cls="hs-buffers")
+    # the note wrapped at words to the picture's width (12-px sans: about 6.6 px a character)
+    note_lines = textwrap.wrap(note, int((WIDTH - 20) / NOTE_CHAR_PX)) if note else []
+    svg = Svg(WIDTH, SWAP_ROW + ROW_H + 84 + (20 + 16 * (len(note_lines) - 1) if note_lines
+                                              else 0), title, cls="hs-buffers")
     svg.data = {"c": c, "w": w, "n": n, "route": route or "none"}
     svg.text(10, 20, title, size=14, weight="bold", cls="hs-buffers-title")
     heads = ((TOKEN_ROW, f"routed tokens: n = {n}"), (WORK_ROW, f"workspace: W = {_rows(w)}"),
@@ -139,8 +144,8 @@ def buffer_picture(c: int, w: int, n: int, route: str | None, *, title: str,
     for k, line in enumerate(says or sentence(c, w, n, route, rule)):
         svg.text(10, y + 20 * k, line, size=13, fill=colour if k else INK,
                  weight="bold" if colour != INK and k else "normal", cls="hs-buffers-says")
-    if note:
-        svg.text(10, y + 40, note, size=12, fill="#555", cls="hs-buffers-note")
+    for k, line in enumerate(note_lines):
+        svg.text(10, y + 40 + 16 * k, line, size=12, fill="#555", cls="hs-buffers-note")
     return svg.render()
 
 
@@ -291,10 +296,24 @@ def dp_pick(sched, step: int | None = None) -> tuple[int, int] | None:
     return -step, -rank
 
 
+def missing_step_note(sched, step: int) -> str:
+    """A note where ``draw_step`` names a step that never ran (past the crash, or past the
+    last step): the picture then shows the default step, and says so ('' otherwise)."""
+    if step < 0 or any(s.step == step for s in sched.steps):
+        return ""
+    crash = sched.crash
+    why = (f"the run died at step {crash['step']}" if crash is not None
+           and crash.get("step") is not None else
+           f"the run's steps are {sched.steps[0].step}-{sched.steps[-1].step}"
+           if sched.steps else "no step ran")
+    return (f"<div class='hs-note hs-missing-step'>draw_step {step}: no such step ran ({why}); "
+            "the picture shows the default step instead.</div>")
+
+
 def picture_html(svg: str) -> str:
     """The picture in a box that never overflows the output area."""
     return f"<div class='hs-buffers-box' style='max-width:100%;overflow:hidden'>{svg}</div>"
 
 
-__all__ = ["buffer_picture", "dp_pick", "is_swap_overflow", "pick_step", "picture_for_dp_step",
+__all__ = ["buffer_picture", "dp_pick", "is_swap_overflow", "missing_step_note", "pick_step", "picture_for_dp_step",
            "picture_for_plan", "picture_for_prediction", "picture_for_step", "shown_slots"]

@@ -23,7 +23,7 @@ from ..recorded.workload_recordings import compare_workload_recording
 from . import outbox
 from .controls import SPECS, choice_control, knob_control, parse_prompt_lens, \
     text_control
-from .buffers import picture_for_step, picture_html
+from .buffers import missing_step_note, picture_for_step, picture_html
 from .dashboard import Dashboard, Screen
 from .engine_runs import knobs_text, live_output_path, live_status
 from .first_request import ranges, ranges_text
@@ -204,7 +204,8 @@ class TrafficDashboard(Dashboard):
                               f"crash={word} finished={len(sched.finished)}/{n}")}
         pred = Prediction(knobs, p, list(sched.startup))
         step = self.value("draw_step")
-        body = (crash_html(sched) + picture_html(picture_for_step(sched, None if step < 0 else step))
+        body = (crash_html(sched) + missing_step_note(sched, step)
+                + picture_html(picture_for_step(sched, None if step < 0 else step))
                 + f"<div class='hs-note'>vLLM {esc(knobs.vllm_version)} ({esc(knobs.routing)} "
                 f"routing), {esc(knobs.attention_backend)}, prefix caching "
                 f"{'on' if knobs.enable_prefix_caching else 'off'}, cudagraph_mode "

@@ -22,7 +22,8 @@ from ..answers.simulate import DP_ASSUMPTIONS, Schedule, simulate
 from ..schedule.workload import Workload
 from .charts import strip_chart
 from .controls import SPECS, knob_control
-from .buffers import dp_pick, picture_for_dp_step, picture_for_step, picture_html
+from .buffers import (dp_pick, missing_step_note, picture_for_dp_step, picture_for_step,
+                      picture_html)
 from .dashboard import Dashboard, Screen
 from .first_request import ranges_text
 from .svg import PALETTE, Svg
@@ -96,7 +97,9 @@ def strip_html(strip: dict, by: dict[str, list[int]], current: int, joining: int
 
 
 CELL_LEGEND = ("In a cell: r1:2 is request r1 with 2 tokens this step; dummy 1+1 is the "
-               "dummy batch a rank with nothing scheduled runs, two requests of 1 token each; "
+               "dummy batch a rank with nothing scheduled runs, its requests' tokens (as many "
+               "requests as the graph both ranks agreed on holds: two decodes of 1 token in a "
+               "FULL decode graph, one request of the padded count in a piecewise one); "
                "pad N is the token count the step runs at, padded to the CUDA graph both "
                "ranks agreed on; then what the routing did with it.")
 
@@ -159,8 +162,8 @@ class TwoGpusDashboard(Dashboard):
                        f"({esc(NUMBERING)})</div>")
         step = self.value("draw_step")
         pick = dp_pick(sched, None if step < 0 else step)
-        picture = picture_html(picture_for_dp_step(sched, *pick) if pick
-                               else picture_for_step(sched))
+        picture = missing_step_note(sched, step) + picture_html(
+            picture_for_dp_step(sched, *pick) if pick else picture_for_step(sched))
         strip = dp_strip(knobs, joining)
         by = by_outcome(strip)
         labels["strip"] = " ".join(f"{k}={ranges(by[k])}" for k in sorted(by))
