@@ -110,6 +110,7 @@ def _simulate(args) -> int:
     _check_accepted(args.accepted, knobs.num_speculative_tokens)
     if args.traffic is not None:
         return _simulate_traffic(args, knobs)
+    _check_workload_options(args)
     work = load_workload(args.workload)
     work.check_ranks(knobs.data_parallel_size)
     sched = simulate(knobs, work, args.accepted)  # the crash first, whatever the advice costs
@@ -120,25 +121,32 @@ def _simulate(args) -> int:
 
 
 def _check_outputs(args) -> None:
-    """``--crash-workload`` and ``--plot``, before anything runs: each a file that can be
-    written, and never the ``--traffic`` input or each other (writing would destroy it)."""
+    """``--crash-workload`` and ``--plot``, before anything runs (``boundary/outputs.py``):
+    each a regular file or a new name that can be written, never one of the command's inputs
+    (``--traffic``, ``--step-ms-from-log``) nor the other output."""
     import os
 
-    given = [("--crash-workload", args.crash_workload), ("--plot", args.plot)]
-    seen = {os.path.realpath(args.traffic): "--traffic"}
-    for flag, path in given:
-        if not path:
+    from .boundary.outputs import OutputError, check_output
+
+    inputs = {"--traffic": args.traffic, "--step-ms-from-log": args.step_ms_from_log}
+    for flag, path in (("--crash-workload", args.crash_workload), ("--plot", args.plot)):
+        if path is None:
             continue
-        if os.path.isdir(path):
-            raise ValueError(f"{flag} {path}: is a folder; give a file name")
-        folder = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(folder):
-            raise ValueError(f"{flag} {path}: no folder {folder}")
-        real = os.path.realpath(path)
-        if real in seen:
-            raise ValueError(f"{flag} {path}: is the {seen[real]} file; writing it would "
-                             "destroy it (give another file name)")
-        seen[real] = flag
+        check_output(flag, path, inputs)  # an existing file: the same inode as an input
+        for other, given in inputs.items():  # a new name: the same path as the other output
+            if given and given != "-" and os.path.realpath(path) == os.path.realpath(given):
+                raise OutputError(f"{flag} {path}: is the {other} file; writing it would "
+                                  "destroy it (give another file name)")
+        inputs[flag] = path
+
+
+def _check_workload_options(args) -> None:
+    """Options that only a traffic estimate uses, refused with ``--workload`` rather than
+    ignored."""
+    for flag, value in (("--plot", args.plot), ("--crash-workload", args.crash_workload),
+                        ("--rate", args.rate), ("--speed", args.speed)):
+        if value is not None:
+            raise ValueError(f"{flag}: only with --traffic (a --workload is served as it is)")
 
 
 def _simulate_traffic(args, knobs: Knobs) -> int:
@@ -146,7 +154,8 @@ def _simulate_traffic(args, knobs: Knobs) -> int:
     import os
 
     from .text.traffic_report import estimate_json, estimate_lines
-    from .answers.traffic_risk import estimate, load_traffic, write_text, write_workload
+    from .answers.traffic_risk import estimate, load_traffic, workload_text
+    from .boundary.outputs import write_atomic
 
     _check_outputs(args)
     traffic = load_traffic(args.traffic, args.rate, args.speed)
@@ -158,7 +167,7 @@ def _simulate_traffic(args, knobs: Knobs) -> int:
     replay = None
     if args.crash_workload and serving:
         first = min(serving, key=lambda r: r.crash_step)
-        write_workload(first, args.crash_workload)
+        write_atomic("--crash-workload", args.crash_workload, workload_text(first))
         replay = (f"seed {first.seed}'s requests up to its crash: {args.crash_workload} "
                   "(simulate --workload replays them to the same step)")
     elif serving:
@@ -166,7 +175,7 @@ def _simulate_traffic(args, knobs: Knobs) -> int:
     if args.plot:
         from .views.risk_chart import risk_chart
 
-        write_text(args.plot, risk_chart(est) + "\n")
+        write_atomic("--plot", args.plot, risk_chart(est) + "\n")
     if args.json:
         print(json.dumps(estimate_json(est)))
     else:
@@ -241,6 +250,9 @@ def _live(args) -> int:
     if entries is None:
         if not args.out:
             raise ValueError("--out FILE.json is required (or --sweep FILE)")
+        from .boundary.outputs import check_output
+
+        check_output("--out", args.out, {"--workload": args.workload})  # before any GPU probe
         knobs = knobs_from_args(args)
         if args.workload:
             from .schedule.workload import load_workload

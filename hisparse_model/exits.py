@@ -9,12 +9,15 @@
   an error line written to a pipe nobody reads still gives its status (2, not 1);
 * standard output closed (``>&-``) is refused before anything runs: the answer would be
   lost, so the status is 2 with one line on stderr;
+* standard output on a full disk (``> /dev/full``) or a failing device: one line on stderr,
+  status 2 (the answer was not written whole);
 * standard error closed (``2>&-``) changes no status: the error lines go nowhere, and
   never onto standard output.
 """
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import sys
@@ -79,6 +82,13 @@ def run(prog: str, module, argv: list[str] | None = None) -> int:
         status = EXIT_INTERRUPTED
     except BrokenPipeError:  # the reader of stdout left: nothing to report, nobody to tell
         status = 0
+    except OSError as exc:  # standard output on a full disk (> /dev/full) or a failing device
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG):
+            raise
+        say(f"{_command(prog, argv)}: error: standard output: {exc.strerror}; the answer was "
+            "not written whole")
+        silence(sys.stdout)
+        status = EXIT_BAD_INPUT
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -706,6 +706,13 @@ def test_closed_and_broken_streams():
     assert (got.returncode, got.stderr, len(got.stdout)) == (0, "", 5)
     got = _shell(f"PYTHONIOENCODING=ascii {cmd} predict --max-num-seqs 2 --num-speculative-tokens 1")
     assert got.returncode == 0 and "Traceback" not in got.stderr
+    # a full disk under standard output: one line, 2 (was an ENOSPC traceback, every command)
+    for args in ("predict --max-num-seqs 2", "predict --max-num-seqs 2 --json",
+                 "explain 'stop=3, capacity=3.'"):
+        got = _shell(f"{cmd} {args} > /dev/full")
+        assert got.returncode == 2, (args, got.stderr[-500:])
+        assert_one_line(got.stderr, "error: standard output: No space left on device; the "
+                                    "answer was not written whole")
 
 
 # -- fuzz: workload JSON and check argument lists ----------------------------------------

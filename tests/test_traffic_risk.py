@@ -5,6 +5,7 @@ workload, crash ``simulate --workload`` at the same engine step with the same er
 """
 
 import json
+import os
 import random
 import re
 
@@ -15,7 +16,7 @@ from hisparse_model.model.knobs import Knobs
 from hisparse_model.answers.simulate import simulate
 from hisparse_model.answers.arrivals import refused_at_door
 from hisparse_model.answers.traffic_risk import (Estimate, SeedRun, Traffic, TrafficError, estimate,
-                                         first_crash, generate, load_traffic, write_workload)
+                                         first_crash, generate, load_traffic, workload_text)
 from hisparse_model.schedule.workload import DistinctPrompt, Workload, load_workload
 from hisparse_model.schedule.prefix_keys import block_keys, request_keys
 
@@ -142,6 +143,11 @@ OUTPUT_ROWS = [
     ("DIR", None, "--crash-workload DIR: is a folder; give a file name"),
     (None, "DIR/missing/x.svg", "--plot DIR/missing/x.svg: no folder DIR/missing"),
     ("DIR/a.json", "DIR/a.json", "--plot DIR/a.json: is the --crash-workload file"),
+    # a rename would put a regular file in place of each of these (as root, /dev/null itself)
+    ("/dev/null", None, "--crash-workload /dev/null: is a character device"),
+    (None, "DIR/fifo", "--plot DIR/fifo: is a FIFO"),
+    (None, "DIR/link.svg", "--plot DIR/link.svg: is a symbolic link"),
+    (None, "", "--plot '': give a file name"),
 ]
 
 
@@ -152,14 +158,16 @@ def test_an_output_that_would_destroy_an_input_is_refused(tmp_path, capsys, work
     input, each other or a folder, and the flag is named; the input is left as it was."""
     path = _file(tmp_path, SHAREGPT_SHAPED)
     before = open(path).read()
+    os.mkfifo(tmp_path / "fifo")
+    os.symlink(tmp_path / "elsewhere.svg", tmp_path / "link.svg")
 
     def real(value):
         return value and value.replace("IN", path).replace("DIR", str(tmp_path))
 
     argv = ["simulate", "--max-num-seqs", "64", "--traffic", path, "--minutes", "1", "--seeds",
             "1"]
-    argv += ["--crash-workload", real(workload)] if workload else []
-    argv += ["--plot", real(plot)] if plot else []
+    argv += ["--crash-workload", real(workload)] if workload is not None else []
+    argv += ["--plot", real(plot)] if plot is not None else []
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"hisparse simulate: error: {real(line)}"] or (
@@ -235,7 +243,8 @@ def test_each_seeds_crash_replays_through_simulate_workload(tmp_path, knobs, acc
     assert len(crashed) >= 2, est.as_json()
     for run in crashed:
         path = str(tmp_path / f"seed{run.seed}.json")
-        write_workload(run, path)
+        with open(path, "w") as f:
+            f.write(workload_text(run))
         crash = simulate(knobs, load_workload(path), accepted).crash
         assert crash == {"step": run.crash_step, "error": run.error}
         assert run.error == SWAP.format(c + 1, c) and run.tokens == c + 1
@@ -379,3 +388,32 @@ def test_the_servers_door(prompt_len, max_tokens, max_model_len, refused):
     max_model_len (its prompt may hold max_model_len - max_tokens tokens), and every prompt
     not shorter than max_model_len."""
     assert refused_at_door(prompt_len, max_tokens, max_model_len) is refused
+
+
+def test_a_log_read_for_the_step_time_is_never_the_plot(tmp_path, capsys):
+    """``--step-ms-from-log v.log --plot v.log`` is refused before anything runs (the log
+    would have been replaced by the SVG, exit 0); the log is left as it was."""
+    log = tmp_path / "v.log"
+    log.write_text("INFO 12-06 09:00:00 [loggers.py:191] Engine 000: Avg prompt throughput\n")
+    traffic = _file(tmp_path, SHAREGPT_SHAPED)
+    argv = ["simulate", "--max-num-seqs", "64", "--traffic", traffic, "--minutes", "1",
+            "--seeds", "1", "--step-ms-from-log", str(log), "--plot", str(log)]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"hisparse simulate: error: --plot {log}: is the --step-ms-from-log file; "
+                   "writing it would destroy it (give another file name)"]
+    assert log.read_text().startswith("INFO 12-06")
+
+
+@pytest.mark.parametrize("option", [["--plot", "x.svg"], ["--crash-workload", "x.json"],
+                                    ["--rate", "2"], ["--speed", "2"]])
+def test_traffic_options_with_a_workload_are_refused_not_ignored(tmp_path, capsys, option):
+    """A --workload is served as it is: an option only a traffic estimate reads is one line
+    naming it (exit 2), never silently ignored."""
+    work = tmp_path / "w.json"
+    work.write_text(json.dumps({"requests": [{"prompt_len": 3, "max_tokens": 2}]}))
+    argv = ["simulate", "--max-num-seqs", "4", "--workload", str(work), *option]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"hisparse simulate: error: {option[0]}: only with --traffic (a --workload "
+                   "is served as it is)"]

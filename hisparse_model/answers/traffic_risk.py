@@ -29,10 +29,8 @@ after *exposed*: with my traffic, how long until it dies, and how often within N
 from __future__ import annotations
 
 import bisect
-import contextlib
 import json
 import math
-import os
 from dataclasses import dataclass, field
 
 from ..model.host_pool import HostPoolShort, HostUse
@@ -344,19 +342,7 @@ def serve_seed(job: tuple, seed: int) -> SeedRun:
     return run
 
 
-def write_workload(run: SeedRun, path: str) -> None:
-    """Write ``run``'s requests up to its crash as a workload file, all or nothing."""
-    write_text(path, json.dumps(run.workload().as_json()) + "\n")
-
-
-def write_text(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all (a temporary file, then a rename)."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise TrafficError(f"{path}: {exc.strerror or exc}") from None
+def workload_text(run: SeedRun) -> str:
+    """``run``'s requests up to its crash as a workload file's text (``simulate --workload``
+    replays it to the same step); ``boundary/outputs.py`` writes it."""
+    return json.dumps(run.workload().as_json()) + "\n"

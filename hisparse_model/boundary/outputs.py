@@ -1,0 +1,99 @@
+"""Every file a command writes: checked before the work starts, written whole or not at all,
+never in place of something that is not a regular file, never over one of its inputs.
+
+* :func:`check_output` (before any work): the path is a new name in an existing, writable
+  folder, or an existing *regular* file that can be written.  A device (``/dev/null``), a FIFO,
+  a socket, a folder or a symbolic link is refused, since the atomic rename below would
+  replace it with a file (as root, ``/dev/null`` itself); so is a path that is one of the
+  command's inputs (the same file by inode, whatever the name), which writing would destroy.
+* :func:`write_atomic`: a temporary file in the same folder, flushed and synced, then
+  ``os.replace``; a full disk or any other failure removes the temporary file and is one line
+  naming the flag (:class:`OutputError`), the old file left as it was.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import tempfile
+
+
+class OutputError(ValueError):
+    """An output the command cannot write (one line naming the flag and the path)."""
+
+
+def _kind(mode: int) -> str | None:
+    """What a non-regular file is, in words (None for a regular file)."""
+    for test, word in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return word
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def check_output(flag: str, path: str, inputs: dict[str, str | None] | None = None) -> None:
+    """Refuse, in one line naming ``flag``, an output the command must not or cannot write;
+    ``inputs``: the command's input files by flag (None: not given)."""
+    if not path:
+        raise OutputError(f"{flag} '': give a file name")
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise OutputError(f"{flag} {path}: {exc.strerror or exc}") from None
+    if st is not None:
+        kind = _kind(st.st_mode)
+        if kind == "a folder":
+            raise OutputError(f"{flag} {path}: is a folder; give a file name")
+        if kind:
+            raise OutputError(f"{flag} {path}: is {kind}; the answer is written as a new "
+                              "regular file in its place, so give a regular file or a new name")
+        for other, given in (inputs or {}).items():
+            if given and given != "-" and _same(path, given):
+                raise OutputError(f"{flag} {path}: is the {other} file; writing it would "
+                                  "destroy it (give another file name)")
+        if not os.access(path, os.W_OK):
+            raise OutputError(f"{flag} {path}: not writable")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise OutputError(f"{flag} {path}: no folder {folder}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputError(f"{flag} {path}: the folder {folder} is not writable")
+
+
+def _same(a: str, b: str) -> bool:
+    """Whether two paths name one file (by device and inode; False if either is missing)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def write_atomic(flag: str, path: str, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (:func:`check_output` first)."""
+    check_output(flag, path)
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".hisparse-", suffix=".tmp", dir=folder)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        raise OutputError(f"{flag} {path}: " + ("the disk is full; nothing was written"
+                                                if full else f"{exc.strerror or exc}")) from None
+    finally:
+        if tmp is not None:
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
