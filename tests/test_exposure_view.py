@@ -24,7 +24,7 @@ def test_pasted_serve_command_is_exposed_with_examples_and_advice():
     assert d.labels["exposed"] == "exposed" and d.labels["tokens"] == "1025,1025,1025"
     assert d.labels["kinds"] == "lone_prompt,last_chunk,burst" and d.labels["verified"] == "true"
     text = _visible(d.numbers.value)
-    assert "EXPOSED for all traffic" in text and "9217-token prompt" in text
+    assert "EXPOSED: some traffic kills this server" in text and "9217-token prompt" in text
     assert "--attention-backend FLASHMLA_SPARSE" in text and "upgrade to vLLM 0.32.0" in text
     assert "stop=1025, capacity=1024" in text
 
