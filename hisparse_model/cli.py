@@ -252,7 +252,8 @@ def _live(args) -> int:
             raise ValueError("--out FILE.json is required (or --sweep FILE)")
         from .boundary.outputs import check_output
 
-        check_output("--out", args.out, {"--workload": args.workload})  # before any GPU probe
+        check_output("--out", args.out, {"--workload": args.workload},  # before any GPU probe
+                     makes_folder=True)
         knobs = knobs_from_args(args)
         if args.workload:
             from .schedule.workload import load_workload

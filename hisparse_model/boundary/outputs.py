@@ -35,9 +35,11 @@ def _kind(mode: int) -> str | None:
     return None if stat.S_ISREG(mode) else "not a regular file"
 
 
-def check_output(flag: str, path: str, inputs: dict[str, str | None] | None = None) -> None:
+def check_output(flag: str, path: str, inputs: dict[str, str | None] | None = None,
+                 makes_folder: bool = False) -> None:
     """Refuse, in one line naming ``flag``, an output the command must not or cannot write;
-    ``inputs``: the command's input files by flag (None: not given)."""
+    ``inputs``: the command's input files by flag (None: not given); ``makes_folder``: a
+    missing folder is made when the file is written (``live --out``)."""
     if not path:
         raise OutputError(f"{flag} '': give a file name")
     try:
@@ -61,6 +63,8 @@ def check_output(flag: str, path: str, inputs: dict[str, str | None] | None = No
             raise OutputError(f"{flag} {path}: not writable")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
+        if makes_folder:
+            return
         raise OutputError(f"{flag} {path}: no folder {folder}")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise OutputError(f"{flag} {path}: the folder {folder} is not writable")
@@ -74,10 +78,12 @@ def _same(a: str, b: str) -> bool:
         return False
 
 
-def write_atomic(flag: str, path: str, text: str) -> None:
+def write_atomic(flag: str, path: str, text: str, makes_folder: bool = False) -> None:
     """Write ``text`` to ``path`` whole or not at all (:func:`check_output` first)."""
-    check_output(flag, path)
+    check_output(flag, path, makes_folder=makes_folder)
     folder = os.path.dirname(os.path.abspath(path))
+    if makes_folder:
+        os.makedirs(folder, exist_ok=True)
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=".hisparse-", suffix=".tmp", dir=folder)

@@ -37,9 +37,9 @@ from __future__ import annotations
 import glob
 import json
 import os
-import tempfile
 
 from ..boundary.files import InputError
+from ..boundary.outputs import write_atomic
 from ..boundary.json_file import load as load_json
 from ..boundary.limits import RECORDING
 from ..model.knobs import Knobs
@@ -51,19 +51,11 @@ SCHEMA_VERSION = 1
 
 
 def write_json_atomic(path: str, data: dict) -> None:
-    """Write ``data`` to ``path`` via a temporary file and ``os.replace`` (never half-written)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=False)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Write ``data`` to ``path`` as JSON, whole or not at all, through the one writer of
+    every output (``boundary/outputs.py``: never in place of a device, FIFO or link), its
+    folder made if missing."""
+    write_atomic("--out", path, json.dumps(data, indent=1, sort_keys=False) + "\n",
+                 makes_folder=True)
 
 
 def recording_knobs(rec: dict) -> Knobs:
