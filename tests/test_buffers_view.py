@@ -7,6 +7,7 @@ API (``predict``, ``simulate``), never the picture code under test.
 from __future__ import annotations
 
 import html
+import os
 import re
 import xml.etree.ElementTree as ET
 
@@ -471,3 +472,29 @@ def test_a_long_note_is_wrapped_at_words_not_cut(note_chars):
     plain = buffer_picture(4, 5, 5, "crash", title="t", note="batch")
     height = lambda s: int(re.search(r"height='(\d+)'", s)[1])  # noqa: E731
     assert height(svg) - height(plain) == 16 * (len(lines) - 1)
+
+
+# a recording's name part -> what its row's knobs column must say (the NAMING table's knobs)
+NAME_PARTS = [(r"^s(\d+)$", "max_num_seqs={}"), (r"^b(\d+)$", "max_num_batched_tokens={}"),
+              (r"^l(\d+)$", "max_model_len={}"), (r"^blocks(\d+)$", "num_gpu_blocks_override={}"),
+              (r"^mtp(\d)$", "num_speculative_tokens={}"), (r"^eager$", "enforce_eager=True"),
+              (r"^piecewise$", "cudagraph_mode=PIECEWISE"), (r"^flashmla$", "FLASHMLA_SPARSE")]
+
+
+def test_every_knob_a_recordings_name_says_is_in_its_row():
+    """Notebook 4's knobs column holds every knob the recording's name gives (it dropped
+    blocks100 and l16384): each name part of the NAMING table that is a knob, in words."""
+    from hisparse_model.recorded.recordings import load_all, recording_knobs
+    from hisparse_model.views.engine_runs import knobs_text
+
+    checked = 0
+    for rec in load_all():
+        name = os.path.splitext(os.path.basename(rec["_path"]))[0]
+        text = knobs_text(recording_knobs(rec))
+        for part in name.split("-"):
+            for pattern, said in NAME_PARTS:
+                m = re.match(pattern, part)
+                if m:
+                    assert said.format(*m.groups()) in text, (name, part, text)
+                    checked += 1
+    assert checked > 50

@@ -60,13 +60,15 @@ def name_parts(name: str) -> list[tuple[str, str]]:
 
 
 def knobs_text(k) -> str:
-    """The knobs that differ from the defaults, in words."""
+    """The knobs that differ from the defaults, in words: every one (max_model_len,
+    num_gpu_blocks_override, prefix caching ... as much as S and B), so that each part of a
+    recording's name is in its row."""
+    default = type(k)(max_num_seqs=k.max_num_seqs).as_dict()
     parts = [f"max_num_seqs={k.max_num_seqs}"]
-    parts += [f"{n}={getattr(k, n)}" for n in ("max_num_batched_tokens", "num_speculative_tokens",
-                                               "enforce_eager", "cudagraph_mode")
-              if getattr(k, n) not in (None, 0, False)]
-    if k.attention_backend != "FLASH_ATTN_MLA_SPARSE":
-        parts.append(k.attention_backend)
+    for name, value in k.as_dict().items():
+        if name in ("vllm_version", "routing", "max_num_seqs") or value == default.get(name):
+            continue
+        parts.append(str(value) if name == "attention_backend" else f"{name}={value}")
     return ", ".join(parts)
 
 
