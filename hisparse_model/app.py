@@ -40,6 +40,7 @@ STOP_WAIT_S = 15  # seconds for Voilà to stop its kernels before it is killed
 LISTEN_POLL_S = 0.2  # how often to look whether Voilà has opened its port
 CULL_IDLE_S = 60  # a kernel whose page is gone, idle this long, is shut down
 CULL_INTERVAL_S = 10  # how often the kernel manager looks for such kernels
+MAX_CULL_IDLE_S = 7 * 24 * 3600  # a week: longer is never in practice
 
 
 def add_parser(subparsers) -> None:
@@ -133,6 +134,11 @@ def run(args) -> int:
     if not 1 <= args.port <= 65535:
         print(f"app: --port {args.port}: a TCP port is 1 to 65535", file=sys.stderr)
         return EXIT_BAD_INPUT
+    cull = getattr(args, "cull_idle", CULL_IDLE_S)
+    if not 1 <= cull <= MAX_CULL_IDLE_S:  # Jupyter reads 0 or less as "never cull"
+        print(f"app: --cull-idle {cull}: 1 to {MAX_CULL_IDLE_S} seconds (0 or less would keep "
+              "every closed page's kernel forever)", file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
         socket.getaddrinfo(args.ip, args.port)
     except (socket.gaierror, UnicodeError, ValueError) as exc:  # ValueError: a NUL in it
@@ -146,11 +152,12 @@ def run(args) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="hisparse-app-") as tmp:
             cmd = voila_command(write_notebook(tmp), args.port, args.ip, not args.no_browser,
-                                cull_idle_s=getattr(args, "cull_idle", CULL_IDLE_S))
+                                cull_idle_s=cull)
             proc = subprocess.Popen(cmd, cwd=tmp, start_new_session=True)
             try:
                 if _wait_listening(proc, args.ip, args.port):  # said only once it is true
-                    print(f"serving the HiSparse dashboards at http://{args.ip}:{args.port}/ "
+                    host = f"[{args.ip}]" if ":" in args.ip else args.ip  # an IPv6 literal
+                    print(f"serving the HiSparse dashboards at http://{host}:{args.port}/ "
                           "(Ctrl-C stops)", flush=True)
                 return proc.wait()
             except KeyboardInterrupt:

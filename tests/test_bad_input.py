@@ -502,6 +502,9 @@ def test_app_start_up_errors(monkeypatch):
     answer(["app", "--port", 99999], 2, "--port 99999: a TCP port is 1 to 65535")
     answer(["app", "--port", 0], 2, "--port 0")
     answer(["app", "--ip", "bad\x00host"], 2, "--ip 'bad\\x00host': not an address")
+    # 0 or less: Jupyter would never cull a closed page's kernel
+    answer(["app", "--cull-idle", -1], 2, "--cull-idle -1: 1 to 604800 seconds")
+    answer(["app", "--cull-idle", 0], 2, "--cull-idle 0: 1 to 604800 seconds")
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     status, out, err = main(["app"])
     assert status == 3
