@@ -124,20 +124,14 @@ def _check_outputs(args) -> None:
     """``--crash-workload`` and ``--plot``, before anything runs (``boundary/outputs.py``):
     each a regular file or a new name that can be written, never one of the command's inputs
     (``--traffic``, ``--step-ms-from-log``) nor the other output."""
-    import os
-
-    from .boundary.outputs import OutputError, check_output
+    from .boundary.outputs import check_output
 
     inputs = {"--traffic": args.traffic, "--step-ms-from-log": args.step_ms_from_log}
     for flag, path in (("--crash-workload", args.crash_workload), ("--plot", args.plot)):
         if path is None:
             continue
-        check_output(flag, path, inputs)  # an existing file: the same inode as an input
-        for other, given in inputs.items():  # a new name: the same path as the other output
-            if given and given != "-" and os.path.realpath(path) == os.path.realpath(given):
-                raise OutputError(f"{flag} {path}: is the {other} file; writing it would "
-                                  "destroy it (give another file name)")
-        inputs[flag] = path
+        check_output(flag, path, inputs)
+        inputs[flag] = path  # the other output may not be this one either
 
 
 def _check_workload_options(args) -> None:

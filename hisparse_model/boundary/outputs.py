@@ -55,12 +55,13 @@ def check_output(flag: str, path: str, inputs: dict[str, str | None] | None = No
         if kind:
             raise OutputError(f"{flag} {path}: is {kind}; the answer is written as a new "
                               "regular file in its place, so give a regular file or a new name")
-        for other, given in (inputs or {}).items():
-            if given and given != "-" and _same(path, given):
-                raise OutputError(f"{flag} {path}: is the {other} file; writing it would "
-                                  "destroy it (give another file name)")
         if not os.access(path, os.W_OK):
             raise OutputError(f"{flag} {path}: not writable")
+    for other, given in (inputs or {}).items():  # by inode, or by path for a new name
+        if given and given != "-" and (
+                _same(path, given) or os.path.realpath(path) == os.path.realpath(given)):
+            raise OutputError(f"{flag} {path}: is the {other} file; writing it would "
+                              "destroy it (give another file name)")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         if makes_folder:
