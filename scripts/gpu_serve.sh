@@ -11,6 +11,9 @@
 # kept in HISPARSE_DG_CACHE (default /root/.cache/hisparse-deep-gemm) so that a later server
 # on the same machine starts from what an earlier one compiled (run.json counts its files);
 # HISPARSE_START_TIMEOUT (default 420) is how long a server may take to answer /health.
+# The cache outlives the machine too: a carried .gpu/dg-cache-VLLM_VERSION.tgz is unpacked into
+# it before the first server, and the cache is packed back into $OUT/dg-cache-VLLM_VERSION.tgz
+# after the last run (copy it to .gpu/ here: a fresh machine then skips the 6-minute first fill).
 set -uo pipefail
 v=$1; trace=$2; shift 2
 bash .gpu/run/device-setup.sh || exit 1
@@ -19,6 +22,10 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 # what the OpenAI server imports once the engine is up, checked before any engine starts
 python3 -c "import uvicorn, prometheus_fastapi_instrumentator, openai
 import model_hosting_container_standards.sagemaker, vllm.entrypoints.openai.api_server" || exit 1
+dg=${HISPARSE_DG_CACHE:-/root/.cache/hisparse-deep-gemm}
+if [ -f ".gpu/dg-cache-$v.tgz" ] && [ ! -d "$dg" ]; then
+  mkdir -p "$dg" && tar -xzf ".gpu/dg-cache-$v.tgz" -C "$dg" && echo "DeepGEMM cache: $(find "$dg" -type f | wc -l) files from .gpu/dg-cache-$v.tgz"
+fi
 port=8100
 for spec in "$@"; do
   IFS=: read -r name s speed seconds limit pool gemm <<< "$spec"
@@ -26,7 +33,7 @@ for spec in "$@"; do
   echo "== $name: S $s, speed $speed, at most $seconds s of replay, $limit s in all ($(date +%T))"
   timeout -k 5 "$limit" python3 -m hisparse_model.engine.serve_run --trace "$trace" \
     --vllm-version "$v" --max-num-seqs "$s" --speed "$speed" --seconds "$seconds" \
-    --port $port --out "$out" --deep-gemm-cache "${HISPARSE_DG_CACHE:-/root/.cache/hisparse-deep-gemm}" \
+    --port $port --out "$out" --deep-gemm-cache "$dg" \
     --start-timeout "${HISPARSE_START_TIMEOUT:-420}" ${pool:+--host-pool-gib "$pool"} ${gemm:+--deep-gemm-warmup "$gemm"} > "$out/console.log" 2>&1
   echo "   rc $? ($(date +%T))"; tail -n 2 "$out/console.log" | cut -c1-600
   grep -m2 -E "stop=[0-9]+, capacity=" "$out/server.log" | cut -c1-300
@@ -36,3 +43,4 @@ for spec in "$@"; do
   tar -czf "$OUT/$name.tgz" -C /tmp/serve-runs "$name"
   port=$((port + 1))
 done
+[ -d "$dg" ] && tar -czf "$OUT/dg-cache-$v.tgz" -C "$dg" . && echo "DeepGEMM cache packed: $(du -h "$OUT/dg-cache-$v.tgz" | cut -f1)"
