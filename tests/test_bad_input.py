@@ -473,6 +473,46 @@ def test_explain_bad_input(args, culprit):
     answer(["explain", *args], 2, culprit)
 
 
+# -- texts a regular expression once rescanned to the end from each opening ----------------
+def _observed_dump(log: str) -> dict:
+    """serve_compare's reading of a server.log (the requests of the step that died)."""
+    from hisparse_model.recorded.serve_recordings import ServeRun, observed
+
+    return observed(ServeRun("run", {}, None, "t", log=log)).scheduled
+
+
+UNCLOSED_DUMP = "Dumping scheduler output for model execution: x num_scheduled_tokens={\n"
+# (what, the call, its input, what it answers): each within RESCAN_S of CPU; before issue 61
+# the first took over 60 s (a lazy (.*?) under re.S scanned the rest of the text from each of
+# 40,000 openings: 40,000 x 1 MB) and the second 230 s (a [^}]* crossed lines, 20,000 x 1.4 MB)
+RESCANS = [
+    ("explain, 40,000 unclosed worker wrappers",
+     lambda text: main(["explain", "-"], text.encode())[0],
+     "Worker failed with error 'x\n" * 40_000, 4),  # not a crash the model covers
+    ("explain, a wrapper closed after 40,000 openings",
+     lambda text: main(["explain", "-"], text.encode())[0],
+     "Worker failed with error 'x\n" * 40_000 + "', please check" + ERR + "stop=3, capacity=2.",
+     0),  # the first opening's text runs to the closing: the off-by-one inside it
+    ("server.log, 20,000 unclosed dumps", _observed_dump,
+     "HiSparse swap rows exceed stop=3, capacity=2.\n" + UNCLOSED_DUMP * 20_000, {}),
+    ("server.log, a dump closed on its own line only", _observed_dump,
+     "HiSparse swap rows exceed stop=3, capacity=2.\n" + UNCLOSED_DUMP * 20_000
+     + UNCLOSED_DUMP.replace("{", "{'cmpl-trace-7-0': 5}"), {7: 5}),
+    ("server.log, a dump of 200,000 request ids without a colon", _observed_dump,
+     "HiSparse swap rows exceed stop=3, capacity=2.\n" + UNCLOSED_DUMP.replace(
+         "{", "{" + "req-1" * 200_000 + "}"), {}),  # each id's tail is at most 200 characters
+]
+RESCAN_S = 10.0
+
+
+@pytest.mark.parametrize("what,call,text,want", RESCANS, ids=[r[0] for r in RESCANS])
+def test_no_reader_rescans_the_rest_of_a_text_from_each_opening(what, call, text, want):
+    """Every reader of a log's wrapped error or input dump is one pass over the text."""
+    start = time.process_time()
+    assert call(text) == want, what
+    assert time.process_time() - start < RESCAN_S, what
+
+
 # -- bench and app (in-process) ----------------------------------------------------------
 def test_bench_options_before_measuring(monkeypatch, capsys):
     """``bench --help`` and ``bench --bogus`` answer without running the benchmark."""

@@ -84,7 +84,12 @@ def hostile(tmp_path_factory) -> dict[str, str]:
                             for i in range(TRACE_ROWS + 1)))
     fifo = d / "fifo"
     os.mkfifo(fifo)
-    return {"big": str(big), "bomb": str(d / "bomb.log.gz"),
+    # 200,000 gzip members that inflate to nothing (20 bytes each, 4 MB); a gzip header whose
+    # comment (FCOMMENT, ended by a zero byte) never ends: 17 MiB of it inflates to nothing
+    (d / "empty-members.gz").write_bytes(gzip.compress(b"", mtime=0) * 200_000)
+    (d / "endless-header.gz").write_bytes(b"\x1f\x8b\x08\x10" + bytes(6) + b"c" * (17 * MIB))
+    return {"empty": str(d / "empty-members.gz"), "header": str(d / "endless-header.gz"),
+            "big": str(big), "bomb": str(d / "bomb.log.gz"),
             "newlines": str(d / "newlines.log.gz"), "rows": str(rows), "fifo": str(fifo),
             "dir": str(d)}
 
@@ -112,6 +117,17 @@ READERS = [
     ("a gzip bomb as a log", ["check", "--from-log", "{bomb}"], LINE, 200, 5),
     ("a gzip file of newlines as a log", ["check", "--from-log", "{newlines}"],
      "more than 2,000,000 lines, the bound on a log", 400, 8),
+    # read forever or for seconds before issue 61: members that inflate to nothing are counted
+    # (at most one per 4 KiB of the bound: 128 MiB / 4 KiB = 32,768), and compressed bytes
+    # are bounded as well as what they inflate to (17 MiB of a header > 16 MiB read)
+    ("gzip members that inflate to nothing", ["explain", "--file", "{empty}"],
+     "a gzip stream of more than 32,768 members", 200, 3),
+    ("gzip members as traffic", [*SIM, "--traffic", "{empty}"],
+     "a gzip stream of more than 16,384 members", 200, 3),  # 64 MiB / 4 KiB
+    ("gzip members as a log", ["check", "--from-log", "{empty}"],
+     "a gzip stream of more than 32,768 members", 200, 3),
+    ("a gzip header that never ends", [*SIM, "--workload", "{header}"],
+     "more than 16 MiB of gzip data read, the bound on a JSON file", 200, 3),
     ("200,001 requests", [*SIM, "--traffic", "{rows}"],
      f"more than {TRACE_ROWS:,} requests, the bound on a trace", 600, 20),
     # a FIFO with no writer is read as empty at once (no wait for a writer that never comes)

@@ -34,7 +34,10 @@ from ..model.parallel import ENGINE_INIT_FAILED as _INIT_TEXT
 
 # ASCII digits only: vLLM formats its ints so (a full-width "３" is not its text)
 _STOP_CAPACITY = re.compile(r"stop=([0-9]+),\s*capacity=([0-9]+)")
-_WORKER = re.compile(r"Worker failed with error '(.*?)', please check", re.S)
+# the executor's wrapper: the quoted text ends at the first "', please check" after the
+# opening (found with str.find, so a log of 40,000 unclosed openings is one pass, where a
+# lazy regex rescanned to the end of the text from each of them)
+_OPEN, _CLOSE = "Worker failed with error '", "', please check"
 # Swap rows are GPU tensor rows: a count of more digits than this is no engine's
 _MAX_DIGITS = 18
 _INDEX_ERROR = "list index out of range"
@@ -89,10 +92,22 @@ def _when(text: str) -> str | None:
     return None
 
 
+def _worker(text: str) -> str | None:
+    """The worker's error text inside the executor's wrapper (the first opening's; the text
+    up to the first closing after it, newlines included), None when not wrapped.  Linear:
+    if the first opening has no closing after it, no later opening has one either."""
+    start = text.find(_OPEN)
+    if start < 0:
+        return None
+    start += len(_OPEN)
+    end = text.find(_CLOSE, start)
+    return None if end < 0 else text[start:end]
+
+
 def _wrapped(text: str) -> list[str]:
     """How the text reached the user, when it is wrapped."""
     out = []
-    if _WORKER.search(text):
+    if _worker(text) is not None:
         out.append("The multiprocessing executor re-raised a worker's error as "
                    "\"Worker failed with error '...'\": the quoted text is the worker's.")
     when = _when(text)
@@ -172,8 +187,8 @@ def diagnose(text: str) -> Diagnosis:
     """What ``text`` (a log line, a traceback, or several lines) says about the crash."""
     if not text.strip():
         raise ValueError("error text: empty (paste the error line from the log)")
-    worker = _WORKER.search(text)
-    inner = worker.group(1) if worker else text
+    worker = _worker(text)
+    inner = text if worker is None else worker
     when = _when(text)
     head = _wrapped(text)
     # the first anywhere: in a log, the first HiSparse error is the one that killed the engine

@@ -6,7 +6,9 @@ counted as it comes, so no input holds more memory than its :class:`~.limits.Bou
 regular file over its bound (and not gzip-compressed) is refused from its size before a byte
 is read.  A gzip file (its magic bytes, whatever its name) is decompressed as it streams, its
 decompressed size counted against the bound (a small file that inflates without end is
-refused at the bound, not after); a corrupt or cut one is one line saying so.  Lines are
+refused at the bound, not after), and so are its compressed bytes and its members (a stream
+of members that inflate to nothing is refused, not read forever); a corrupt or cut one is one
+line saying so.  Lines are
 split at ``\\n``; one line longer than :data:`~.limits.LINE_BYTES` is refused (``/dev/zero``
 in a second).  Every refusal is an :class:`InputError` naming the input and the bound.
 """
@@ -78,7 +80,7 @@ def chunks(path: str, bound: Bound, name: str) -> Iterator[bytes]:
         if not more:
             break
         first += more
-    pieces = _inflate(first, raw, name) if first.startswith(GZIP_MAGIC) else \
+    pieces = _inflate(first, raw, name, bound) if first.startswith(GZIP_MAGIC) else \
         _chain(first, raw)
     total = 0
     for piece in pieces:
@@ -94,26 +96,52 @@ def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
     yield from rest
 
 
-def _inflate(first: bytes, rest: Iterator[bytes], name: str) -> Iterator[bytes]:
+# Compressed bytes handed to zlib at a time: zlib copies what is left of its input when a
+# member ends, so a chunk of many tiny members costs a copy of at most this per member.
+FEED = 64 * 1024
+# The most gzip members in a stream of one bound: bgzip (the largest-member-count writer in
+# use) makes one member per 64 KiB inflated, so a bound's worth is bound / 64 KiB members;
+# one per 4 KiB inflated is 16 times that, and a stream of empty members is refused here.
+MEMBER_BYTES = 4 * 1024
+
+
+def _inflate(first: bytes, rest: Iterator[bytes], name: str, bound: Bound) -> Iterator[bytes]:
     """gzip members (one after another, as ``cat a.gz b.gz`` makes) inflated ``CHUNK`` at a
-    time: what is held is one chunk in and one out, however far the data inflates."""
+    time: what is held is one chunk in and one out, however far the data inflates.  What is
+    read is bounded as well as what it inflates to: more compressed bytes than the bound, or
+    more members than one per :data:`MEMBER_BYTES` of it (members that inflate to nothing
+    read without end otherwise), is refused."""
     d = zlib.decompressobj(wbits=31)  # 31: a gzip header and trailer
-    for data in _chain(first, rest):
-        while data:
-            try:
-                out = d.decompress(data, CHUNK)
-            except zlib.error as exc:
-                raise InputError(f"{name}: a gzip file that cannot be decompressed ({exc})"
-                                 ) from None
-            if out:
-                yield out
-            if d.eof:
-                data = d.unused_data
-                d = zlib.decompressobj(wbits=31) if data else d
-                if data and not data.startswith(GZIP_MAGIC[:len(data)]):
-                    return  # trailing bytes after the last member: gzip ignores them too
-            else:
-                data = d.unconsumed_tail
+    read, members, most = 0, 1, max(1, bound.bytes // MEMBER_BYTES)
+    for whole in _chain(first, rest):
+        read += len(whole)
+        if read > bound.bytes:
+            raise InputError(f"{name}: more than {_size(bound.bytes)} of gzip data read, the "
+                             f"bound on a {bound.kind} ({bound.why})")
+        for at in range(0, len(whole), FEED):
+            data = whole[at:at + FEED]
+            while data:
+                try:
+                    out = d.decompress(data, CHUNK)
+                except zlib.error as exc:
+                    raise InputError(f"{name}: a gzip file that cannot be decompressed ({exc})"
+                                     ) from None
+                if out:
+                    yield out
+                if d.eof:
+                    data = d.unused_data
+                    if data:
+                        members += 1
+                        if members > most:
+                            raise InputError(
+                                f"{name}: a gzip stream of more than {most:,} members (one per "
+                                f"{_size(MEMBER_BYTES)} of the {_size(bound.bytes)} bound on a "
+                                f"{bound.kind}; gzip and bgzip write far fewer)")
+                        d = zlib.decompressobj(wbits=31)
+                    if data and not data.startswith(GZIP_MAGIC[:len(data)]):
+                        return  # trailing bytes after the last member: gzip ignores them too
+                else:
+                    data = d.unconsumed_tail
     if not d.eof:
         raise InputError(f"{name}: a gzip file cut short (it ends inside its compressed "
                          "data)")

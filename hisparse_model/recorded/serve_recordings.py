@@ -39,9 +39,13 @@ from ..model.knobs import Knobs
 from ..schedule.workload import short_repr
 
 ERROR = re.compile(r"stop=(\d+), capacity=(\d+)")
-DUMP = re.compile(r"Dumping scheduler output for model execution: .*?"
-                  r"num_scheduled_tokens=\{([^}]*)\}")
-REQUEST = re.compile(r"(?:trace|req)-(\d+)\S*?:\s*(\d+)")
+# vLLM's input dump: found with str.find line by line (a log of 20,000 unclosed
+# "num_scheduled_tokens={" is one pass, where a regex rescanned the rest of the log from each)
+DUMP = "Dumping scheduler output for model execution: "
+TOKENS = "num_scheduled_tokens={"
+# a request id's tail is bounded (vLLM's ids are some 50 characters): a dump of 4 MiB of
+# "req-1" without a colon is one pass, not a rescan from each of them
+REQUEST = re.compile(r"(?:trace|req)-(\d+)\S{0,200}?:\s*(\d+)")
 SNAPSHOT = re.compile(r"^metrics-(\d+(?:\.\d+)?)\.txt$")
 
 
@@ -220,11 +224,27 @@ class Observed:
     stalled_s: float | None
 
 
+def dump_of(log: str) -> str | None:
+    """The ``{...}`` of the first dump line whose ``num_scheduled_tokens={`` closes on that
+    line (its text inside the braces), None when none does.  Each line is scanned once."""
+    at = log.find(DUMP)
+    while at >= 0:
+        end = log.find("\n", at)
+        end = len(log) if end < 0 else end
+        opened = log.find(TOKENS, at, end)
+        if opened >= 0:
+            closed = log.find("}", opened + len(TOKENS), end)
+            if closed >= 0:
+                return log[opened + len(TOKENS):closed]
+        at = log.find(DUMP, end)
+    return None
+
+
 def observed(run: ServeRun) -> Observed:
     """What the server did: its HiSparse error and the dump of the step that raised it."""
     error = ERROR.search(run.log) if "HiSparse swap rows exceed" in run.log else None
-    dump = DUMP.search(run.log) if error else None
-    scheduled = ({int(i): int(n) for i, n in REQUEST.findall(dump.group(1))} if dump else {})
+    dump = dump_of(run.log) if error else None
+    scheduled = {int(i): int(n) for i, n in REQUEST.findall(dump)} if dump else {}
     return Observed(run.run.get("crash_logged_s"),
                     (int(error.group(1)), int(error.group(2))) if error else None, scheduled,
                     run.run.get("stalled_at_s"))
