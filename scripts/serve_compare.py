@@ -25,8 +25,13 @@ def cell(value, unit: str = "") -> str:
     return "-" if value in (None, {}, ()) else f"{value}{unit}"
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2 (argparse's own status), no usage
+        self.exit(2, f"serve_compare.py: error: {message}\n")
+
+
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = _Parser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="+")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)

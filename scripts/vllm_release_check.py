@@ -48,7 +48,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 TEXT_CITE = re.compile(r"vllm/(?P<path>[\w/]+\.py):(?P<start>\d+)(?:-(?P<end>\d+))?"
                        r"@(?P<version>\d+\.\d+\.\d+)\s+`(?P<name>[^`]+)`")
-VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")  # ASCII digits: a full-width "0.35.0" is no release
 
 
 @dataclasses.dataclass(frozen=True)

@@ -227,6 +227,8 @@ FOLDERS = [
     ({"run.json": json.dumps(_run_json(speed="fast"))}, "run.json speed must be a number"),
     ({"run.json": json.dumps(_run_json(speed=-1))}, "run.json speed must be > 0"),
     ({"run.json": json.dumps(_run_json(speed=float("nan")))}, "must be a finite number"),
+    # an integer past a float (10^400): was an OverflowError from math.isfinite
+    ({"run.json": json.dumps(_run_json(speed=10**400))}, "run.json speed must be > 0 and <="),
     ({"run.json": json.dumps({**_run_json(), "trace": "/etc/passwd"})},
      "the name of a trace file in"),
     ({"run.json": json.dumps({**_run_json(), "trace": "../traces/x.csv"})},
@@ -253,6 +255,22 @@ def test_serve_compare_answers_a_bad_folder_in_one_line(tmp_path, capsys, files,
     assert err.count("\n") == 1 and err.startswith("serve_compare.py: error: ") and words in err, err
 
 
+# (arguments, the refusal's words): argparse's usage line is not printed (one line in all)
+USAGE = [([], "the following arguments are required: runs"),
+         (["x", "--bogus"], "unrecognized arguments: --bogus")]
+
+
+@pytest.mark.parametrize("argv,words", USAGE)
+def test_serve_compare_usage_errors_are_one_line(capsys, argv, words):
+    """A usage error of serve_compare.py is one line and exit 2."""
+    import serve_compare
+
+    with pytest.raises(SystemExit) as exc:
+        serve_compare.main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err == f"serve_compare.py: error: {words}\n", err
+
+
 def test_serve_compare_on_a_file_or_a_missing_folder(tmp_path, capsys):
     import serve_compare
 
@@ -266,6 +284,8 @@ def test_serve_compare_on_a_file_or_a_missing_folder(tmp_path, capsys):
 RELEASE = [
     (["0.34.0\n"], "'0.34.0\\n' is not a release"),
     (["0.35"], "'0.35' is not a release"),
+    (["\uff10.35.0"], "'\uff10.35.0' is not a release"),  # a full-width 0: re's \\d took it
+    (["0.35.\u0660"], "is not a release"),  # an Arabic-Indic 0
     (["0.35.0", "--from", "0.30.0"], "--from 0.30.0: the model covers"),
     (["0.35.0", "--recordings", "/nonexistent"], "--recordings /nonexistent: not a folder"),
     (["0.35.0", "--recordings", "EMPTY"], "no recording (*.json) in it"),

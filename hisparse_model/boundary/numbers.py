@@ -12,7 +12,10 @@ from typing import NamedTuple
 
 
 def shown(x: float) -> str:
-    """A bound or a value as people read it: 10,080, 1,000,000, 0.5, 1e+300."""
+    """A bound or a value as people read it: 10,080, 1,000,000, 0.5, 1e+300; an integer past
+    a float (10^400) as its order of magnitude, ~1e+400 (no float conversion overflows)."""
+    if isinstance(x, int) and abs(x) > 10**300:
+        return f"~1e+{int(math.log10(abs(x)))}"  # log10 takes any int
     return f"{int(x):,}" if x == int(x) and abs(x) < 1e15 else f"{x:g}"
 
 
@@ -36,7 +39,7 @@ class Range(NamedTuple):
         if isinstance(value, bool) or not isinstance(value, (int, float) if not whole else int):
             raise ValueError(f"{must} be {'an integer' if whole else 'a number'}, "
                              f"got {value!r}")
-        if not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):  # an int is finite
             raise ValueError(f"{must} be a finite number, got {value!r}")
         if value < self.low or (self.low_open and value == self.low) or value > self.high:
             raise ValueError(f"{must} be {self.words()}, got {shown(value)}")
