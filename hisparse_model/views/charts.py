@@ -121,23 +121,66 @@ def lane_chart(ns: list[int], lanes: dict[str, list[str]], *, title: str, x_labe
     return svg.render()
 
 
+MIN_RUN_PX = 6  # the least width a run of the strip is drawn at (one S of 256 is 2.4 px)
+DIGIT_PX = 7  # px a digit of an 11 px tick label takes, rounded up (sans-serif: about 6.1)
+
+
+def strip_tick_labels(seqs: list[int], current: int, cw: float) -> list[int]:
+    """The values of a zoom strip written under their cells: every one where its label fits
+    its cell, else every 2nd (or 4th ...) multiple, the current value always, and no two
+    labels closer than the widest label plus 4 px."""
+    room = DIGIT_PX * len(str(seqs[-1])) + 4
+    step = next(k for k in (1, 2, 4, 5, 8, 10, 16, 32) if k * cw >= room or k == 32)
+    x = {s: i * cw for i, s in enumerate(seqs)}
+    shown = [current] if current in x else []
+    for s in seqs:
+        if s % step == 0 or step == 1:
+            if all(abs(x[s] - x[t]) >= room for t in shown):
+                shown.append(s)
+    return sorted(shown)
+
+
+def _narrow_lefts(spans: list[tuple[float, float]]) -> list[float]:
+    """Left edges of runs too narrow to see, ``(left, width)`` each, drawn MIN_RUN_PX wide
+    about their own cells, left to right, none over the one before it (two lone values side
+    by side stay two cells) and none past the strip's ends."""
+    out: list[float] = []
+    for left, width in spans:
+        at = max(left + width / 2 - MIN_RUN_PX / 2, LEFT, out[-1] + MIN_RUN_PX if out else LEFT)
+        out.append(min(at, WIDTH - RIGHT - MIN_RUN_PX))
+    return out
+
+
 def _strip(svg: Svg, y: int, seqs: list[int], outcomes: list[str], current: int,
            label: str, numbered: bool) -> None:
     x, cw = _plot_x(seqs)
     svg.text(LEFT - 8, y + 16, label, anchor="end", cls="hs-lane-label")
+    narrow = []
     for start, length, key in runs(outcomes):
-        svg.rect(x(seqs[start]), y, length * cw, 24, PALETTE[key], cls=f"hs-cell-{key}")
+        if length * cw >= MIN_RUN_PX:
+            svg.rect(x(seqs[start]), y, length * cw, 24, PALETTE[key], cls=f"hs-cell-{key}")
+        else:  # drawn after the wide runs, over their edges
+            narrow.append((start, length, key))
+    box = None  # (left, width) of the current value's cell where it is a narrow run's
+    lefts = _narrow_lefts([(x(seqs[a]), n * cw) for a, n, _ in narrow])
+    for (start, length, key), left in zip(narrow, lefts):
+        svg.rect(left, y, MIN_RUN_PX, 24, PALETTE[key], stroke="#fff", stroke_width=1,
+                 cls=f"hs-cell-{key} hs-narrow")
+        if seqs[start] <= current < seqs[start] + length:
+            box = (left, MIN_RUN_PX)
     for s in seqs[1:] if numbered else ():  # cell borders, where cells are wide enough
         svg.line(x(s), y, x(s), y + 24, stroke="#fff")
-    for s in (seqs if numbered else ticks(seqs[0], seqs[-1])):
-        svg.text(x(s) + cw / 2, y + 40, s, anchor="middle", size=11)
+    for s in (strip_tick_labels(seqs, current, cw) if numbered else ticks(seqs[0], seqs[-1])):
+        svg.text(x(s) + cw / 2, y + 40, s, anchor="middle", size=11,
+                 weight="bold" if numbered and s == current else "normal", cls="hs-strip-tick")
     if current > seqs[-1]:  # past the strip's end: an arrow there says where it is
         end = x(seqs[-1]) + cw
         svg.text(end + 4, y + 16, f"{current} →", size=12, cls="hs-current-past")
     if seqs[0] <= current <= seqs[-1]:
-        cx = x(current) + cw / 2
-        svg.rect(x(current) - 1, y - 3, max(cw, 2) + 2, 30, "none", stroke="#000",
-                 stroke_width=2, cls="hs-current")
+        left, w = box or (x(current), cw)  # a narrow run's cell boxed where it is drawn
+        cx = left + w / 2
+        svg.rect(left - 1, y - 3, w + 2, 30, "none", stroke="#000", stroke_width=2,
+                 cls="hs-current")
         svg.path(f"M{cx - 6:.1f},{y - 12:.1f} l12,0 l-6,8 z", "#000")
 
 
@@ -149,7 +192,8 @@ def strip_chart(data: dict, current: int, *, title: str, caption: str = "",
     seqs, outcomes = data["max_num_seqs"], data["outcome"]
     svg = Svg(WIDTH, 212, title)
     svg.text(10, 20, title, size=14, weight="bold")
-    keys = [cd.STARTUP_CRASH, cd.RUNTIME_CRASH, cd.SAFE, cd.INVALID]
+    keys = [cd.STARTUP_CRASH, cd.NEVER_STARTS, cd.RUNTIME_CRASH, cd.EXPOSED, cd.SAFE,
+            cd.UNDECIDED, cd.INVALID]  # every colour a cell can have
     svg.legend(LEFT, 42, [k for k in keys if k in outcomes], labels)
     _strip(svg, 68, seqs, outcomes, current, f"max_num_seqs 1…{seqs[-1]}", numbered=False)
     lo = max(1, min(current - 15, seqs[-1] - 31))

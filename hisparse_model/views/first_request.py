@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from ..text.plural import count
 from ..text import chart_data as cd
 from ..answers.advice import ranges
@@ -81,9 +83,41 @@ def _startup_html(pred) -> str:
             f"{cite_html(cites['startup'])})</summary>{table_html}</details>")
 
 
+CHUNK = re.compile(r"^(.*) chunk (\d+)/(\d+)$")  # "prefill chunk 3/100"
+ENDS = 3  # groups of batches written at each end of a prompt's cell; the rest counted
+
+
+def _routed(b) -> str:
+    return f"n={b.routed} → {b.route}" if b.routed else "not routed"
+
+
+def batches_text(batches) -> str:
+    """A prompt's batches in a line or two however long the prompt: consecutive chunks routed
+    alike are one group ("prefill chunks 1-99/100: n=2 → swap_in each"), and past
+    2 · :data:`ENDS` groups the first and last :data:`ENDS` are written, the rest counted."""
+    groups: list[list] = []  # [label, first chunk, last chunk, of, routed text]
+    for b in batches:
+        m, said = CHUNK.match(b.label), _routed(b)
+        g = groups[-1] if groups else None
+        if m and g and g[3] == m[3] and g[0] == m[1] and g[4] == said \
+                and int(m[2]) == g[2] + 1:
+            g[2] = int(m[2])
+        else:
+            groups.append([m[1], int(m[2]), int(m[2]), m[3], said] if m
+                          else [b.label, None, None, None, said])
+    words = [f"{label}: {said}" if first is None else
+             f"{label} chunk {first}/{of}: {said}" if first == last else
+             f"{label} chunks {first}–{last}/{of}: {said} each"
+             for label, first, last, of, said in groups]
+    if len(words) > 2 * ENDS:
+        hidden = groups[ENDS:-ENDS]
+        left = sum(1 if g[1] is None else g[2] - g[1] + 1 for g in hidden)
+        words = words[:ENDS] + [f"… {count(left, 'more batch', 'more batches')} …"] + words[-ENDS:]
+    return ", ".join(words)
+
+
 def _prompts_html(pred) -> str:
-    rows = [[esc(prompt_name(i, p.n)), esc(", ".join(f"{b.label}: n={b.routed} → {b.route}" if b.routed
-                                     else f"{b.label}: not routed" for b in p.batches)),
+    rows = [[esc(prompt_name(i, p.n)), esc(batches_text(p.batches)),
              outcome_html("ok" if p.ok else p.error, p.ran, f": the engine died at {p.died_at}")]
             for i, p in enumerate(pred.prompts)]
     return ("<div class='hs-note'><b>prompts</b>, each served alone (8 output tokens)</div>"

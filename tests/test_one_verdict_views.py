@@ -1,0 +1,144 @@
+"""One verdict (issue 60), what a learner saw last: notebook 2's strip and prompt table read
+at any knobs.
+
+Each test states one thing a reader must see; the expected values are the arithmetic in the
+comments or the model's own answer (``predict``), never the view code under test.
+"""
+
+from __future__ import annotations
+
+import html
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from hisparse_model.model.batches import Batch
+from hisparse_model.views.charts import LEFT, RIGHT, WIDTH, strip_chart
+from hisparse_model.views.first_request import batches_text, startup_dashboard
+
+ZOOM_Y = 134 + 40  # y of the zoom strip's tick labels (the strip at y 134, labels 40 below)
+FULL_Y = 68  # y of the full strip's cells
+
+
+def _texts(svg: str, cls: str) -> list[tuple[float, float, str]]:
+    return [(float(t.get("x")), float(t.get("y")), "".join(t.itertext()))
+            for t in ET.fromstring(svg).iter() if t.get("class") == cls]
+
+
+# (current max_num_seqs, the zoom's labelled values, the least room between two labels: a
+# label's digits at about 6.1 px each, 11 px sans-serif, and 3 px between); the zoom holds 32
+# values, each cell (900 - 250 - 24) / 32 = 19.6 px wide
+ZOOM_ROWS = [
+    # 1 ... 32: two digits (2 x 6.1 = 12.2 px) fit a 19.6 px cell: every value
+    (2, list(range(1, 33)), 15),
+    # 135 ... 166 (150 - 15 = 135): three digits (about 18.3 px) do not fit 19.6 px with room
+    # between them, so every second value (39 px apart), the even ones, 150 among them
+    (150, list(range(136, 167, 2)), 22),
+    # 225 ... 256 (min(250 - 15, 256 - 31) = 225): the even ones and 251, bold, the odd
+    # current value: 250 and 252 are one cell (19.6 px) from it, so left out
+    (251, [226, 228, 230, 232, 234, 236, 238, 240, 242, 244, 246, 248, 251, 254, 256], 22),
+]
+
+
+@pytest.mark.parametrize("current, labelled, room", ZOOM_ROWS)
+def test_the_zooms_tick_labels_never_run_together(current, labelled, room):
+    """Under the zoom, no two tick labels are closer than their digits' width and a gap, and
+    the current max_num_seqs is always labelled."""
+    data = {"max_num_seqs": list(range(1, 257)), "outcome": ["safe"] * 256}
+    svg = strip_chart(data, current, title="t")
+    zoom = [(x, int(s)) for x, y, s in _texts(svg, "hs-strip-tick") if y == ZOOM_Y]
+    assert [s for _, s in zoom] == labelled
+    assert min(b - a for (a, _), (b, _) in zip(zoom, zoom[1:])) >= room
+
+
+def _cells(svg: str) -> list[tuple[float, float, str]]:
+    """(x, width, outcome) of every cell drawn in the full strip, in drawing order."""
+    return [(float(r.get("x")), float(r.get("width")), r.get("class").split()[0][8:])
+            for r in ET.fromstring(svg).iter() if r.tag.endswith("rect")
+            and (r.get("class") or "").startswith("hs-cell-") and float(r.get("y")) == FULL_Y]
+
+
+CW = (WIDTH - LEFT - RIGHT) / 256  # one max_num_seqs of the full strip: 626 / 256 = 2.4 px
+# (knobs, the lone max_num_seqs whose cell is one 2.4 px column, its outcome)
+LONE_ROWS = [
+    # B 64: S 64 has C = min(64, 64) = 64 = B, so no W = 65-token step: safe, between the
+    # lone prompts that crash (S 2 ... 63) and the refusals (S 65 ... 256: S > B)
+    ({"max_num_batched_tokens": 64, "max_num_seqs": 2}, 64, "safe"),
+    # S 1: C = 1, W = 2 is the 2-token capture: the start-up crash, alone at the left end
+    ({"max_num_batched_tokens": 64, "max_num_seqs": 2}, 1, "startup_crash"),
+    # B 2: S 1 crashes at start-up and S 2 (C = 2 = B) is safe, side by side: two lone
+    # columns, neither drawn over the other; S 3 ... 256 refused (S > B)
+    ({"max_num_batched_tokens": 2, "max_num_seqs": 2}, 1, "startup_crash"),
+    ({"max_num_batched_tokens": 2, "max_num_seqs": 2}, 2, "safe"),
+]
+
+
+@pytest.mark.parametrize("knobs, s, outcome", LONE_ROWS)
+def test_a_lone_max_num_seqs_in_the_full_strip_is_wide_enough_to_see(knobs, s, outcome):
+    """A max_num_seqs whose outcome differs from both neighbours is drawn at least 6 px wide
+    (not a 2.4 px sliver), in its colour, its middle within 6 px of its own column's, and no
+    cell drawn after it covers any of it."""
+    dash = startup_dashboard(**knobs)
+    assert dash.plot_data["outcome"][s - 1] == outcome  # the model's strip
+    middle = LEFT + (s - 0.5) * CW  # the middle of S's column
+    cells = _cells(dash.chart.value)
+    (i,) = [i for i, (x, w, o) in enumerate(cells) if o == outcome
+            and abs(x + w / 2 - middle) <= 6]
+    x, w, _ = cells[i]
+    assert w >= 6
+    assert all(x2 + w2 <= x or x + w <= x2 for x2, w2, _ in cells[i + 1:])
+
+
+# (knobs, prompt length, the cell: batches of a prompt served alone)
+PROMPT_ROWS = [
+    # B 2: 200 = 100 chunks of 2 tokens, each fits C = 2 rows; then the decode of 1 token
+    ({"max_num_batched_tokens": 2, "max_num_seqs": 2}, 200,
+     "prefill chunks 1–100/100: n=2 → swap_in each, decode: n=1 → swap_in"),
+    # B 3: 200 = 66 x 3 + 2: 67 chunks, the last of 2 tokens
+    ({"max_num_batched_tokens": 3, "max_num_seqs": 2}, 200,
+     "prefill chunks 1–66/67: n=3 → swap_in each, prefill chunk 67/67: n=2 → swap_in, "
+     "decode: n=1 → swap_in"),
+    # B 64: 200 = 3 x 64 + 8: three chunks of 64 > W = 3 all-resident, the last of 8 too
+    ({"max_num_batched_tokens": 64, "max_num_seqs": 2}, 200,
+     "prefill chunks 1–3/4: n=64 → all_resident each, prefill chunk 4/4: n=8 → all_resident, "
+     "decode: n=1 → swap_in"),
+    # B 16384: one prefill of 3 = W tokens, the crash (nothing after it runs)
+    ({"max_num_seqs": 2}, 3, "prefill: n=3 → swap_in"),
+]
+
+
+@pytest.mark.parametrize("knobs, n, text", PROMPT_ROWS)
+def test_a_long_prompts_batches_are_one_line_not_a_wall(knobs, n, text):
+    """Notebook 2's prompt table says a prompt's chunks routed alike once, with their count;
+    no chunk is listed one by one."""
+    dash = startup_dashboard(prompt_lens=str(n), **knobs)
+    shown = html.unescape(dash.numbers.value)
+    assert text in shown and "prefill chunk 2/" not in shown.replace(text, "")
+
+
+def _batch(label: str, routed: int, route: str) -> Batch:
+    return Batch("prompt", label, routed, 1, 0, "NONE", routed, route, None)
+
+
+# (batches, the cell): past 2 x 3 groups, the first and last 3 and how many between
+ALTERNATING = [
+    # 20 chunks alternating 2 and 64 tokens: 20 groups; 3 + "14 more" + 3 = 20
+    ([_batch(f"prefill chunk {i}/20", 2 if i % 2 else 64, "swap_in" if i % 2 else
+             "all_resident") for i in range(1, 21)],
+     "prefill chunk 1/20: n=2 → swap_in, prefill chunk 2/20: n=64 → all_resident, "
+     "prefill chunk 3/20: n=2 → swap_in, … 14 more batches …, prefill chunk 18/20: n=64 → "
+     "all_resident, prefill chunk 19/20: n=2 → swap_in, prefill chunk 20/20: n=64 → "
+     "all_resident"),
+    # 7 groups: 3 + "1 more batch" + 3
+    ([_batch(f"prefill chunk {i}/7", 2 if i % 2 else 64, "swap_in" if i % 2 else
+             "all_resident") for i in range(1, 8)],
+     "prefill chunk 1/7: n=2 → swap_in, prefill chunk 2/7: n=64 → all_resident, "
+     "prefill chunk 3/7: n=2 → swap_in, … 1 more batch …, prefill chunk 5/7: n=2 → swap_in, "
+     "prefill chunk 6/7: n=64 → all_resident, prefill chunk 7/7: n=2 → swap_in"),
+]
+
+
+@pytest.mark.parametrize("batches, text", ALTERNATING)
+def test_a_prompt_cell_is_bounded_however_its_chunks_alternate(batches, text):
+    """At most three groups of batches at each end of a prompt's cell, the rest counted."""
+    assert batches_text(batches) == text
