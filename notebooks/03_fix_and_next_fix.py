@@ -59,7 +59,7 @@
 # ## Try the versions, backends and workloads
 #
 # The chart shows prompt lengths n below max_model_len (a control: notebook 1 introduces it),
-# each prompt served alone: where its prefill goes in each version (green `swap_in` that fits,
+# each prompt served alone: where its last prefill chunk goes in each version (green `swap_in`,
 # blue all-resident, red the crash, marked ▼ with its n). It draws the lengths that tell the
 # versions apart: C − 5 … W + 5, and every length where some version changes path; a `⋯`
 # column stands for the lengths left out, each going where the length left of it goes.

@@ -1,5 +1,6 @@
 """One verdict (issue 60), what a learner saw last: notebook 2's strip and prompt table read
-at any knobs.
+at any knobs, notebook 3's lanes coloured by the route the model gives each prompt's last
+chunk.
 
 Each test states one thing a reader must see; the expected values are the arithmetic in the
 comments or the model's own answer (``predict``), never the view code under test.
@@ -12,9 +13,11 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from hisparse_model import Knobs, predict
 from hisparse_model.model.batches import Batch
 from hisparse_model.views.charts import LEFT, RIGHT, WIDTH, strip_chart
 from hisparse_model.views.first_request import batches_text, startup_dashboard
+from hisparse_model.views.fixes import versions_dashboard
 
 ZOOM_Y = 134 + 40  # y of the zoom strip's tick labels (the strip at y 134, labels 40 below)
 FULL_Y = 68  # y of the full strip's cells
@@ -142,3 +145,24 @@ ALTERNATING = [
 def test_a_prompt_cell_is_bounded_however_its_chunks_alternate(batches, text):
     """At most three groups of batches at each end of a prompt's cell, the rest counted."""
     assert batches_text(batches) == text
+
+
+# notebook 3, B 64, S 2 (C = 2, W = 3): (n, its last chunk, the lane's colour in 0.31.0)
+LANE_ROWS = [
+    (66, "64 + 2: the last chunk's 2 tokens fit C = 2 rows", "swap_in"),
+    (65, "64 + 1", "swap_in"),
+    (67, "64 + 3: W tokens, the crash", "crash"),
+    (68, "64 + 4 > W: all-resident", "all_resident"),
+    (64, "one prefill of 64 > W", "all_resident"),
+    (130, "64 + 64 + 2", "swap_in"),
+]
+
+
+@pytest.mark.parametrize("n, arithmetic, colour", LANE_ROWS)
+def test_a_prompts_lane_cell_follows_its_last_chunks_route(n, arithmetic, colour):
+    """A prompt's cell in notebook 3's lanes is the route predict() gives its last prefill
+    chunk (or its crash), not the route of its first, B-token chunk."""
+    dash = versions_dashboard(max_num_batched_tokens=64, max_num_seqs=2)
+    prompt = predict(Knobs(max_num_batched_tokens=64, max_num_seqs=2), [n]).prompts[0]
+    model = "crash" if not prompt.ok else prompt.prefill_route
+    assert dash.plot_data["lanes"]["0.31.0"][n - 1] == model == colour, arithmetic

@@ -350,7 +350,8 @@ def CRASH_FREE(outcomes: list[str]) -> bool:
     (1, None, []),  # W = 2 is a capture: start-up crashes, no prompt runs in 0.31.0
 ])
 def test_prompt_lanes_follow_predict(s, b, crashes):
-    """Each lane cell is predict()'s for that prompt served alone: its crash or its first batch's route."""
+    """Each lane cell is predict()'s for that prompt served alone: its crash or its last prefill
+    chunk's route (``prefill_route``)."""
     dash = widgets.versions_dashboard(max_num_seqs=s)
     dash.controls["max_num_batched_tokens"].value = _slider_b(b)
     data = dash.plot_data
@@ -359,9 +360,8 @@ def test_prompt_lanes_follow_predict(s, b, crashes):
         knobs = Knobs(vllm_version=v, max_num_seqs=s, max_num_batched_tokens=b)
         want = []
         for p in (predict(knobs, [n]).prompts[0] for n in data["n"]):
-            b0 = p.batches[0]
             want.append("not_run" if not p.ran else "crash" if not p.ok
-                        else (b0.route or "not_routed"))
+                        else (p.prefill_route or "not_routed"))
         assert data["lanes"][v] == want
     assert data["crash_sizes"] == {"0.31.0": crashes, "0.32.0": [], "0.33.0": [], "0.34.0": []}
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from operator import attrgetter
 
-from ..model.batches import Batch
+from ..model.batches import Batch, last_prefill_route
 from ..model.knobs import Knobs
 from ..model.kv_pool import serving_shortfall
 from ..model.plan import Plan, plan
@@ -46,6 +46,11 @@ class PromptOutcome:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def prefill_route(self) -> str | None:
+        """The route of its last prefill chunk (:func:`last_prefill_route`)."""
+        return last_prefill_route(self.batches)
 
 
 @dataclass

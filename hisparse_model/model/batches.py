@@ -56,6 +56,14 @@ class Batch(NamedTuple):
     runner: str = "target"  # whose layers route: "target", "drafter" (MTP) or "both"
 
 
+def last_prefill_route(batches) -> str | None:
+    """Where a prompt's last prefill chunk goes (``swap_in``, ``all_resident``, or None: not
+    routed): the route of the chunk that ends its prefill, not of its first chunk, which at
+    n = B + 2 is a B-token chunk going elsewhere.  Decode steps are left out."""
+    chunks = [b for b in batches if b.label != "decode"]
+    return chunks[-1].route if chunks else None
+
+
 # A Batch from a tuple of its twelve fields in order: what Batch(*fields) builds,
 # without the keyword handling of the generated __new__ (the walks build ~40 a prediction).
 new_batch = functools.partial(tuple.__new__, Batch)

@@ -27,6 +27,7 @@ import functools
 
 import numpy as np
 
+from ..model.batches import last_prefill_route
 from ..model.knobs import DEFAULT_ATTENTION_BACKEND, VLLM_VERSIONS, Knobs
 from ..model.plan import default_max_num_batched_tokens, plan, refusal
 from ..answers.predict import Prediction, predict
@@ -274,7 +275,7 @@ def _prompt_lane(knobs: Knobs) -> tuple[tuple, tuple, bool | None]:
             lane.append(CRASH)
             crashes.append(n)
         else:
-            lane.append(batches[0].route or NOT_ROUTED)
+            lane.append(last_prefill_route(batches) or NOT_ROUTED)  # predict()'s prefill_route
     return tuple(lane), tuple(crashes), alive
 
 

@@ -139,7 +139,8 @@ class VersionsDashboard(Dashboard):
         return lane_chart(
             shown, {label: [row[i] for i in index] for label, row in lanes.items()},
             marks=marks, highlight=selected, bounds=[(c, f"C = {c}"), (c + 1, f"W = {c + 1}")],
-            title=f"A prompt of n tokens served alone: where its prefill goes ({d['backend']})",
+            title=f"A prompt of n tokens served alone: where its last prefill chunk goes "
+                  f"({d['backend']})",
             x_label=(f"prompt length n < max_model_len: C − 5 … W + 5 and where a lane changes "
                      f"(⋯ = left out, each like its left neighbour)"),
             legend_keys=[cd.SWAP_IN, cd.ALL_RESIDENT, cd.CRASH, cd.NOT_ROUTED, cd.NOT_RUN,
