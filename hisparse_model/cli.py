@@ -126,7 +126,8 @@ def _check_outputs(args) -> None:
     (``--traffic``, ``--step-ms-from-log``) nor the other output."""
     from .boundary.outputs import check_output
 
-    inputs = {"--traffic": args.traffic, "--step-ms-from-log": args.step_ms_from_log}
+    inputs = {"--traffic": args.traffic, "--step-ms-from-log": args.step_ms_from_log,
+              "--step-cost-from-log": args.step_cost_from_log}
     for flag, path in (("--crash-workload", args.crash_workload), ("--plot", args.plot)):
         if path is None:
             continue
@@ -153,10 +154,19 @@ def _simulate_traffic(args, knobs: Knobs) -> int:
 
     _check_outputs(args)
     traffic = load_traffic(args.traffic, args.rate, args.speed)
-    step = _step_time(args)
+    on_clock = _fitted_replay(args, knobs, traffic)
+    step = _step_time(args, on_clock)
     jobs = args.jobs if args.jobs is not None else os.cpu_count() or 1
     est = estimate(knobs, traffic, args.minutes, seeds=args.seeds, first_seed=args.seed,
                    step_ms=step.ms, accepted=args.accepted, jobs=jobs, step_said=step.line())
+    if any(r.startup for r in est.runs):
+        on_clock = None  # no request is served by a server that never starts
+    elif on_clock is None and args.json and traffic.replayed:
+        from .answers.finish_times import serve_on_clock
+        from .schedule.clock import fixed
+
+        on_clock = serve_on_clock(knobs, traffic, args.minutes, fixed(step.ms, step.line()),
+                                  args.seed, args.accepted)
     serving = [r for r in est.crashed if not r.startup]
     replay = None
     if args.crash_workload and serving:
@@ -171,34 +181,80 @@ def _simulate_traffic(args, knobs: Knobs) -> int:
 
         write_atomic("--plot", args.plot, risk_chart(est) + "\n")
     if args.json:
-        print(json.dumps(estimate_json(est)))
+        out = estimate_json(est)
+        if on_clock is not None:
+            out["on_the_clock"] = on_clock.as_json()
+        print(json.dumps(out))
     else:
-        print("\n".join(estimate_lines(est, replay)))
+        print("\n".join(estimate_lines(est, replay, on_clock)))
     return EXIT_CRASH if args.check and est.crashed else EXIT_OK
 
 
-def _step_time(args):
-    """The step time ``simulate --traffic`` uses: given, read from the server, or assumed."""
+def _fitted_replay(args, knobs: Knobs, traffic):
+    """``--step-cost-from-log``: the trace's replay on the clock fitted to the log
+    (``answers/clock_fit.py``), or None without the option."""
+    from .answers.finish_times import serve_on_clock
+    from .answers.traffic_risk import TrafficError
+    from .answers.clock_fit import from_log
+
+    if args.step_cost_from_log is None:
+        return None
+    for flag, value in (("--step-ms", args.step_ms), ("--step-ms-from-log", args.step_ms_from_log),
+                        ("--step-ms-from-metrics", args.step_ms_from_metrics)):
+        if value is not None:
+            raise TrafficError(f"{flag} and --step-cost-from-log: give one step time")
+    if not traffic.replayed:
+        raise TrafficError("--step-cost-from-log: only with a trace replayed at its own times "
+                           "(--traffic FILE without --rate)")
+    return serve_on_clock(knobs, traffic, args.minutes, from_log(args.step_cost_from_log),
+                          args.seed, args.accepted)
+
+
+def _step_time(args, on_clock=None):
+    """The step time ``simulate --traffic`` uses: given, read from the server, the mean batch
+    of the fitted clock's replay (``on_clock``), or assumed."""
     from .inputs.step_time import METRICS_SECONDS, StepTime, from_log, from_metrics
     from .answers.traffic_risk import STEP_MS, TrafficError
 
     given = [flag for flag, value in (("--step-ms", args.step_ms),
                                       ("--step-ms-from-metrics", args.step_ms_from_metrics),
-                                      ("--step-ms-from-log", args.step_ms_from_log))
+                                      ("--step-ms-from-log", args.step_ms_from_log),
+                                      ("--step-cost-from-log", args.step_cost_from_log))
              if value is not None]
     if len(given) > 1:
         raise TrafficError(f"{' and '.join(given)}: give one step time")
+    if on_clock is not None:
+        if not on_clock.steps:
+            raise TrafficError("--step-cost-from-log: the replay schedules no batch")
+        return _read_step(StepTime(
+            on_clock.mean_step_ms, f"--step-cost-from-log {args.step_cost_from_log}",
+            f"the mean batch of this replay on the clock fitted to the log "
+            f"({on_clock.cost.terms()})"))
     if args.metrics_seconds is not None and args.step_ms_from_metrics is None:
         raise TrafficError("--metrics-seconds: only with --step-ms-from-metrics URL")
     if args.step_ms_from_metrics is not None:
         seconds = METRICS_SECONDS if args.metrics_seconds is None else args.metrics_seconds
-        return from_metrics(args.step_ms_from_metrics, seconds)
+        return _read_step(from_metrics(args.step_ms_from_metrics, seconds))
     if args.step_ms_from_log is not None:
-        return from_log(args.step_ms_from_log)
+        return _read_step(from_log(args.step_ms_from_log))
     if args.step_ms is not None:
         return StepTime(args.step_ms, "--step-ms", "given")
     return StepTime(STEP_MS, "the fallback", "assumed (no --step-ms, --step-ms-from-metrics "
                     "or --step-ms-from-log)")
+
+
+def _read_step(step):
+    """A step time read from a server held to --step-ms's own range, the refusal naming
+    where it was read (a 5e+52 ms step, or inf or 0 from /metrics, is no server's)."""
+    from .answers.traffic_risk import TrafficError
+    from .cli_args import option_ranges
+
+    try:
+        option_ranges()["--step-ms"].check(step.ms, f"the step time in ms read from "
+                                           f"{step.source}")
+    except ValueError as exc:
+        raise TrafficError(f"{exc} ({step.how[:200]})") from None
+    return step
 
 
 def _check_accepted(accepted: int | None, k: int) -> None:

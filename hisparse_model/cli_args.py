@@ -205,6 +205,11 @@ def build_parser() -> argparse.ArgumentParser:
     traffic.add_argument("--step-ms-from-log", metavar="FILE", default=None,
                          help="read the step time from a vLLM log's periodic 'Avg prompt "
                          "throughput ... Running: N reqs' lines")
+    traffic.add_argument("--step-cost-from-log", metavar="FILE", default=None,
+                         help="a trace replayed at its own times on a clock fitted to a vllm "
+                         "serve log with --enable-logging-iteration-details: each batch "
+                         "costs base + per prefill token + per decode token; --json lists "
+                         "each request's finish")
     traffic.add_argument("--jobs", type=ranged(ranges["--jobs"]), default=None,
                          help="seeds served at once (default: one per CPU core)")
     traffic.add_argument("--plot", metavar="FILE.svg", default=None,

@@ -19,12 +19,19 @@ the scheduling of a step, not its GPU work.  Measured on the H100 warm replays
 up to 229 steps in one second of the log's clock.  So these lines give each step's
 *composition* (the scheduler's own record, step by step), and the log's one-second timestamps
 how many steps each second held; a step's wall time must come from elsewhere.
+
+:func:`busy_seconds` is where it comes from: the steps of each second of the log's clock inside
+a busy stretch (a second whose neighbours also logged steps: the engine loop ran the whole
+second, as it does while work is queued), what they computed, and that they took 1,000 ms
+together. ``answers/clock_fit.py`` fits a step's cost to them.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+_STAMP = re.compile(r" (\d\d):(\d\d):(\d\d)(?:[.,]\d+)? \[")  # vLLM: "INFO 12-06 09:12:01 [file.py:1]"
 
 ITERATION_LOG_FLAG = "--enable-logging-iteration-details"  # vllm serve's flag for the lines
 
@@ -65,3 +72,36 @@ def read_iterations(log: str) -> list[Iteration]:
 def count_iterations(log: str) -> int:
     """How many steps ``log`` times."""
     return sum(1 for _ in _LINE.finditer(log))
+
+
+@dataclass(frozen=True)
+class Second:
+    """The logged steps of one second of the log's clock."""
+
+    at: str  # HH:MM:SS as logged
+    steps: int
+    prefill_tokens: int  # vLLM's "context tokens": prompt chunks
+    decode_tokens: int  # "generation tokens"
+
+
+def busy_seconds(log: str) -> list[Second]:
+    """Each second of ``log`` that logged steps and whose second before and after did too
+    (module docstring), in the log's order; DP dummy steps left out. Lines without a
+    ``HH:MM:SS [`` stamp before the step text are not counted."""
+    per: dict[int, list] = {}
+    for line in log.splitlines():
+        m = _LINE.search(line)
+        if m is None or m.group(7):
+            continue
+        stamp = _STAMP.search(line, 0, m.start())
+        if stamp is None:
+            continue
+        h, mi, se = (int(x) for x in stamp.groups())
+        key = h * 3600 + mi * 60 + se
+        row = per.setdefault(key, [stamp.group(0).strip(" ["), 0, 0, 0])
+        row[1] += 1
+        row[2] += int(m.group(3))
+        row[3] += int(m.group(5))
+    day = 86400  # a replay may cross midnight
+    return [Second(*row) for key, row in per.items()
+            if (key - 1) % day in per and (key + 1) % day in per]

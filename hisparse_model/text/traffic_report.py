@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..answers.simulate import SIMULATE_ASSUMPTIONS
+from .plural import count
 from ..answers.traffic_risk import TRAFFIC_ASSUMPTIONS, Estimate
 
 KIND_WORDS = {  # exposure.py's kinds, and the two a served step adds
@@ -32,8 +33,9 @@ def _replay_words(est: Estimate) -> str:
             "has nothing to vary)")
 
 
-def estimate_lines(est: Estimate, replay: str | None = None) -> list[str]:
-    """The answer in words: traffic, odds, median, curve, kinds, the first crashes."""
+def estimate_lines(est: Estimate, replay: str | None = None, served=None) -> list[str]:
+    """The answer in words: traffic, odds, median, curve, kinds, the first crashes, and the
+    replay on the engine's clock when ``served`` (:func:`clock_lines`)."""
     k, t = est.knobs, est.traffic
     n = len(est.runs)
     seeds = f"seeds {est.runs[0].seed}..{est.runs[-1].seed}" if n > 1 else f"seed {est.runs[0].seed}"
@@ -80,9 +82,31 @@ def estimate_lines(est: Estimate, replay: str | None = None) -> list[str]:
             lines.append(f"    {r.error}")
         if replay:
             lines.append(f"  {replay}")
+    lines += clock_lines(served)
     lines += ["", "Assumptions:"] + [f"  - {a}" for a in ASSUMPTIONS]
     return lines
 
 
 def estimate_json(est: Estimate) -> dict:
     return {**est.as_json(), "assumptions": list(ASSUMPTIONS)}
+
+
+def clock_lines(served) -> list[str]:
+    """The replay on the engine's clock (``answers/finish_times.py``), when one was served:
+    its clock, the crash on it, the requests finished and their median latency."""
+    if served is None:
+        return []
+    import statistics
+
+    done = [served.latency_s(i) for i in sorted(served.finish_s)]
+    n = len(served.arrivals_s)
+    crash = (f", crash at {served.crash_s:.3f} s on the clock" if served.crash_s is not None
+             else "")
+    lines = ["", f"On the engine's clock: {served.cost.line()}",
+             f"  {len(done):,} of {count(n, 'request')} finished{crash}"
+             + (f"; median latency {statistics.median(done):.3f} s, arrival to the end of "
+                "the batch that finishes it" if done else "")
+             + " (each request's finish: --json, on_the_clock)",
+             "  assumed: the batches run back to back, each for its cost, while work is "
+             "queued; a request is done when its last batch ends (HTTP not counted)"]
+    return lines

@@ -1,0 +1,80 @@
+"""When each request of a traffic finishes, on the engine's clock (``schedule/clock.py``).
+
+``simulate --traffic --json`` reports a crash and its time; this is the rest of the replay:
+every accepted request's arrival and the end of the batch that finishes it, served under the
+knobs until the first crash (requests unfinished then have no finish). The scheduler is the
+model's (``schedule/scheduler.py``), the batches' cost a :class:`~..schedule.clock.StepCost`.
+
+No vLLM import. Assumptions: the scheduler's (prefix caching as configured, no preemption,
+MTP drafts accepted as ``accepted`` says) and the clock's (its module docstring).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..model.knobs import Knobs
+from ..schedule.clock import StepCost, TimedArrivals
+from .arrivals import accepted_arrivals
+from .traffic_risk import SeedRun, Traffic
+
+
+@dataclass(frozen=True)
+class Served:
+    """One seed's requests on the clock."""
+
+    cost: StepCost
+    arrivals_s: tuple  # accepted request i's arrival
+    finish_s: dict  # request -> finish (absent: not finished by the crash or the end)
+    crash_s: float | None  # when the crash step started (None: no crash)
+    crash_scheduled: dict  # request -> tokens of the crash step
+    steps: int  # batches scheduled (the crash step included)
+    engine_s: float  # the batches' costs together (the clock's busy time)
+
+    def latency_s(self, i: int) -> float | None:
+        f = self.finish_s.get(i)
+        return None if f is None else f - self.arrivals_s[i]
+
+    @property
+    def mean_step_ms(self) -> float | None:
+        """The mean cost of a batch over the replay (None: no batch)."""
+        return self.engine_s * 1000 / self.steps if self.steps else None
+
+    def as_json(self) -> dict:
+        return {"clock": self.cost.as_json(), "clock_line": self.cost.line(),
+                "crash_s": self.crash_s, "steps": self.steps,
+                "crash_scheduled": {str(i): n for i, n in self.crash_scheduled.items()},
+                "requests": [{"i": i, "arrival_s": round(a, 6),
+                              "finish_s": None if i not in self.finish_s
+                              else round(self.finish_s[i], 6)}
+                             for i, a in enumerate(self.arrivals_s)]}
+
+
+def serve_on_clock(knobs: Knobs, traffic: Traffic, minutes: float, cost: StepCost,
+                   seed: int = 0, accepted=None) -> Served:
+    """Serve one seed of ``traffic`` over ``minutes`` on ``cost``'s clock (module docstring)."""
+    from ..model.plan import plan
+    from ..model.step_record import route_step
+    from ..schedule.scheduler import _Sim
+    from ..schedule.scheduler_config import acceptance, scheduler_config
+
+    rows, refused = accepted_arrivals(traffic, minutes, seed, knobs.max_model_len)
+    blocks = tuple(b for *_, b in rows) if traffic.blocks else ()
+    work = SeedRun(seed, tuple((0, n, m) for _, n, m, _ in rows), refused,
+                   blocks=blocks).workload()
+    p = plan(knobs)
+    sim = _Sim(scheduler_config(knobs, p), work, acceptance(accepted))
+    clock = TimedArrivals([t for t, *_ in rows], cost)
+    crash_s, crash_scheduled, steps, engine_s = None, {}, 0, 0.0
+    for st, start in clock.steps(sim, work):
+        steps += 1
+        engine_s += clock.now_s - start
+        del sim.steps[:]  # nothing reads the list: memory stays flat over a long replay
+        if p.rules.crashes and st.num_tokens > p.swap_capacity and route_step(p, st).error:
+            crash_s, crash_scheduled = start, dict(st.scheduled)
+            break
+    finish = clock.finish_s
+    if crash_s is not None:  # outputs of batches that ended after the crash never came back
+        finish = {i: f for i, f in finish.items() if f <= crash_s}
+    return Served(cost, tuple(t for t, *_ in rows), finish, crash_s, crash_scheduled, steps,
+                  engine_s)

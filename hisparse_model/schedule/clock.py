@@ -1,0 +1,129 @@
+"""The engine's clock: what an engine step costs, and the time it puts on each step.
+
+The scheduler (``scheduler.py``) counts engine steps; a served replay is measured in seconds.
+This module is the one place that turns the first into the second:
+
+* :class:`StepCost` is the wall time of one scheduled batch as a function of what it computes,
+  ``base + prefill x prefill tokens + decode x decode tokens + context x context tokens``
+  (decode: one-token and speculative-verify queries; context: the tokens each scheduled request
+  attends to, its computed tokens plus the new ones). Its ``source`` says where the numbers
+  came from: a fixed ``--step-ms`` (every batch costs the same, the other terms 0), or a fit
+  (``answers/clock_fit.py``) to steps whose wall time was measured.
+* :class:`TimedArrivals` feeds a trace's requests to the scheduler's engine loop by time, not
+  by a precomputed step: a request joins before the first engine step scheduled at or after
+  its arrival, where a batch is scheduled when the batches before it have run (the sum of
+  their costs); an idle engine waits for the next arrival. It keeps each step's start and end
+  and each request's finish (the end of the batch whose output finishes it).
+
+Assumed: the batches of the engine loop run one after another, each for its cost, with no
+gap while work is queued (async scheduling hides the scheduler's own time behind the GPU's:
+vllm/v1/engine/core.py:670 `def step_with_batch_queue`); output reaches the client when its
+batch ends (HTTP and detokenisation not counted). No vLLM import.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """Milliseconds for one scheduled batch (module docstring)."""
+
+    base_ms: float
+    prefill_ms: float = 0.0  # per prompt token computed
+    decode_ms: float = 0.0  # per decode / verify token
+    context_ms: float = 0.0  # per token attended to (computed before + new), all requests
+    source: str = "fixed --step-ms"
+
+    def ms(self, step) -> float:
+        """The cost of ``step`` (a scheduler ``Step``)."""
+        prefill, decode, context = features(step)
+        return (self.base_ms + self.prefill_ms * prefill + self.decode_ms * decode
+                + self.context_ms * context)
+
+    def terms(self) -> str:
+        """The formula: ``4.14 ms per batch + 9.13 us per prefill token + ...``."""
+        out = [f"{self.base_ms:.3g} ms per batch"]
+        for value, scale, unit, what in ((self.prefill_ms, 1e3, "us", "prefill token"),
+                                         (self.decode_ms, 1e3, "us", "decode token"),
+                                         (self.context_ms, 1e6, "ns", "context token")):
+            if value:
+                out.append(f"{value * scale:.3g} {unit} per {what}")
+        return " + ".join(out)
+
+    def line(self) -> str:
+        """One line for the command line: the formula and its source."""
+        return f"step time {self.terms()} ({self.source})"
+
+    def as_json(self) -> dict:
+        return {"base_ms": self.base_ms, "prefill_ms_per_token": self.prefill_ms,
+                "decode_ms_per_token": self.decode_ms, "context_ms_per_token": self.context_ms,
+                "source": self.source}
+
+
+def fixed(step_ms: float, source: str = "fixed --step-ms") -> StepCost:
+    """Every batch costs ``step_ms``."""
+    return StepCost(float(step_ms), source=source)
+
+
+def features(step) -> tuple[int, int, int]:
+    """``(prefill tokens, decode tokens, context tokens)`` of a scheduler ``Step``."""
+    prefill = decode = context = 0
+    for r, n in step.scheduled.items():
+        if step.kinds.get(r) == "prefill":
+            prefill += n
+        else:
+            decode += n
+        context += step.num_computed_before.get(r, 0) + n
+    return prefill, decode, context
+
+
+class TimedArrivals:
+    """The scheduler's ``arrivals`` (``.get(step)``, ``.next_after(step)``) decided by time:
+    ``times_s[i]`` is request i's arrival (non-decreasing), ``cost`` a :class:`StepCost`.
+    Drive it with :meth:`steps`, which advances the clock by each scheduled batch."""
+
+    def __init__(self, times_s, cost: StepCost):
+        self.times = list(times_s)
+        self.cost = cost
+        self.now_s = 0.0
+        self.released = 0  # requests handed to the engine so far (a prefix of times)
+        self.starts: dict[int, float] = {}  # engine step -> when its batch starts
+        self.finish_s: dict[int, float] = {}  # request -> when the batch finishing it ends
+        self._open: list = []  # (step, end_s) whose output is not processed yet
+
+    def get(self, step, default=()):
+        end = bisect.bisect_right(self.times, self.now_s, lo=self.released)
+        joined = range(self.released, end)
+        self.released = end
+        return joined or default
+
+    def next_after(self, step: int) -> int | None:
+        """The engine is idle: wait for the next arrival (None: none left)."""
+        if self.released >= len(self.times):
+            return None
+        self.now_s = max(self.now_s, self.times[self.released])
+        return step + 1
+
+    def steps(self, sim, workload):
+        """``sim.lazily(workload)`` with the clock running: yields each step and its start."""
+        for st in sim.lazily(workload, self):
+            start = self.now_s
+            self.starts[st.index] = start
+            self.now_s = start + self.cost.ms(st) / 1000.0
+            self._open.append((st, self.now_s))
+            self._harvest()
+            yield st, start
+        self._harvest(everything=True)
+
+    def _harvest(self, everything: bool = False) -> None:
+        keep = []
+        for st, end in self._open:
+            if st.returned_at is None and not everything:
+                keep.append((st, end))
+                continue
+            for r in st.finished:
+                self.finish_s[r] = end
+        self._open = keep

@@ -1,0 +1,244 @@
+"""The engine's clock: a batch's cost, the times it puts on a replay, and the cost fitted to
+what a server measured (schedule/clock.py, answers/clock_fit.py, answers/finish_times.py,
+inputs/iteration_log.py busy_seconds, simulate --step-cost-from-log).
+
+Invariant: a request finishes at the end of the batch whose output finishes it, batches run
+back to back from the first arrival, an idle engine waits for the next arrival; a fit to busy
+seconds built from a known cost gives that cost back; the clock fitted to one served replay's
+log puts the other replays' requests and crash where the servers did, within the bounds
+stated below.
+"""
+
+import json
+import pathlib
+import statistics
+import subprocess
+import sys
+import tarfile
+
+import pytest
+
+from hisparse_model.answers.clock_fit import ClockFitError, fit
+from hisparse_model.answers.finish_times import serve_on_clock
+from hisparse_model.inputs.iteration_log import Second, busy_seconds
+from hisparse_model.inputs.traffic_file import load_traffic
+from hisparse_model.model.knobs import Knobs
+from hisparse_model.schedule.clock import StepCost, fixed
+
+HERE = pathlib.Path(__file__).parent
+SERVE = HERE / "recorded" / "serve"
+
+
+def _trace(tmp_path, rows):
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return load_traffic(str(path))
+
+
+# (requests as (arrival_s, prompt_len, max_tokens), step ms) -> (batches, finish per request)
+# A replay starts at its first arrival (0 s). Request 0: a 100-token prefill gives its first
+# token, two decodes the next two: 3 batches x 10 ms = 0.03 s. Request 1 arrives at 1 s on an
+# idle engine: the clock waits for it, one 50-token prefill gives its only token: 1.01 s.
+# Two requests at once: one batch prefills both (150 tokens), two decodes: 0.03 s each.
+FIXED = [
+    ([(1.0, 100, 3), (2.0, 50, 1)], 10, 4, {0: 0.03, 1: 1.01}),
+    ([(0.0, 100, 3), (0.0, 50, 3)], 10, 3, {0: 0.03, 1: 0.03}),
+    ([(0.0, 100, 1)], 2.5, 1, {0: 0.0025}),
+]
+
+
+@pytest.mark.parametrize("version", ["0.31.0", "0.34.0"])
+@pytest.mark.parametrize("requests, step_ms, batches, finish", FIXED)
+def test_a_fixed_clock_counts_batches(tmp_path, version, requests, step_ms, batches, finish):
+    """On a fixed clock a request's finish is the number of batches run by then x step_ms
+    (after an idle wait, from its arrival)."""
+    traffic = _trace(tmp_path, [{"arrival_s": a, "prompt_len": n, "max_tokens": m}
+                                for a, n, m in requests])
+    got = serve_on_clock(Knobs(vllm_version=version, max_num_seqs=4), traffic, 1,
+                         fixed(step_ms))
+    assert got.steps == batches and got.crash_s is None
+    assert {i: round(f, 9) for i, f in got.finish_s.items()} == finish
+    assert got.mean_step_ms == pytest.approx(step_ms)
+
+
+def test_a_batch_costs_what_it_computes():
+    """base + prefill tokens x p + decode tokens x d + context tokens x c: a step with a
+    100-token prompt chunk (50 computed before) and two decodes (context 10 and 20 before):
+    2 + 100 x 0.01 + 2 x 0.5 + (150 + 11 + 21) x 0.001 = 2 + 1 + 1 + 0.182 = 4.182 ms."""
+    from hisparse_model.schedule.scheduler import Step
+
+    st = Step(0, {0: 100, 1: 1, 2: 1}, {0: "prefill", 1: "decode", 2: "decode"},
+              {0: 50, 1: 10, 2: 20})
+    assert StepCost(2, 0.01, 0.5, 0.001).ms(st) == pytest.approx(4.182)
+    assert fixed(7).ms(st) == 7
+
+
+# busy seconds from a known cost: base 4 ms, 10 us per prefill token, 300 us per decode token
+# (steps, prefill, decode):  4 x 100 + 0.01 x 30,000 + 0.3 x 1,000 = 400 + 300 + 300 = 1000
+#                            4 x 50  + 0.01 x 65,000 + 0.3 x 500   = 200 + 650 + 150 = 1000
+#                            4 x 10  + 0.01 x 93,000 + 0.3 x 100   = 40 + 930 + 30   = 1000
+#                            4 x 200 + 0.01 x 14,000 + 0.3 x 200   = 800 + 140 + 60  = 1000
+KNOWN = [(100, 30000, 1000), (50, 65000, 500), (10, 93000, 100), (200, 14000, 200)]
+# decode only: 4 x 100 + 0.3 x 2,000 = 1000; 4 x 175 + 0.3 x 1,000 = 1000; 4 x 250 = 1000
+DECODE_ONLY = [(100, 0, 2000), (175, 0, 1000), (250, 0, 0)]
+FITS = [
+    (KNOWN, (4.0, 0.01, 0.3)),
+    (DECODE_ONLY, (4.0, 0.0, 0.3)),  # no prefill in any second: that term left out
+]
+
+
+@pytest.mark.parametrize("rows, cost", FITS)
+def test_a_fit_gives_the_cost_back(rows, cost):
+    """Seconds built from a cost fit to that cost (the terms no second exercises: 0)."""
+    got = fit([Second("00:00:00", *r) for r in rows], "table")
+    assert (got.base_ms, got.prefill_ms, got.decode_ms) == pytest.approx(cost, abs=1e-9)
+    assert got.source == f"fitted to {len(rows)} busy seconds of table"
+
+
+def test_too_few_seconds_are_refused_in_one_line():
+    """Three unknowns need three busy seconds."""
+    with pytest.raises(ClockFitError, match=r"^log\.txt: busy seconds of logged steps: 2, a "
+                       r"fit needs 3 \(a log of vllm serve --enable-logging"):
+        fit([Second("00:00:00", *r) for r in KNOWN[:2]], "log.txt")
+
+
+def _line(stamp, ctx, gen):
+    return (f"(APIServer pid=1) INFO 12-06 {stamp} [loggers.py:191] Engine 000: Iteration(0): "
+            f"1 context requests, {ctx} context tokens, 1 generation requests, {gen} generation "
+            "tokens, iteration elapsed time: 0.05 ms, GPU KV cache usage: 0.4%")
+
+
+# stamps of the logged steps -> the busy seconds (both neighbours logged steps)
+STAMPS = [
+    (["10:00:00", "10:00:01", "10:00:01", "10:00:02", "10:00:05"], [("10:00:01", 2)]),
+    (["23:59:59", "00:00:00", "00:00:01"], [("00:00:00", 1)]),  # over midnight
+    (["10:00:00", "10:00:02", "10:00:04"], []),  # every second alone
+]
+
+
+@pytest.mark.parametrize("stamps, busy", STAMPS)
+def test_busy_seconds_are_those_inside_a_busy_stretch(stamps, busy):
+    """A second counts when the seconds before and after it logged steps too; each step's
+    tokens add up (here 7 prefill and 3 decode tokens a step)."""
+    got = busy_seconds("\n".join(_line(s, 7, 3) for s in stamps))
+    assert [(s.at, s.steps) for s in got] == busy
+    assert all((s.prefill_tokens, s.decode_tokens) == (7 * s.steps, 3 * s.steps) for s in got)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs")
+    for folder in ("h100-warm-2026-12-06", "h100-warm-v034-2026-12-06"):
+        for packed in sorted((SERVE / folder).glob("*.tgz")):
+            with tarfile.open(packed) as tar:
+                tar.extractall(out, filter="data")
+    return out
+
+
+def _served(runs, name, cost):
+    run = json.loads((runs / name / "run.json").read_text())
+    knobs = Knobs(**{k: v for k, v in run["provenance"]["knobs"].items()
+                     if k in Knobs.__dataclass_fields__})
+    traffic = load_traffic(str(HERE / "traces" / run["trace"]), speed=float(run["speed"]))
+    return serve_on_clock(knobs, traffic, float(run["replay_seconds"]) / 60, cost)
+
+
+def _median_error(runs, name, served):
+    """Median |model - server| / server of each answered request's latency (arrival to
+    done), over the requests both finished."""
+    rows = [json.loads(line) for line in (runs / name / "client.jsonl").open()]
+    errs = [abs(served.latency_s(r["i"]) - (r["done_s"] - r["due_s"])) / (r["done_s"] - r["due_s"])
+            for r in rows if r["status"] == 200 and r["i"] in served.finish_s]
+    return statistics.median(errs), len(errs)
+
+
+def _clock(runs, name):
+    log = (runs / name / "server.log").read_text(errors="replace")
+    return fit(busy_seconds(log), name)
+
+
+# run -> (requests compared, the median per-request error bound), on vLLM 0.31.0, with the
+# clock fitted to x6s128's log (10 busy seconds; a fixed clock of the /metrics step time is
+# 3-7 times too fast on these requests: a burst of long prompts costs ~10 us a prompt token)
+LATENCY = {
+    "x6s128": (200, 0.10),   # the fit's own replay
+    "mc1620b": (34, 0.10),   # another trace (Mooncake x0.2), another server
+}
+
+
+@pytest.mark.parametrize("name", sorted(LATENCY))
+def test_the_fitted_clock_puts_each_request_where_the_server_did(runs, name):
+    """With the clock fitted to one served replay, the median per-request latency error on
+    the replays named is under 10 % (the issue's goal)."""
+    err, n = _median_error(runs, name, _served(runs, name, _clock(runs, "x6s128")))
+    assert n == LATENCY[name][0] and err < LATENCY[name][1]
+
+
+def test_the_burst_of_long_prompts_is_where_the_clock_is_off(runs):
+    """Requests 0-71 of the Azure x6 replay (a burst of 63 prompts of up to 7,435 tokens in
+    6.5 s, then 9 more at 30.5 s) were served alike by both 0.31.0 servers (x6warm2's latencies
+    0.56-1.51 of x6s128's), and the clock fitted to x6s128 puts them 20-40 % early on both:
+    the median stays under 10 % on x6s128 only through its 128 later requests. A known gap,
+    measured, not a bound to meet (the issue's goal is 10 % on every warm replay)."""
+    def latencies(name):
+        rows = {r["i"]: r for r in map(json.loads, (runs / name / "client.jsonl").open())}
+        return [rows[i]["done_s"] - rows[i]["due_s"] for i in range(72)]
+    ratios = [a / b for a, b in zip(latencies("x6warm2"), latencies("x6s128"))]
+    assert 0.5 < min(ratios) and max(ratios) < 1.6
+    clock = _clock(runs, "x6s128")
+    for name in ("x6warm2", "x6s128"):
+        served = _served(runs, name, clock)
+        errs = [abs(served.latency_s(i) - lat) / lat
+                for i, lat in enumerate(latencies(name)) if i in served.finish_s]
+        assert len(errs) == 72 and 0.2 < statistics.median(errs) < 0.4
+
+
+# crashed run -> the server's HiSparse error time; on the clock fitted to x6s128's log
+CRASH = {"x6warm2": 31.262, "mc1620b": 120.066}
+
+
+@pytest.mark.parametrize("name", sorted(CRASH))
+def test_the_crash_on_the_fitted_clock_is_within_one_percent(runs, name):
+    """The crash step starts on the clock within 1 % of the server's error."""
+    served = _served(runs, name, _clock(runs, "x6s128"))
+    assert abs(served.crash_s - CRASH[name]) <= 0.01 * CRASH[name]
+
+
+def _simulate(*args):
+    return subprocess.run([sys.executable, "-m", "hisparse_model", "simulate", *args],
+                          capture_output=True, text=True)
+
+
+def test_simulate_lists_each_requests_finish_on_the_fitted_clock(runs):
+    """simulate --step-cost-from-log: the JSON's on_the_clock holds the fitted cost, the crash
+    on the clock and every accepted request's arrival and finish; the text says it once."""
+    args = ["--max-num-seqs", "143", "--max-model-len", "8192", "--host-pool-gib", "6", "--traffic",
+            str(HERE / "traces" / "azure-code-2023-excerpt.csv"), "--speed", "6",
+            "--minutes", "2", "--step-cost-from-log", str(runs / "x6s128" / "server.log")]
+    got = _simulate(*args, "--json")
+    assert got.returncode == 0, got.stderr
+    clock = json.loads(got.stdout)["on_the_clock"]
+    assert clock["crash_scheduled"] == {"72": 144} and len(clock["requests"]) == 200
+    assert sum(r["finish_s"] is not None for r in clock["requests"]) == 72
+    assert clock["clock"]["source"].startswith("fitted to 10 busy seconds of")
+    text = _simulate(*args).stdout
+    assert text.count("On the engine's clock: step time ") == 1
+    assert "72 of 200 requests finished, crash at 31.193 s on the clock" in text
+
+
+# arguments -> the one line simulate answers, exit 2
+REFUSALS = [
+    (["--rate", "2"], "--step-cost-from-log: only with a trace replayed at its own times "
+                      "(--traffic FILE without --rate)"),
+    (["--step-ms", "3"], "--step-ms and --step-cost-from-log: give one step time"),
+]
+
+
+@pytest.mark.parametrize("extra, line", REFUSALS)
+def test_step_cost_from_log_refusals(runs, extra, line):
+    """A fitted clock needs a replayed trace and is the one step time given."""
+    got = _simulate("--max-num-seqs", "143", "--traffic",
+                    str(HERE / "traces" / "azure-code-2023-excerpt.csv"),
+                    "--step-cost-from-log", str(runs / "x6s128" / "server.log"), *extra)
+    assert got.returncode == 2 and got.stdout == ""
+    assert got.stderr.strip().splitlines() == [f"hisparse simulate: error: {line}"]
