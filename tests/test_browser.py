@@ -537,7 +537,8 @@ def test_prompt_box_sends_its_value_in_one_message(lab, browser):
 def test_the_pasted_command_box_is_wide_and_says_when_it_is_applied(lab, browser):
     """Notebook 7 (issue 39, item 4): the command is a text area as wide as the dashboard's
     controls; an edit greys the verdict and says it is not applied; Enter applies it, the
-    verdict redraws for the new command and is no longer grey."""
+    verdict redraws for the new command and is no longer grey; an empty box is never called
+    applied (issue 60)."""
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     page = context.new_page()
     dash_sel = ".hs-dashboard-exposure"
@@ -556,6 +557,22 @@ def test_the_pasted_command_box_is_wide_and_says_when_it_is_applied(lab, browser
             arg=dash_sel, timeout=UPDATE_S * 1000)
         assert "S = 7" in page.locator(f"{dash_sel} .hs-numbers-box").inner_text()
         assert "not applied" not in hint.inner_text()
+        # the box emptied: the hint says no command is applied, and the reset button, with
+        # no command to reset to, changes nothing and says so in one line
+        box.fill("")
+        box.press("Enter")
+        page.wait_for_function(
+            "(s) => !document.querySelector(s).classList.contains('hs-stale')",
+            arg=dash_sel, timeout=UPDATE_S * 1000)
+        assert hint.inner_text().startswith("empty: no command applied")
+        before = page.locator(f"{dash_sel} .hs-numbers-box").inner_text()
+        page.locator(f"{dash_sel} .hs-reset").click()
+        said = page.locator(f"{dash_sel} .hs-nothing-applied")
+        said.wait_for(timeout=UPDATE_S * 1000)
+        assert said.inner_text().startswith("Nothing applied: the command box is empty")
+        assert page.locator(f"{dash_sel} .hs-numbers-box").inner_text() == before
+        said.scroll_into_view_if_needed()
+        page.screenshot(path=os.path.join(ARTIFACTS, "07_nothing_applied.png"))
     finally:
         context.close()
 

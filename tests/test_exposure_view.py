@@ -43,7 +43,7 @@ def test_changes_follow_the_command_and_the_knobs():
     d.controls["vllm_version"].value = "0.31.0"
     d.controls["command"].value = ""  # the knobs, which show the last command's values
     # no control shows the host pool: the knobs keep the last command's
-    assert d.labels["source"] == "the knobs below, with the last command's 2048 GiB host pool"
+    assert d.labels["source"] == "the knobs above, with the last command's 2048 GiB host pool"
     assert d.controls["max_num_seqs"].value == 1024
     for name, value in (("max_num_seqs", 2), ("max_model_len", 320),
                         ("max_num_batched_tokens", 0)):  # the fix PR's S = 2, C = 2

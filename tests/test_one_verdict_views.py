@@ -1,6 +1,6 @@
 """One verdict (issue 60), what a learner saw last: notebook 2's strip and prompt table read
 at any knobs, notebook 3's lanes coloured by the route the model gives each prompt's last
-chunk.
+chunk, notebook 7's reset with no command in the box and its words that point at the knobs.
 
 Each test states one thing a reader must see; the expected values are the arithmetic in the
 comments or the model's own answer (``predict``), never the view code under test.
@@ -9,6 +9,7 @@ comments or the model's own answer (``predict``), never the view code under test
 from __future__ import annotations
 
 import html
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from hisparse_model import Knobs, predict
 from hisparse_model.model.batches import Batch
 from hisparse_model.views.charts import LEFT, RIGHT, WIDTH, strip_chart
+from hisparse_model.views.exposure import exposure_dashboard
 from hisparse_model.views.first_request import batches_text, startup_dashboard
 from hisparse_model.views.fixes import versions_dashboard
 
@@ -166,3 +168,42 @@ def test_a_prompts_lane_cell_follows_its_last_chunks_route(n, arithmetic, colour
     prompt = predict(Knobs(max_num_batched_tokens=64, max_num_seqs=2), [n]).prompts[0]
     model = "crash" if not prompt.ok else prompt.prefill_route
     assert dash.plot_data["lanes"]["0.31.0"][n - 1] == model == colour, arithmetic
+
+
+@pytest.mark.parametrize("box", ["", "   \n"])
+def test_reset_with_an_empty_command_box_applies_nothing(box):
+    """Notebook 7: "reset the knobs to the command" with no command in the box changes
+    nothing (knobs, verdict, source) and says so in one line; the next move clears it."""
+    dash = exposure_dashboard(box)
+    dash.controls["max_num_seqs"].value = 7
+    before = (dict(dash.state), dict(dash.labels), dash.numbers.value)
+    dash.reset.click()
+    assert (dict(dash.state), dict(dash.labels), dash.numbers.value) == before
+    assert dash.controls["max_num_seqs"].value == 7
+    said = re.sub(r"<[^>]+>", "", html.unescape(dash.message.value))
+    assert said.startswith("Nothing applied: the command box is empty") and "\n" not in said
+    assert "applied:" not in said.replace("Nothing applied:", "")
+    dash.controls["max_num_seqs"].value = 8
+    assert dash.message.value == "" and dash.state["max_num_seqs"] == 8
+
+
+# (command in the box, where the words that point at the knobs are shown)
+POINTING_ROWS = [
+    ("", "numbers"),  # the verdict's "Read from the knobs above, ..."
+    ("vllm serve m --kv-transfer-config '{", "message"),  # a quoting slip's line
+]
+
+
+@pytest.mark.parametrize("command, where", POINTING_ROWS)
+def test_notebook_7_points_up_at_the_knobs_it_shows_above(command, where):
+    """Notebook 7's verdict and its messages sit under the knobs, so they point at them as
+    the knobs above, never below."""
+    dash = exposure_dashboard(command)
+    children = list(dash.widget.children)
+    rows = next(i for i, c in enumerate(children) if dash.controls["max_num_seqs"] in
+                [g for row in getattr(c, "children", ()) for g in
+                 [row, *getattr(row, "children", ())]])
+    shown = getattr(dash, where)
+    assert children.index(shown) > rows
+    said = html.unescape(re.sub(r"<[^>]+>", " ", shown.value))
+    assert "knobs above" in said and "knobs below" not in said

@@ -33,6 +33,8 @@ SLIDERS = ("max_num_seqs", "max_num_batched_tokens", "num_speculative_tokens", "
 OVERRIDES = TOGGLES[1:] + SLIDERS  # knobs that, once moved, override a pasted command's value
 COMMAND_HELP = ("a vllm serve command (read as `check` reads it); empty: the knobs below. "
                 "vllm_version picks the release; a knob you move overrides the command's")
+NOTHING_APPLIED = ("Nothing applied: the command box is empty, so there is no command to "
+                   "reset the knobs to; the knobs and the verdict stay as they were.")
 # HiSparse on through its connector (vLLM needs its host_pool_gib: model/host_pool.py),
 # with a host pool the bundled example traffic cannot outgrow at serve's defaults: with
 # DeepSeek-V3.2's own config (4,497,408-byte host blocks) its 4 seeds' requests can hold up
@@ -63,7 +65,7 @@ class ExposureDashboard(Dashboard):
                               tooltip="undo every knob moved since the command was applied",
                               layout={"width": "260px"})
         self.reset.add_class("hs-reset")
-        self.reset.on_click(lambda _: self._apply_command())
+        self.reset.on_click(lambda _: self._reset_clicked())
         head, rows, *rest = self.widget.children
         self.widget.children = (head, rows, self.reset, *rest)
 
@@ -76,6 +78,16 @@ class ExposureDashboard(Dashboard):
             self._apply_command()
         else:
             self.update()
+
+    def _reset_clicked(self) -> None:
+        """The reset button: back to the pasted command's values; with an empty box there is
+        no command, so nothing changes and one line says so."""
+        if str(self.value("command")).strip():
+            self._apply_command()
+            return
+        line = f"<div class='hs-note hs-nothing-applied'>{esc(NOTHING_APPLIED)}</div>"
+        shown = self.message.value.replace(line, "")  # an error on screen stays with it
+        self.message.value = (shown if self.error is not None else "") + line
 
     def _apply_command(self) -> None:
         self._applying = True
@@ -103,7 +115,7 @@ class ExposureDashboard(Dashboard):
         except ValueError as exc:  # a quoting slip: the shell, not vLLM, would stop here
             raise CommandTypo(
                 f"{exc} (the shell cannot split it into words, so vLLM never sees it). The "
-                "knobs below still show the last command that was read; fix the quoting, or "
+                "knobs above still show the last command that was read; fix the quoting, or "
                 "empty the box to answer for the knobs alone") from None
         launch = from_command(argv, self.value("vllm_version"))
         moved = {n: knob_value(SPECS[n], self.value(n)) for n in OVERRIDES
@@ -149,11 +161,11 @@ def knobs_with_a_pool(knobs, last: float | None) -> tuple:
     max_model_len request (at least the reproduction's 1 GiB); the source says which."""
     if last is not None:
         return (knobs.replace(host_pool_gib=last),
-                f"the knobs below, with the last command's {last:g} GiB host pool")
+                f"the knobs above, with the last command's {last:g} GiB host pool")
     gib = max(1, math.ceil(smallest_pool_gib(knobs.max_model_len, layout(knobs))))
     if gib == knobs.host_pool_gib:
-        return knobs, "the knobs below"
-    return (knobs.replace(host_pool_gib=gib), f"the knobs below, with a {gib} GiB host pool "
+        return knobs, "the knobs above"
+    return (knobs.replace(host_pool_gib=gib), f"the knobs above, with a {gib} GiB host pool "
             "(the smallest whole GiB that holds max_model_len)")
 
 

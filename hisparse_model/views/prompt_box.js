@@ -22,7 +22,9 @@ function render({ model, el }) {
   const stale = (on) => {
     dashboard()?.classList.toggle("hs-stale", on);
     hint.textContent = on ? "edited, not applied yet: press Enter (Shift+Enter: a new line) " +
-      "or click outside the box" : "applied: the verdict below reads this command " +
+      "or click outside the box" : !model.get("value").trim() ? "empty: no command applied; " +
+      "the verdict reads the knobs (paste a command, then Enter or click outside the box)" :
+      "applied: the verdict below reads this command " +
       "(Enter or clicking outside the box applies an edit)";
   };
   let watcher = null;
