@@ -1,0 +1,94 @@
+"""Each engine batch's wall time and composition, measured inside the engine (the clock's
+calibration, ``engine/calibrate.py``).
+
+Two run-time wrappers on vLLM's own scheduler (no vLLM file is edited), installed in a process
+that runs the engine core in-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``):
+
+* after ``Scheduler.schedule`` (vllm/v1/core/sched/scheduler.py:562 `def schedule`): what the
+  batch computes, read from the ``SchedulerOutput`` and the scheduler's requests. The
+  scheduler has already advanced each request's ``num_computed_tokens`` by its scheduled tokens
+  (vllm/v1/core/sched/scheduler.py:1583 `def _update_after_schedule`), so a request computed
+  ``num_computed_tokens - n`` tokens before this batch, and the batch is a prompt chunk for it
+  while that is below ``num_prompt_tokens``;
+* at the entry of ``Scheduler.update_from_output`` (vllm/v1/core/sched/scheduler.py:1967
+  `def update_from_output`): the batch's output is back. The time since the previous batch's
+  output came back is this batch's period: with two batches in flight
+  (vllm/v1/engine/core.py:670 `def step_with_batch_queue`) the engine hands back one batch per
+  period, the scheduling of the next hidden behind the GPU's work, which is the cost the
+  model's clock puts on a batch (``schedule/clock.py``). A batch after the engine ran out of
+  requests is marked ``after_idle`` (its period holds the idle time): a fit leaves it out.
+
+Every row: ``{"phase", "prefill", "decode", "context", "requests", "ms", "after_idle"}``.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+
+class StepTimer:
+    """Collects one row per batch whose output came back (module docstring)."""
+
+    def __init__(self, clock=time.perf_counter) -> None:
+        self.clock = clock
+        self.rows: list[dict] = []
+        self.phase = "start"
+        self._pending: dict[int, dict] = {}  # id(SchedulerOutput) -> composition
+        self._last: float | None = None  # when the previous output came back
+        self._idle = True  # the engine had no request after the previous output
+
+    def scheduled(self, scheduler, output) -> None:
+        """After ``schedule``: the batch's composition, kept until its output is back."""
+        tokens = getattr(output, "num_scheduled_tokens", None) or {}
+        prefill = decode = context = 0
+        for rid, n in tokens.items():
+            req = scheduler.requests[rid]
+            before = req.num_computed_tokens - n
+            if before < req.num_prompt_tokens:
+                prefill += n
+            else:
+                decode += n
+            context += before + n
+        if tokens:
+            self._pending[id(output)] = {"phase": self.phase, "prefill": prefill,
+                                         "decode": decode, "context": context,
+                                         "requests": len(tokens)}
+
+    def returned(self, output) -> None:
+        """At the entry of ``update_from_output``: the batch's period ends now."""
+        now = self.clock()
+        row = self._pending.pop(id(output), None)
+        if row is not None:
+            last = self._last
+            row["ms"] = None if last is None else round((now - last) * 1000, 4)
+            row["after_idle"] = self._idle or last is None
+            self.rows.append(row)
+        self._last = now
+
+    def after_update(self, scheduler) -> None:
+        """After ``update_from_output``: whether the engine is left with no request."""
+        self._idle = not scheduler.has_requests()
+
+
+def install(timer: StepTimer, scheduler_cls) -> None:
+    """Wrap ``scheduler_cls.schedule`` and ``update_from_output`` (vLLM's ``Scheduler``, whose
+    async subclass inherits both) to feed ``timer``."""
+    schedule, update = scheduler_cls.schedule, scheduler_cls.update_from_output
+
+    @functools.wraps(schedule)
+    def timed_schedule(self, *a, **k):
+        out = schedule(self, *a, **k)
+        timer.scheduled(self, out)
+        return out
+
+    @functools.wraps(update)
+    def timed_update(self, scheduler_output, *a, **k):
+        timer.returned(scheduler_output)
+        try:
+            return update(self, scheduler_output, *a, **k)
+        finally:
+            timer.after_update(self)
+
+    scheduler_cls.schedule = timed_schedule
+    scheduler_cls.update_from_output = timed_update

@@ -1,0 +1,67 @@
+"""The calibration's step timer (engine/step_timer.py) on stand-ins for vLLM's scheduler.
+
+Invariant: a batch's row says what it computed (a request is in its prompt while what it had
+computed before the batch is below its prompt length; its context is that plus the batch's
+tokens) and the time from the previous batch's output to its own; the first batch, and the
+first after the engine ran out of requests, are marked after_idle.
+"""
+
+from types import SimpleNamespace as NS
+
+from hisparse_model.engine.step_timer import StepTimer, install
+
+
+class FakeScheduler:
+    """What the timer reads: ``requests[rid]`` (num_computed_tokens advanced by schedule, as
+    vLLM's _update_after_schedule does, num_prompt_tokens) and ``has_requests()``."""
+
+    def __init__(self, plan):
+        self.plan = list(plan)  # each schedule(): {rid: tokens}
+        self.requests = {}
+        self.left = 0
+
+    def schedule(self):
+        tokens = self.plan.pop(0)
+        for rid, n in tokens.items():
+            self.requests[rid].num_computed_tokens += n
+        return NS(num_scheduled_tokens=tokens)
+
+    def update_from_output(self, out, model_output=None):
+        return {}
+
+    def has_requests(self):
+        return self.left > 0
+
+
+def test_rows_say_what_each_batch_computed_and_took():
+    """Request a: a 100-token prompt in two chunks (60, 40), then a decode; request b: one
+    decode at context 500 in batches 1, 2 and 4. Clock reads (s): 1.0, 1.010, 1.025, 1.030 (an
+    output of no batch: it ends a period but makes no row), 2.0.
+    batch 1: a prefill 60 (context 0 + 60), b decode 1 (500 + 1): context 561, after_idle
+             (first), ms None;
+    batch 2: a prefill 40 (60 + 40 = 100), b decode (501 + 1): context 602, 1.010 - 1.0 = 10 ms;
+    batch 3: a decode (100 + 1 = 101; before 100 = its prompt: decode), 15 ms;
+    batch 4 after the engine ran dry: b decode (502 + 1), after_idle, 2.0 - 1.030 = 970 ms."""
+    reads = iter([1.0, 1.010, 1.025, 1.030, 2.0])
+    timer = StepTimer(clock=lambda: next(reads))
+    cls = type("Sched", (FakeScheduler,), {})
+    install(timer, cls)
+    s = cls([{"a": 60, "b": 1}, {"a": 40, "b": 1}, {"a": 1}, {"b": 1}])
+    s.requests = {"a": NS(num_computed_tokens=0, num_prompt_tokens=100),
+                  "b": NS(num_computed_tokens=500, num_prompt_tokens=10)}
+    s.left = 2
+    outs = [s.schedule() for _ in range(3)]
+    for o in outs:
+        s.update_from_output(o)
+    s.left = 0
+    s.update_from_output(NS(num_scheduled_tokens={}))  # a batch of nothing: no row
+    s.left = 1
+    last = s.schedule()
+    s.update_from_output(last)
+    got = [(r["prefill"], r["decode"], r["context"], r["requests"], r["ms"], r["after_idle"])
+           for r in timer.rows]
+    assert got[0] == (60, 1, 561, 2, None, True)
+    assert got[1][:4] == (40, 1, 602, 2) and abs(got[1][4] - 10) < 1e-6 and not got[1][5]
+    assert got[2][:4] == (0, 1, 101, 1) and abs(got[2][4] - 15) < 1e-6 and not got[2][5]
+    assert got[3][:4] == (0, 1, 503, 1) and abs(got[3][4] - 970) < 1e-6 and got[3][5] is True
+    assert [r["phase"] for r in timer.rows] == ["start"] * 4
