@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 
-from ..inputs.traffic_file import Traffic
+from ..inputs.traffic_file import Traffic, TrafficError
 
 
 def refused_at_door(prompt_len: int, max_tokens: int, max_model_len: int) -> bool:
@@ -23,10 +23,12 @@ def refused_at_door(prompt_len: int, max_tokens: int, max_model_len: int) -> boo
 
 
 def accepted_arrivals(traffic: Traffic, minutes: float, seed: int,
-                      max_model_len: int) -> tuple[list[tuple], int]:
+                      max_model_len: int, most: int | None = None) -> tuple[list[tuple], int]:
     """``([(seconds, prompt_len, max_tokens, blocks), ...], refused)``: the requests of one
     seed that arrive within ``minutes`` and that vLLM accepts, in arrival order (request
-    ``i`` of a workload is the ``i``-th of them), and how many it refuses at the door."""
+    ``i`` of a workload is the ``i``-th of them), and how many it refuses at the door.
+    ``most``: a TrafficError as soon as more requests than that are accepted (the rest is
+    not generated)."""
     rng = random.Random(seed)
     end = minutes * 60.0
     out, refused = [], 0
@@ -37,6 +39,10 @@ def accepted_arrivals(traffic: Traffic, minutes: float, seed: int,
             refused += 1
             continue
         out.append((t, n, m, b))
+        if most is not None and len(out) > most:
+            raise TrafficError(f"--minutes {minutes:g}: more than {most:,} requests by "
+                               f"{t / 60:,.1f} minutes, more than the {most:,} distinct "
+                               "prompts a workload can name; serve fewer minutes")
     return out, refused
 
 

@@ -110,13 +110,11 @@ def prompt_of(i: int, n: int, blocks=None):
 def generate(traffic: Traffic, minutes: float, seed: int, step_ms: float,
              max_model_len: int) -> SeedRun:
     """One seed's requests over ``minutes`` (module docstring, 2)."""
-    rows, refused = accepted_arrivals(traffic, minutes, seed, max_model_len)
+    # stops at the request past PROMPT_IDS: what is not served is not generated
+    rows, refused = accepted_arrivals(traffic, minutes, seed, max_model_len, most=PROMPT_IDS)
     per_step = step_ms / 1000.0
     out = [(int(t / per_step), n, m) for t, n, m, _ in rows]
     blocks = [b for _, _, _, b in rows]
-    if len(out) > PROMPT_IDS:
-        raise TrafficError(f"--minutes {minutes}: {len(out):,} requests, more than the "
-                           f"{PROMPT_IDS:,} distinct prompts a workload can name")
     return SeedRun(seed, tuple(out), refused,
                    blocks=tuple(blocks) if traffic.blocks else ())
 
@@ -261,6 +259,20 @@ def check_traffic_knobs(knobs: Knobs, minutes: float, step_ms: float, seeds: int
             raise TrafficError(f"--minutes {minutes:g} at {traffic.rate_per_s:g} requests/s: "
                                f"{arrivals:,.0f} requests per seed, more than "
                                f"{MAX_REQUESTS_PER_SEED:,}; serve fewer minutes")
+        # Poisson arrivals: the door lets in at least the share whose prompt fits beside the
+        # longest output (refused_at_door), so a seed's accepted count is Poisson with a mean
+        # of at least R x 60 x minutes x that share (standard deviation: its root); past
+        # PROMPT_IDS + 10 of those every seed would be refused (odds below 1e-23 otherwise):
+        # refused now, before any is generated (a seed that passes it is cut at PROMPT_IDS)
+        if not traffic.replayed:
+            fits = min(knobs.max_model_len - traffic.max_tokens.highest, knobs.max_model_len - 1)
+            accepted = arrivals * traffic.prompt_len.share_at_most(fits)
+            if accepted > PROMPT_IDS + 10 * math.sqrt(PROMPT_IDS):
+                raise TrafficError(
+                    f"--minutes {minutes:g} at {traffic.rate_per_s:g} requests/s: "
+                    f"{arrivals:,.0f} requests per seed, {accepted:,.0f} or more of them "
+                    f"accepted, more than the {PROMPT_IDS:,} distinct prompts a workload can "
+                    "name; serve fewer minutes")
         if traffic.prompt_len.lowest >= knobs.max_model_len:
             raise TrafficError(f"traffic {traffic.source}: every prompt is "
                                f"{traffic.prompt_len.lowest:,} tokens or longer, not shorter "

@@ -29,6 +29,7 @@ from __future__ import annotations
 import csv
 import itertools
 import json
+import math
 import re
 from dataclasses import dataclass
 
@@ -36,6 +37,7 @@ from ..boundary.files import InputError, lines
 from ..boundary.limits import TRACE, TRACE_ROWS
 from ..model.knobs import MODEL_MAX_LEN
 from ..schedule.shared_prompts import BLOCK_IDS
+from ..schedule.workload import short_repr
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 MOONCAKE_KEYS = ("timestamp", "input_length", "output_length")
@@ -43,7 +45,9 @@ TIMED_KEYS = ("arrival_s", "prompt_len")
 OUTPUT_KEYS = ("max_tokens", "output_len")
 MOONCAKE_BLOCK = 512  # tokens per hash_ids block in Mooncake's traces
 DEFAULT_OUTPUT = 8  # output tokens when a timed JSON line gives none (as in workloads)
-_WALL_CLOCK = re.compile(r"^(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:\.(\d+))?$")
+# ASCII digits only (re's \d takes a full-width or Arabic-Indic digit, which no trace writes)
+_WALL_CLOCK = re.compile(r"^([0-9]{4})-([0-9]{2})-([0-9]{2})[ T]([0-9]{2}):([0-9]{2}):([0-9]{2})"
+                         r"(?:\.([0-9]+))?$")
 
 
 MAX_OUTPUT_LEN = MODEL_MAX_LEN  # no request generates more tokens than the model's context
@@ -119,7 +123,7 @@ def read_rows(path: str, fmt: str, first: str, rest) -> Trace:
     ``rest`` (``(number, text)``, as :func:`text_lines` gives them) read row by row, at most
     :data:`TRACE_ROWS` requests."""
     if fmt == "azure":
-        header = [c.strip() for c in next(csv.reader([first]))]
+        header = [c.strip() for c in _cells(first, f"trace {path} row 1")]
         return Trace(path, "azure", _sorted(_bounded(path, _azure(path, header, rest)), 1e-9))
     row = _mooncake_row if fmt == "mooncake" else _timed_row
     return Trace(path, fmt, _sorted(_bounded(path, _lines(path, first, rest, row))))
@@ -153,7 +157,7 @@ def _count(value, where: str, least: int = 1, most: int = MODEL_MAX_LEN * 64) ->
     50-digit length from being carried)."""
     if isinstance(value, str):
         value = value.strip()
-        if not re.fullmatch(r"[+-]?\d{1,20}", value):
+        if not re.fullmatch(r"[+-]?[0-9]{1,20}", value):
             raise TraceError(f"{where}: {value!r} is not a whole number of tokens")
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
@@ -168,12 +172,16 @@ def _count(value, where: str, least: int = 1, most: int = MODEL_MAX_LEN * 64) ->
 
 
 def _seconds(value, where: str, scale: float = 1.0) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
-            or value in (float("inf"), float("-inf")):
-        raise TraceError(f"{where}: {value!r} is not a time (a finite number)")
+    try:  # an integer past a float's range (10^400) is no time: float() says so
+        finite = not isinstance(value, bool) and isinstance(value, (int, float)) and \
+            math.isfinite(float(value))
+    except OverflowError:
+        finite = False
+    if not finite:
+        raise TraceError(f"{where}: {short_repr(value)} is not a time (a finite number)")
     if value < 0:
-        raise TraceError(f"{where}: {value!r}; a time is >= 0")
-    return value * scale
+        raise TraceError(f"{where}: {short_repr(value)}; a time is >= 0")
+    return float(value) * scale
 
 
 def _wall_clock(value: str, where: str) -> int:
@@ -196,14 +204,23 @@ def _wall_clock(value: str, where: str) -> int:
     return whole * 10**9 + int((frac or "").ljust(9, "0")[:9])
 
 
+def _cells(line: str, where: str) -> list[str]:
+    """A CSV line's cells; a cell past the csv module's limit (131,072 characters) or a
+    malformed line is one TraceError naming the row."""
+    try:
+        return next(csv.reader([line]), [])
+    except csv.Error as exc:
+        raise TraceError(f"{where}: not a CSV row ({exc})") from None
+
+
 def _azure(path: str, header: list[str], rows):
     lower = [c.lower() for c in header]
     at = {name: lower.index(name.lower()) for name in AZURE_COLUMNS}  # any order, any case
     for i, line in rows:
         if not line.strip():
             continue
-        row = next(csv.reader([line]))
         where = f"trace {path} row {i}"
+        row = _cells(line, where)
         if len(row) < len(header):
             raise TraceError(f"{where}: {len(row)} columns, the header has {len(header)}")
         yield TraceRequest(

@@ -19,6 +19,7 @@ row and column: ``traces.py``).
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 import math
@@ -26,6 +27,7 @@ import random
 from dataclasses import dataclass
 
 from ..boundary.files import InputError
+from ..boundary.json_file import too_many_digits
 from ..model.knobs import MODEL_MAX_LEN
 from ..schedule.workload import WorkloadError, short_repr
 
@@ -55,10 +57,21 @@ class Lengths:
             return self.samples[rng.randrange(len(self.samples))]
         if len(self.bins) == 1:
             lo, hi, _ = self.bins[0]
-        else:
+        else:  # the first bin whose cumulative weight passes u: a bisection, O(log bins)
             u = rng.random() * self.bins[-1][2]
-            lo, hi, _ = next(b for b in self.bins if u < b[2])
+            at = bisect.bisect_right(self.bins, u, key=lambda b: b[2])
+            lo, hi, _ = self.bins[min(at, len(self.bins) - 1)]  # u rounded up to the total
         return lo if lo == hi else rng.randint(lo, hi)
+
+    def share_at_most(self, x: int) -> float:
+        """The probability that a draw is at most ``x`` (a bin's lengths are equally likely)."""
+        if self.samples:
+            return sum(1 for n in self.samples if n <= x) / len(self.samples)
+        below, before = 0.0, 0.0
+        for lo, hi, cumulative in self.bins:
+            weight, before = cumulative - before, cumulative
+            below += weight * min(1.0, max(0.0, (x - lo + 1) / (hi - lo + 1)))
+        return below / self.bins[-1][2]
 
     @property
     def lowest(self) -> int:
@@ -142,20 +155,34 @@ def _lengths(value, where: str) -> Lengths:
                                f"is {{\"min\": n, \"max\": m, \"weight\": w}})")
         lo = _positive_int(b["min"], f"{here} min")
         hi = _positive_int(b["max"], f"{here} max")
-        w = b["weight"]
-        if isinstance(w, bool) or not isinstance(w, (int, float)) or not w > 0 \
-                or not math.isfinite(w):
-            raise TrafficError(f"{here} weight: must be a number > 0, got {short_repr(w)}")
+        w = _finite(b["weight"])
+        if w is None or not w > 0:
+            raise TrafficError(f"{here} weight: must be a number > 0, got "
+                               f"{short_repr(b['weight'])}")
         if hi < lo:
             raise TrafficError(f"{here}: max {hi} is below min {lo}")
         total += w
+        if not math.isfinite(total):  # 1e308 + 1e308: no bin could be drawn
+            raise TrafficError(f"{here} weight: the weights add up past a float's range "
+                               "(a weight is a share: 3 and 5, not 1e308 and 1e308)")
         bins.append((lo, hi, total))
     return Lengths(tuple(bins))
 
 
+def _finite(value) -> float | None:
+    """``value`` as a float when it is a finite number (JSON's true is none), else None; an
+    integer past a float's range (10^400) is none either, never an OverflowError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        x = float(value)
+    except OverflowError:
+        return None
+    return x if math.isfinite(x) else None
+
+
 def _rate(value, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 \
-            or not math.isfinite(value):
+    if _finite(value) is None or not value > 0:
         raise TrafficError(f"{where}: requests per second must be a number > 0, got "
                            f"{short_repr(value)}")
     if value > MAX_RATE_PER_S:
@@ -215,8 +242,10 @@ def load_traffic(path: str, rate_per_s: float | None = None,
     except RecursionError:
         raise TrafficError(f"{name}: nested too deeply to read (JSON arrays or objects "
                            "nested hundreds of levels)") from None
-    except ValueError:
-        whole = None
+    except json.JSONDecodeError:
+        whole = None  # JSON Lines, read line by line below
+    except ValueError:  # an integer past Python's digits, no line of JSON Lines either
+        raise TrafficError(f"{name}: {too_many_digits(text) or 'unreadable JSON'}") from None
     if isinstance(whole, dict) and "output_len" in whole and set(whole) <= {"prompt_len",
                                                                             *LINE_KEYS}:
         whole = None  # one request's line (output_len is no description key): JSON Lines
