@@ -2,16 +2,36 @@
 
 Read through :func:`~.files.read_bytes` (bounded: :data:`~.limits.JSON` unless said);
 UTF-8 with an optional byte-order mark.  Malformed JSON names the line and column; nesting
-too deep for Python's parser and an integer of more than 4,300 digits are one line too.
+too deep for Python's parser and an integer of more than 4,300 digits are one line too (the
+latter naming its line and column).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 from .files import InputError, read_bytes
 from .limits import JSON, Bound
+
+
+_DIGITS = re.compile(r"[0-9]+")  # a run taken whole, so a search is one pass
+
+
+def too_many_digits(text: str) -> str | None:
+    """Where ``text`` holds an integer of more digits than Python reads (4,300:
+    ``sys.get_int_max_str_digits``): "line L column C: an integer of N digits ...", else
+    None.  What a refusal names in place of Python's words, which name no place."""
+    limit = sys.get_int_max_str_digits() or None
+    m = next((m for m in _DIGITS.finditer(text) if limit and m.end() - m.start() > limit),
+             None)
+    if m is None:
+        return None
+    line = text.count("\n", 0, m.start()) + 1
+    column = m.start() - text.rfind("\n", 0, m.start())
+    return (f"line {line} column {column}: an integer of {m.end() - m.start():,} digits (at "
+            f"most {limit:,} are read)")
 
 
 def loads(data: bytes, name: str):
@@ -29,7 +49,9 @@ def loads(data: bytes, name: str):
         raise InputError(f"{name}: nested too deeply to read (JSON arrays or objects nested "
                          f"more than about {sys.getrecursionlimit()} levels)") from None
     except ValueError as exc:  # an integer of more than 4300 digits
-        raise InputError(f"{name}: unreadable JSON: {exc}") from None
+        where = too_many_digits(text)
+        raise InputError(f"{name}: {where}" if where else f"{name}: unreadable JSON: {exc}"
+                         ) from None
 
 
 def load(path: str, name: str, bound: Bound = JSON):

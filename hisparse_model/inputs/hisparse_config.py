@@ -25,6 +25,8 @@ own ``AttentionConfig`` on CPU.
 
 from __future__ import annotations
 
+import math
+
 # pydantic's lax-mode strings for a bool field
 _TRUE = {"1", "on", "t", "true", "y", "yes"}
 _FALSE = {"0", "off", "f", "false", "n", "no"}
@@ -38,6 +40,8 @@ def _buffer_size(value, where: str) -> None:
     if value is None:
         return
     if isinstance(value, float):
+        if not math.isfinite(value):  # JSON's 1e400 (inf) or NaN: pydantic's finite_number
+            raise _refuse(where, "Input should be a finite number")
         if value != int(value):
             raise _refuse(where, "Input should be a valid integer, got a number with a "
                           "fractional part")

@@ -326,6 +326,9 @@ def resolve_defaults(values: dict, read: dict, ignored: list, version: str, sour
         defaults["attention_backend"] = ("vLLM's pick on an H200 for a quantized KV cache "
                                          "(FLASH_ATTN_MLA_SPARSE serves bf16 only)")
     length = values["max_model_len"]
+    if isinstance(length, int) and length < 1:  # the defaults below are products of it
+        said = f"max_model_len must be >= 1, got {length}"
+        raise ValueError(f"{read['max_model_len']}: {said}" if "max_model_len" in read else said)
     if "max_num_batched_tokens" not in values:
         seqs = values.get("max_num_seqs", DEFAULT_MAX_NUM_SEQS)
         values["max_num_batched_tokens"] = min(seqs * length, cap)

@@ -17,6 +17,7 @@ import re
 import shlex
 from typing import NamedTuple
 
+from ..boundary.json_file import too_many_digits
 from ..model.knobs import knob_specs
 from ..schedule.workload import short_repr
 
@@ -239,8 +240,9 @@ def json_config(where: str, value) -> dict:
     except RecursionError:
         raise ValueError(f"{where}: JSON nested too deeply to read") from None
     except ValueError as exc:  # JSONDecodeError, or an integer of more than 4300 digits
-        raise ValueError(f"{where}: not JSON ({getattr(exc, 'msg', exc)}): "
-                         f"{short_repr(value)}") from None
+        said = None if isinstance(exc, json.JSONDecodeError) else too_many_digits(value)
+        raise ValueError(f"{where}: {said}" if said else f"{where}: not JSON "
+                         f"({getattr(exc, 'msg', exc)}): {short_repr(value)}") from None
     if not isinstance(out, dict):
         raise ValueError(f"{where}: expected a JSON object, got {value!r}")
     return out
@@ -277,12 +279,13 @@ def parse_int(name: str, value, flag: str, human_readable: bool = True) -> int:
     bad = f"{flag}: {name} must be an integer, got {short_repr(value)}"
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise ValueError(bad)
-    if isinstance(value, int):
-        return value
-    text = value.strip()
+    # an int -1 too: vllm.LLM(max_model_len=-1) fits it to the GPU's memory as the flag does
+    text = value.strip() if isinstance(value, str) else "-1" if value == -1 else ""
     if name == "max_model_len" and (text == "-1" or text.lower() == "auto"):
         raise ValueError(f"{flag} {text}: fits max_model_len to the GPU's memory, which the "
                          "model does not know; give a number")
+    if isinstance(value, int):
+        return value
     m = _HUMAN_INT.fullmatch(text) if name in HUMAN_READABLE else None
     if m and not human_readable:
         raise ValueError(f"{flag}: {name} must be an integer, got {value!r}: vllm.LLM takes "

@@ -39,6 +39,7 @@ import json
 import os
 from dataclasses import dataclass
 
+from ..boundary.json_file import too_many_digits
 from .reproduction import TINY_OVERRIDES
 
 REPRODUCTION = "reproduction"  # the fix PR's tiny DeepSeek-V3.2
@@ -115,7 +116,9 @@ def parse_overrides(text: str | None) -> dict:
     try:
         value = json.loads(text) if isinstance(text, str) else text
     except (ValueError, RecursionError) as exc:
-        raise ValueError(f"hf_overrides: not a JSON object ({str(exc)[:80]})") from None
+        said = too_many_digits(text) if type(exc) is ValueError else None  # not malformed
+        raise ValueError(f"hf_overrides: {said}" if said else
+                         f"hf_overrides: not a JSON object ({str(exc)[:80]})") from None
     if not isinstance(value, dict):
         raise ValueError(f"hf_overrides: expected a JSON object of config keys, got "
                          f"{type(value).__name__}")
