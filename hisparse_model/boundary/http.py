@@ -9,7 +9,8 @@ What a careful operator expects of a tool pointed at a production server:
 * one deadline for the whole request (connect, headers, body): a server that sends a byte a
   second is cut off at :data:`~.limits.HTTP_SECONDS`, not timed out per read;
 * a body bound (:data:`~.limits.METRICS`), counted as it comes;
-* a refusal is one :class:`~.files.InputError` line naming the flag and the URL.
+* a refusal is one :class:`~.files.InputError` line naming the flag and the URL (a
+  ``user:password@`` in it shown as ``***@``: :func:`redacted`).
 """
 
 from __future__ import annotations
@@ -27,9 +28,18 @@ from .limits import CHUNK, HTTP_SECONDS, Bound
 _UNSAFE = re.compile(r"[\x00-\x20\x7f]")  # whitespace and control characters
 
 
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@")  # scheme://user:password@
+
+
+def redacted(url: str) -> str:
+    """``url`` as an answer or a refusal may show it: a ``user:password@`` before its host
+    written ``***@`` (a credential is never echoed; this fetch sends none)."""
+    return _USERINFO.sub(r"\1***@", url)
+
+
 def check_url(url: str, flag: str) -> urllib.parse.SplitResult:
     """The URL's parts, or one line saying why it is not a URL this fetch reads."""
-    shown = ascii(url) if _UNSAFE.search(url) else url
+    shown = ascii(redacted(url)) if _UNSAFE.search(url) else redacted(url)
     if _UNSAFE.search(url):
         raise InputError(f"{flag} {shown}: a URL holds no spaces or control characters")
     try:
@@ -47,7 +57,7 @@ def check_url(url: str, flag: str) -> urllib.parse.SplitResult:
 def fetch(url: str, flag: str, bound: Bound, seconds: float = HTTP_SECONDS) -> bytes:
     """The body of one GET of ``url`` (module docstring: the refusals)."""
     parts = check_url(url, flag)
-    where = f"{flag} {url}"
+    where = f"{flag} {redacted(url)}"
     kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     conn = kind(parts.hostname, parts.port, timeout=seconds)
     deadline = time.monotonic() + seconds
@@ -62,8 +72,8 @@ def fetch(url: str, flag: str, bound: Bound, seconds: float = HTTP_SECONDS) -> b
         conn.request("GET", target, headers={"Accept": "text/plain"})
         response = conn.getresponse()
         if 300 <= response.status < 400:
-            raise InputError(f"{where}: HTTP {response.status} redirects to "
-                             f"{response.getheader('Location', '(no Location)')!s:.200}; not "
+            to = redacted(response.getheader("Location", "(no Location)"))
+            raise InputError(f"{where}: HTTP {response.status} redirects to {to:.200}; not "
                              "followed: give that URL itself")
         if response.status != 200:
             raise InputError(f"{where}: HTTP {response.status} {response.reason}")

@@ -42,9 +42,11 @@ from .stall_stacks import compiled_note
 
 ITL = "vllm:inter_token_latency_seconds"
 ITERATIONS = "vllm:iteration_tokens_total"
-_RATE = r"(\d+(?:\.\d+)?)"  # vLLM prints %.1f: one number, not "1.2.3"
+# vLLM prints %.1f: one number, not "1.2.3"; ASCII digits (re's \d takes a full-width one)
+_RATE = r"([0-9]+(?:\.[0-9]+)?)"
 LOG_LINE = re.compile(rf"Avg prompt throughput: {_RATE} tokens/s, Avg generation throughput: "
-                      rf"{_RATE} tokens/s, Running: (\d+) reqs")
+                      rf"{_RATE} tokens/s, Running: ([0-9]+) reqs")
+MAX_RUNNING = 10**7  # requests one server runs at once: vLLM's max_num_seqs is some thousands
 SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)(?:\s+\d+)?$")
 METRICS_SECONDS = 10.0  # between the two reads of /metrics
 METRICS_RANGE = Range(float, 0, 600, "ten minutes: the step time of a server under load is "
@@ -140,7 +142,7 @@ def from_metrics(url: str, seconds: float = METRICS_SECONDS, *, fetch=None,
     first, t0 = parse_metrics(fetch(url)), clock()
     sleep(seconds)
     second, t1 = parse_metrics(fetch(url)), clock()
-    return step_from_metrics(first, second, t1 - t0, f"metrics {url}")
+    return step_from_metrics(first, second, t1 - t0, f"metrics {http.redacted(url)}")
 
 
 def _fetch(url: str) -> str:
@@ -163,8 +165,18 @@ def from_log(path: str) -> StepTime:
         lines = read_log(path).splitlines()
     except InputError as exc:
         raise StepTimeError(f"--step-ms-from-log: {exc}") from None
-    said = [(float(g), int(n)) for m in map(LOG_LINE.search, lines) if m
-            for _, g, n in [m.groups()]]
+    said = []
+    for number, line in enumerate(lines, 1):
+        m = LOG_LINE.search(line)
+        if m is None:
+            continue
+        g, n = m.group(2), m.group(3)
+        if len(n.lstrip("0")) > len(str(MAX_RUNNING)) or int(n) > MAX_RUNNING:
+            raise StepTimeError(f"--step-ms-from-log {path} line {number}: Running: "
+                                f"{n[:20]}{'...' if len(n) > 20 else ''} reqs ({len(n):,} "
+                                f"digits): more than the {MAX_RUNNING:,} requests any server "
+                                "runs at once")
+        said.append((float(g), int(n)))  # float() of 5,000 digits is inf, never an error
     if not said:
         raise StepTimeError(f"--step-ms-from-log {path}: no 'Avg prompt throughput ... "
                             "Running: N reqs' line (vLLM logs one every few seconds while it "
