@@ -154,7 +154,9 @@ FILES = [
     ("[" * 100_000, 2, "nested too deeply"),  # was a RecursionError
     ('{"requests": [{"prompt_len": 3}]', 2, "malformed JSON"),
     ("", 2, "malformed JSON"),
-    ('{"requests": [{"prompt_len": ' + "9" * 5000 + "}]}", 2, "unreadable JSON"),  # > 4300 digits
+    # > 4300 digits: Python's words named no place ("unreadable JSON: Exceeds the limit")
+    ('{"requests": [{"prompt_len": ' + "9" * 5000 + "}]}", 2,
+     "line 1 column 30: an integer of 5,000 digits (at most 4,300 are read)"),
     (b'{"requests": [{"prompt_len": 3, "x": "\xe9"}]}', 2, "not UTF-8 text (byte 0xe9"),
     (b'\xef\xbb\xbf{"requests": [{"prompt_len": 3}]}', 0, OK),  # a UTF-8 BOM is read past
     ({}, 2, "workload: expected"),
@@ -171,7 +173,7 @@ def test_workload_files(tmp_path, content, status, culprit):
     """A file that is not a workload is one line naming it (the file or the request)."""
     path = write(tmp_path, content)
     answer(["simulate", "--max-num-seqs", 2, "--workload", path], status, culprit)
-    if "JSON" in culprit or "UTF-8" in culprit or "nested" in culprit:
+    if "JSON" in culprit or "UTF-8" in culprit or "nested" in culprit or "digits" in culprit:
         assert path in main(["simulate", "--max-num-seqs", 2, "--workload", path])[2]
 
 
@@ -298,6 +300,152 @@ def test_accepted_within_what_vllm_reports(tmp_path, k, accepted, status, culpri
             path, "--accepted", accepted], status, culprit)
 
 
+# -- simulate --traffic: numbers read from traces, descriptions, logs and servers ---------
+PAST_FLOAT = 10**400  # JSON reads it; float() overflows (was an OverflowError traceback)
+AZURE_HEAD = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+TRAFFIC = [
+    # (file name, content, extra flags, culprit); every one exit 2, one line
+    ("t.jsonl", f'{{"arrival_s": {PAST_FLOAT}, "prompt_len": 5}}\n', [],
+     "line 1 arrival_s: 1000"),  # "... is not a time (a finite number)"
+    ("m.jsonl", f'{{"timestamp": {PAST_FLOAT}, "input_length": 5, "output_length": 5}}\n', [],
+     "line 1 timestamp: 1000"),
+    ("d.json", {"rate_per_s": PAST_FLOAT, "prompt_len": 5}, [],
+     "rate_per_s: requests per second must be a number > 0"),
+    ("d.json", {"rate_per_s": 1, "prompt_len": [{"min": 1, "max": 2, "weight": PAST_FLOAT}]},
+     [], "prompt_len bin 1 weight: must be a number > 0"),
+    # 1e308 + 1e308 is inf: every draw's u = inf passed no bin (was a StopIteration)
+    ("d.json", {"rate_per_s": 1, "prompt_len": [{"min": 1, "max": 2, "weight": 1e308},
+                                               {"min": 3, "max": 4, "weight": 1e308}]}, [],
+     "prompt_len bin 2 weight: the weights add up past a float's range"),
+    ("d.json", '{"rate_per_s": 1,\n "prompt_len": ' + "9" * 5000 + "}", [],
+     "line 2 column 16: an integer of 5,000 digits"),
+    # the csv module's field limit is 131,072 characters (was a _csv.Error traceback)
+    ("c.csv", AZURE_HEAD + "2023-11-16 18:15:46.68,10," + "9" * 140_000 + "\n", [],
+     "row 2: not a CSV row (field larger than field limit (131072))"),
+    # a full-width digit: re's \d and int() took it as 10
+    ("c.csv", AZURE_HEAD + "2023-11-16 18:15:46.68,\uff11\uff10,5\n", [],
+     "row 2 column ContextTokens: '\uff11\uff10' is not a whole number"),
+    ("c.csv", AZURE_HEAD + "2023-11-16 18:15:4\uff16.68,10,5\n", [],
+     "row 2 column TIMESTAMP"),
+    # Poisson: 16/s x 60 x 10,080 min = 9,676,800 arrivals; prompts of at most 320 - 8 = 312
+    # tokens fit beside the longest output: 30% (1-256) + 5/10 x 56/1792 (257-312) = 31.6%,
+    # 3,054,240 accepted > 1,010,000 (was refused after generating them: 41 s, 2.4 GB)
+    ("example.json", None, ["--rate", 16, "--minutes", 10080],
+     "9,676,800 requests per seed, 3,054,240 or more of them accepted, more than the "
+     "1,000,000 distinct prompts"),
+]
+
+
+@pytest.mark.parametrize("name,content,flags,culprit", TRAFFIC,
+                         ids=[f"{n}-{c[-30:]}" for n, _, _, c in TRAFFIC])
+def test_traffic_numbers_past_what_is_read(tmp_path, monkeypatch, name, content, flags, culprit):
+    """Every number a traffic file gives is refused in one line naming the file and where,
+    before any request is generated."""
+    from hisparse_model.answers import traffic_risk
+
+    monkeypatch.setattr(traffic_risk, "accepted_arrivals",
+                        lambda *a, **k: pytest.fail("requests were generated"))
+    path = (os.path.join(ROOT, "hisparse_model", "data", "traffic-example.json")
+            if content is None else write(tmp_path, content, name))
+    answer(["simulate", "--max-num-seqs", 64, "--seeds", 1, "--jobs", 1, "--traffic", path,
+            *flags], 2, culprit)
+
+
+class _Fixed:
+    """A random source whose random() is ``u`` and whose randint gives a bin's low end."""
+
+    def __init__(self, u: float):
+        self.u = u
+
+    def random(self) -> float:
+        return self.u
+
+    def randint(self, lo: int, hi: int) -> int:
+        return lo
+
+
+# (u, the length drawn) from bins 1-2 (weight 3), 10-20 (weight 5), 100 (weight 2): u x 10
+# is compared with the cumulative weights 3, 8, 10; a bin is taken while u x 10 < its total
+DRAWS = [(0.0, 1), (0.29, 1), (0.3, 10), (0.79, 10), (0.8, 100), (1 - 2**-53, 100)]
+
+
+@pytest.mark.parametrize("u,length", DRAWS)
+def test_a_histogram_draw_takes_the_first_bin_past_u(u, length):
+    """A draw takes the first bin whose cumulative weight is past u x the total."""
+    from hisparse_model.inputs.traffic_file import Lengths
+
+    bins = Lengths(((1, 2, 3.0), (10, 20, 8.0), (100, 100, 10.0)))
+    assert bins.draw(_Fixed(u)) == length
+
+
+def test_a_histogram_draw_is_a_bisection():
+    """100,000 draws from a 100,000-bin histogram in well under a second of CPU each way:
+    a scan of the bins would compare 5 x 10^9 times (28 s in the issue), a bisection 17
+    times a draw; the draws are the scan's own (the same bins for the same seed)."""
+    import random
+
+    from hisparse_model.inputs.traffic_file import Lengths
+
+    bins = Lengths(tuple((i, i, float(i + 1)) for i in range(1, 100_001)))  # weight 1 each
+    start = time.process_time()
+    rng = random.Random(0)
+    drawn = [bins.draw(rng) for _ in range(100_000)]
+    assert time.process_time() - start < RESCAN_S
+    rng = random.Random(0)
+    for got in drawn[:50]:  # the scan's definition, draw by draw
+        u = rng.random() * bins.bins[-1][2]
+        assert got == next(b for b in bins.bins if u < b[2])[0]
+
+
+LOG_LINE = ("INFO Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: {g} "
+            "tokens/s, Running: {n} reqs, Waiting: 0 reqs\n")
+ITL = "vllm:inter_token_latency_seconds"
+
+
+def _reads(count, total) -> str:
+    """A /metrics read: the inter-token latency's count and sum, and 10 engine steps."""
+    return f"{ITL}_count {count}\n{ITL}_sum {total}\nvllm:iteration_tokens_total_count 10\n"
+
+
+STEP_SOURCES = [
+    # (--step-ms-from-log's text or two /metrics reads, culprit): each names its source,
+    # never --step-ms (not given); --step-ms's range is 0.01 to 60,000 ms
+    (LOG_LINE.format(g="0.1", n=5 * 10**50), "line 1: Running: 5000"),  # 51 digits
+    (LOG_LINE.format(g="0.1", n="9" * 5000), "line 1: Running: 9999"),  # past int()'s digits
+    # 5,000,000 running / 0.1 tokens/s = 5e7 s a step: was used as is
+    (LOG_LINE.format(g="0.1", n=5_000_000), "the step time in ms read from log"),
+    (LOG_LINE.format(g="1" + "0" * 400, n=5), "the step time in ms read from log"),  # 0 ms
+    # Δsum 1e300 s over Δcount 1e-300 tokens: inf ms; Δsum 0 over 5 tokens: 0 ms (both were
+    # blamed on --step-ms)
+    ((_reads(0, 0), _reads("1e-300", "1e300")),
+     "the step time in ms read from metrics http://***@server:8000/metrics must be a finite"),
+    ((_reads(0, 0), _reads(5, 0)),
+     "the step time in ms read from metrics http://***@server:8000/metrics must be >= 0.01"),
+]
+
+
+@pytest.mark.parametrize("said,culprit", STEP_SOURCES, ids=[c[:40] for _, c in STEP_SOURCES])
+def test_a_step_time_read_from_a_server_is_held_to_step_ms_range(tmp_path, monkeypatch, said,
+                                                                culprit):
+    """A step time read from a log or /metrics is refused where --step-ms would be, the
+    refusal naming where it was read (and a URL's user:password never echoed)."""
+    from hisparse_model.inputs import step_time
+
+    argv = ["simulate", "--max-num-seqs", 64, "--seeds", 1, "--jobs", 1, "--traffic",
+            os.path.join(ROOT, "hisparse_model", "data", "traffic-example.json")]
+    if isinstance(said, str):
+        argv += ["--step-ms-from-log", write(tmp_path, said, "serve.log")]
+    else:
+        reads = list(said)
+        monkeypatch.setattr(step_time, "_fetch", lambda url: reads.pop(0))
+        argv += ["--step-ms-from-metrics", "http://user:secret@server:8000/metrics",
+                 "--metrics-seconds", "0.01"]
+    got, out, err = main(argv)
+    assert got == 2, err
+    assert_one_line(err, culprit)
+    assert "secret" not in err
+
+
 # -- check: commands ---------------------------------------------------------------------
 CHECK = [
     # (arguments after "check", status, culprit or a text of the answer)
@@ -328,6 +476,25 @@ CHECK = [
     (SERVE + ["--max-num-seqs", "-3"], 2, "max_num_seqs"),
     (SERVE + ["--max-num-seqs", "4.0"], 2, "max_num_seqs"),
     (SERVE + ["--bogus", "1"], 2, "--bogus: not a setting this check knows"),
+    # JSON's 1e400 is inf, and NaN: pydantic's finite_number (was an OverflowError, and
+    # "cannot convert float NaN to integer" naming no key)
+    (SERVE + ["--attention-config", '{"hisparse_config": {"device_buffer_size": 1e400}}'], 2,
+     "hisparse_config.device_buffer_size: vLLM refuses it: Input should be a finite number"),
+    (SERVE + ["--attention-config", '{"hisparse_config": {"device_buffer_size": NaN}}'], 2,
+     "hisparse_config.device_buffer_size: vLLM refuses it: Input should be a finite number"),
+    # more digits than Python reads: the flag, the line and the column (Python's words named
+    # none of them); the digits follow the 27 and 15 characters before them
+    (SERVE + ["--speculative-config", '{"num_speculative_tokens": ' + "9" * 5000 + "}"], 2,
+     "--speculative-config: line 1 column 28: an integer of 5,000 digits"),
+    (SERVE + ["--hf-overrides", '{"index_topk": ' + "9" * 5000 + "}"], 2,
+     "hf_overrides: line 1 column 16: an integer of 5,000 digits"),
+    # vLLM takes one model: the positional and --model both given is refused, not answered
+    # for the second
+    (["--", "vllm", "serve", "Qwen/Qwen3-8B", "--model", MODEL, *connector_flags()], 2,
+     "vLLM refuses two models"),
+    (SERVE + ["--speculative-config",
+              '{"method": "mtp", "num_speculative_tokens": 1000000000000000000}'], 2,
+     "num_speculative_tokens"),  # 10^18: refused by vLLM's own slot bound, not answered
 ]
 
 
@@ -394,6 +561,15 @@ ENGINE_ARGS = [
     ({"max_model_len": None}, 0, "max_model_len = 163840  (default"),
     ({"enable_prefix_caching": None}, 0, OK),
     ({"enforce_eager": None}, 2, "enforce_eager: expected true or false, got None"),
+    # -1: vLLM fits it to the GPU's memory, as --max-model-len -1 (was refused as
+    # "max_num_seqs ... -1024": the default S = min(1024, B) with B = 1024 x -1)
+    ({"max_model_len": -1}, 2, "max_model_len -1: fits max_model_len to the GPU's memory"),
+    ({"max_model_len": -5}, 2, "max_model_len: max_model_len must be >= 1, got -5"),
+    ({"max_model_len": 0}, 2, "max_model_len: max_model_len must be >= 1, got 0"),
+    ({"max_num_seqs": 10**5000 // 10**800}, 2,  # 4,201 digits: read, refused by its range
+     "max_num_seqs"),
+    ({"speculative_config": {"method": "mtp", "num_speculative_tokens": 10**18}}, 2,
+     "num_speculative_tokens"),  # (K + 2) x index_topk past vLLM's int16 slot limit
 ]
 
 
