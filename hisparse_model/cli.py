@@ -127,7 +127,8 @@ def _check_outputs(args) -> None:
     from .boundary.outputs import check_output
 
     inputs = {"--traffic": args.traffic, "--step-ms-from-log": args.step_ms_from_log,
-              "--step-cost-from-log": args.step_cost_from_log}
+              "--step-cost-from-log": args.step_cost_from_log,
+              "--step-cost-from-calibration": args.step_cost_from_calibration}
     for flag, path in (("--crash-workload", args.crash_workload), ("--plot", args.plot)):
         if path is None:
             continue
@@ -191,23 +192,28 @@ def _simulate_traffic(args, knobs: Knobs) -> int:
 
 
 def _fitted_replay(args, knobs: Knobs, traffic):
-    """``--step-cost-from-log``: the trace's replay on the clock fitted to the log
-    (``answers/clock_fit.py``), or None without the option."""
+    """``--step-cost-from-log`` / ``--step-cost-from-calibration``: the trace's replay on the
+    clock fitted to that measurement (``answers/clock_fit.py``), or None without either."""
+    from .answers.clock_fit import from_calibration, from_log
     from .answers.finish_times import serve_on_clock
     from .answers.traffic_risk import TrafficError
-    from .answers.clock_fit import from_log
 
-    if args.step_cost_from_log is None:
+    fitted = [(flag, value) for flag, value in (
+        ("--step-cost-from-log", args.step_cost_from_log),
+        ("--step-cost-from-calibration", args.step_cost_from_calibration)) if value is not None]
+    if not fitted:
         return None
-    for flag, value in (("--step-ms", args.step_ms), ("--step-ms-from-log", args.step_ms_from_log),
-                        ("--step-ms-from-metrics", args.step_ms_from_metrics)):
-        if value is not None:
-            raise TrafficError(f"{flag} and --step-cost-from-log: give one step time")
+    given = [flag for flag, value in (
+        ("--step-ms", args.step_ms), ("--step-ms-from-log", args.step_ms_from_log),
+        ("--step-ms-from-metrics", args.step_ms_from_metrics)) if value is not None]
+    if given or len(fitted) > 1:
+        raise TrafficError(f"{' and '.join(given + [f for f, _ in fitted])}: give one step time")
+    flag, path = fitted[0]
     if not traffic.replayed:
-        raise TrafficError("--step-cost-from-log: only with a trace replayed at its own times "
+        raise TrafficError(f"{flag}: only with a trace replayed at its own times "
                            "(--traffic FILE without --rate)")
-    return serve_on_clock(knobs, traffic, args.minutes, from_log(args.step_cost_from_log),
-                          args.seed, args.accepted)
+    cost = from_log(path) if flag == "--step-cost-from-log" else from_calibration(path)
+    return serve_on_clock(knobs, traffic, args.minutes, cost, args.seed, args.accepted)
 
 
 def _step_time(args, on_clock=None):
@@ -219,16 +225,19 @@ def _step_time(args, on_clock=None):
     given = [flag for flag, value in (("--step-ms", args.step_ms),
                                       ("--step-ms-from-metrics", args.step_ms_from_metrics),
                                       ("--step-ms-from-log", args.step_ms_from_log),
-                                      ("--step-cost-from-log", args.step_cost_from_log))
+                                      ("--step-cost-from-log", args.step_cost_from_log),
+                                      ("--step-cost-from-calibration",
+                                       args.step_cost_from_calibration))
              if value is not None]
     if len(given) > 1:
         raise TrafficError(f"{' and '.join(given)}: give one step time")
     if on_clock is not None:
         if not on_clock.steps:
-            raise TrafficError("--step-cost-from-log: the replay schedules no batch")
+            raise TrafficError(f"{given[0]}: the replay schedules no batch (every request "
+                               "refused at the server's door)")
         return _read_step(StepTime(
-            on_clock.mean_step_ms, f"--step-cost-from-log {args.step_cost_from_log}",
-            f"the mean batch of this replay on the clock fitted to the log "
+            on_clock.mean_step_ms, given[0],
+            f"the mean batch of this replay on the clock {on_clock.cost.source} "
             f"({on_clock.cost.terms()})"))
     if args.metrics_seconds is not None and args.step_ms_from_metrics is None:
         raise TrafficError("--metrics-seconds: only with --step-ms-from-metrics URL")

@@ -1,14 +1,19 @@
-"""A step's cost fitted to what a server measured: the clock's calibration
-(``schedule/clock.py`` :class:`StepCost`).  ``simulate --step-cost-from-log``.
+"""A step's cost fitted to what an engine measured: the clock's calibration
+(``schedule/clock.py`` :class:`StepCost`), from two measurements.
 
-The measurement is a list of busy seconds (``inputs/iteration_log.py`` :func:`busy_seconds`):
-in each, ``steps`` batches computing ``prefill`` prompt tokens and ``decode`` output tokens
-took 1,000 ms together. The cost ``base x steps + p x prefill + d x decode = 1000`` is fitted
-to all of them by least squares with every coefficient at least 0 (a coefficient the
-unconstrained fit makes negative is left out and the rest refitted). The context term of
-:class:`StepCost` stays 0: vLLM's step lines do not say how long each request's context is.
+* ``simulate --step-cost-from-log``: a server log's busy seconds (``inputs/iteration_log.py``
+  :func:`busy_seconds`): in each, ``steps`` batches computing ``prefill`` prompt tokens and
+  ``decode`` output tokens took 1,000 ms together, one equation
+  ``base x steps + p x prefill + d x decode = 1000``. No context term: vLLM's step lines do
+  not say how long each request's context is.
+* ``simulate --step-cost-from-calibration``: the calibration sweep's batches
+  (``engine/calibrate.py``, each batch's period and composition measured in the engine), one
+  equation a batch ``base + p x prefill + d x decode + c x context = ms``, from the second
+  pass of each phase (the first compiled kernels) and no batch after an idle engine.
 
-No vLLM import, no numpy: three unknowns, solved in closed form.
+Both are fitted by least squares with every coefficient at least 0 (every subset of the terms
+is tried, the largest that fits with none negative is kept). No vLLM import, no numpy: at most
+four unknowns, solved in closed form.
 """
 
 from __future__ import annotations
@@ -17,8 +22,7 @@ from itertools import combinations
 
 from ..schedule.clock import StepCost
 
-MIN_SECONDS = 3  # busy seconds a fit needs (three unknowns)
-TERMS = ("base_ms", "prefill_ms", "decode_ms")
+MIN_SECONDS = 3  # busy seconds a fit needs (three unknowns); a calibration: one batch more
 
 
 class ClockFitError(ValueError):
@@ -26,39 +30,56 @@ class ClockFitError(ValueError):
 
 
 def fit(seconds, source: str) -> StepCost:
-    """The :class:`StepCost` that best explains ``seconds`` (module docstring); ``source``
+    """The :class:`StepCost` that best explains busy ``seconds`` (module docstring); ``source``
     names where they were read (the log), kept in the cost's ``source``."""
-    rows = [(float(s.steps), float(s.prefill_tokens), float(s.decode_tokens))
+    rows = [(float(s.steps), float(s.prefill_tokens), float(s.decode_tokens), 0.0, 1000.0)
             for s in seconds]
     if len(rows) < MIN_SECONDS:
         raise ClockFitError(f"{source}: busy seconds of logged steps: {len(rows)}, a fit "
                             f"needs {MIN_SECONDS} (a log of vllm serve "
                             "--enable-logging-iteration-details under load)")
+    return _fit(rows, source, f"fitted to {len(rows)} busy seconds of {source}")
+
+
+def fit_batches(batches, source: str) -> StepCost:
+    """The :class:`StepCost` that best explains measured batches, each a dict with
+    ``prefill``, ``decode``, ``context`` and ``ms`` (a calibration's rows, already chosen)."""
+    rows = [(1.0, float(b["prefill"]), float(b["decode"]), float(b["context"]), float(b["ms"]))
+            for b in batches]
+    if len(rows) < MIN_SECONDS + 1:
+        raise ClockFitError(f"{source}: measured batches: {len(rows)}, a fit needs "
+                            f"{MIN_SECONDS + 1}")
+    return _fit(rows, source, f"fitted to {len(rows)} batches measured in the engine, {source}")
+
+
+def _fit(rows, source: str, said: str) -> StepCost:
+    """Least squares over rows ``(count, prefill, decode, context, target)`` with no negative
+    coefficient (module docstring)."""
     best = None
-    for k in (3, 2, 1):  # every subset of the terms, largest first
-        for used in combinations(range(3), k):
-            coef = _least_squares([[r[j] for j in used] for r in rows], 1000.0)
+    for k in (4, 3, 2, 1):  # every subset of the terms, largest first
+        for used in combinations(range(4), k):
+            coef = _least_squares([[r[j] for j in used] for r in rows], [r[4] for r in rows])
             if coef is None or min(coef) < 0:
                 continue
-            full = [0.0, 0.0, 0.0]
+            full = [0.0] * 4
             for j, c in zip(used, coef):
                 full[j] = c
-            err = sum((sum(f * x for f, x in zip(full, r)) - 1000.0) ** 2 for r in rows)
+            err = sum((sum(f * x for f, x in zip(full, r)) - r[4]) ** 2 for r in rows)
             if best is None or err < best[0] - 1e-9:
                 best = (err, full)
         if best is not None:
             break
     if best is None:
-        raise ClockFitError(f"{source}: the busy seconds fit no step cost of positive terms")
-    base, p, d = best[1]
-    return StepCost(base, p, d, 0.0, f"fitted to {len(rows)} busy seconds of {source}")
+        raise ClockFitError(f"{source}: the measurements fit no step cost of positive terms")
+    base, p, d, c = best[1]
+    return StepCost(base, p, d, c, said)
 
 
-def _least_squares(x: list[list[float]], y: float) -> list[float] | None:
-    """The coefficients minimising sum((row . c - y)^2) over rows ``x``, or None when the
+def _least_squares(x: list[list[float]], y: list[float]) -> list[float] | None:
+    """The coefficients minimising sum((row . c - y_row)^2) over rows ``x``, or None when the
     normal equations are singular (a term that is 0 in every row)."""
     n = len(x[0])
-    a = [[sum(r[i] * r[j] for r in x) for j in range(n)] + [sum(r[i] * y for r in x)]
+    a = [[sum(r[i] * r[j] for r in x) for j in range(n)] + [sum(r[i] * t for r, t in zip(x, y))]
          for i in range(n)]
     for i in range(n):  # Gauss-Jordan with partial pivoting
         piv = max(range(i, n), key=lambda k: abs(a[k][i]))
@@ -86,3 +107,28 @@ def from_log(path: str) -> StepCost:
     except InputError as exc:
         raise ClockFitError(f"--step-cost-from-log: {exc}") from None
     return fit(busy_seconds(text), f"--step-cost-from-log {path}")
+
+
+def from_calibration(path: str) -> StepCost:
+    """The step cost fitted to a calibration sweep's JSON (``engine/calibrate.py``): the
+    batches of each phase's second pass with a period measured after a busy one."""
+    from ..schedule.workload import read_json_file
+
+    data = read_json_file(path, "--step-cost-from-calibration", ClockFitError)
+    rows = data.get("rows") if isinstance(data, dict) else None
+    if not isinstance(rows, list):
+        raise ClockFitError(f"--step-cost-from-calibration {path}: no \"rows\" list (a file "
+                            "written by python -m hisparse_model.engine.calibrate)")
+    chosen = []
+    for k, r in enumerate(rows):
+        ok = isinstance(r, dict) and all(
+            isinstance(r.get(f), (int, float)) and not isinstance(r.get(f), bool)
+            and 0 <= r[f] < 1e12 for f in ("prefill", "decode", "context"))
+        if not ok or not isinstance(r.get("phase"), str):
+            raise ClockFitError(f"--step-cost-from-calibration {path}: row {k}: not a measured "
+                                "batch (phase, prefill, decode, context, ms)")
+        ms = r.get("ms")
+        if r["phase"].endswith(":2") and r.get("after_idle") is False and \
+                isinstance(ms, (int, float)) and 0 < ms < 1e7:
+            chosen.append(r)
+    return fit_batches(chosen, f"--step-cost-from-calibration {path}")
