@@ -245,6 +245,60 @@ def test_notebook_3_keeps_every_length_that_differs_and_loses_nothing(knobs, cra
                 assert lane[n - 1] == lane[left - 1], (n, left)
 
 
+# B -> (columns drawn, {last n before a fold: its period}) at S 2 (C = 2, W = 3), n < 320:
+# a prompt's last chunk takes the sizes 1 … B in turn as n grows, so lanes repeat every B
+# lengths; C - 5 … W + 5 (1 … 8) is kept, two periods then a fold then the last period:
+#   B 2: 1 … 8, 9 … 12 (two periods), ↻, 318 319            -> 12 + 2 = 14
+#   B 3: 1 … 8, 9 … 14, ↻, 317 … 319                        -> 14 + 3 = 17
+FOLDS = [(2, 14, {12: 2}), (3, 17, {14: 3}), (4, 20, {16: 4}), (64, 37, {})]
+
+
+@pytest.mark.parametrize(("b", "columns", "repeats"), FOLDS)
+def test_notebook_3_folds_a_repeating_stretch_and_loses_nothing(b, columns, repeats):
+    """At most 60 columns; a length left out in a ↻ gap goes where the length p before it
+    goes, one in a ⋯ gap where its left neighbour goes."""
+    data = cd.prompt_lanes(Knobs(max_num_seqs=2, max_num_batched_tokens=b))
+    shown, folds = cd.folded_lengths(data, keep=cd.zoom_window(2))
+    assert (len(shown), folds) == (columns, repeats) and len(shown) <= cd.MOST_COLUMNS
+    for n in data["n"]:
+        if n in shown:
+            continue
+        left = max(m for m in shown if m < n)
+        source = n - folds[left] if left in folds else left
+        for lane in data["lanes"].values():
+            assert lane[n - 1] == lane[source - 1], (n, source)
+
+
+def test_notebook_3_labels_a_run_of_crashes_once():
+    """B 3: every prompt from n = 3 crashes on 0.31.0 (a W-token chunk); the adjacent crash
+    columns are labelled as runs, not 15 labels over each other."""
+    dash = versions_dashboard(max_num_batched_tokens=3, max_num_seqs=2)
+    marks = [t.text for t in _svg_texts(dash.chart.value, "hs-crash-label")]
+    assert marks == ["crash: n=3…14", "crash: n=317…319"]
+    assert "↻ = left out, the lengths before it repeating" in dash.chart.value
+
+
+# (B, prompt) -> the rows notebook 3's batch table gives the prompt on 0.33.0, S 2
+#   B 2, 200 tokens: 100 chunks of 2, all-resident alike: one row, then its decode row
+#   B 2, 3 tokens: chunk 1 of 2 tokens (all-resident), chunk 2 of 1 (swap_in): two rows
+#   B 64, 200 tokens: 64 + 64 + 64 alike, then 8: two rows, then the decode row
+GROUPED = [
+    (2, 200, ["prefill chunks 1–100/100 (each)", "decode"]),
+    (2, 3, ["prefill chunk 1/2", "prefill chunk 2/2", "decode"]),
+    (64, 200, ["prefill chunks 1–3/4 (each)", "prefill chunk 4/4", "decode"]),
+]
+
+
+@pytest.mark.parametrize(("b", "n", "labels"), GROUPED)
+def test_notebook_3_batch_table_writes_alike_chunks_once(b, n, labels):
+    """Consecutive chunks of a prompt whose rows differ only in their number are one row."""
+    dash = versions_dashboard(max_num_batched_tokens=b, max_num_seqs=2, prompt_lens=str(n),
+                              vllm_version="0.33.0")
+    html = dash.numbers.value.split("each request's batches in")[1]  # the batch table
+    rows = re.findall(r"<tr[^>]*><td>[^<]*</td><td>([^<]*)</td>", html)
+    assert rows == labels
+
+
 def test_notebook_3_chart_marks_every_crash_and_lists_only_what_it_draws():
     """B = 64: a marker per crashing length; the legend names only the colours drawn."""
     dash = versions_dashboard(max_num_batched_tokens=64)

@@ -258,6 +258,54 @@ def key_lengths(data: dict, keep=(), margin: int = 1) -> list[int]:
     return sorted(shown)
 
 
+MOST_COLUMNS = 60  # notebook 3's chart: at least ~10 px a column
+MAX_PERIOD = 8  # the longest repeating pattern folded (B 2 alternates with period 2)
+
+
+def folded_lengths(data: dict, keep=(), margin: int = 1,
+                   most: int = MOST_COLUMNS) -> tuple[list[int], dict[int, int]]:
+    """:func:`key_lengths`, and where that draws more than ``most`` columns, every long stretch
+    whose outcomes repeat with a period p (2 … :data:`MAX_PERIOD`) in every lane folded: its
+    first two periods and its last one drawn, the lengths between left out as one gap that
+    repeats the p lengths before it (at B 2 a prompt's last chunk is 1 or 2 tokens by n's
+    parity, so 0.33.0's lane alternates at every n).  ``(shown, repeats)``: ``repeats`` maps
+    the last length drawn before such a gap to p; every other gap is :func:`key_lengths`'
+    (each length left out like its left neighbour).  Lengths in ``keep`` are never folded."""
+    shown = key_lengths(data, keep, margin)
+    if len(shown) <= most:
+        return shown, {}
+    ns, rows = data["n"], [row for row in data["lanes"].values() if row]
+    kept = set(keep)
+    same = lambda a, b: all(row[a] == row[b] for row in rows)  # noqa: E731
+    drop, repeats, i = set(), {}, 0
+    while i < len(ns):
+        best = None
+        for p in range(2, MAX_PERIOD + 1):
+            j = i + p
+            while j < len(ns) and ns[j] not in kept and same(j, j - p):
+                j += 1
+            varies = any(not same(t, t - 1) for t in range(i + 1, min(j, i + p + 1)))
+            if varies and j - i >= 5 * p and not any(ns[t] in kept for t in range(i, i + p)):
+                best = (p, j)
+                break
+        if best is None:
+            i += 1
+            continue
+        p, j = best
+        drop |= {ns[t] for t in range(i + 2 * p, j - p)}
+        repeats[ns[i + 2 * p - 1]] = p
+        i = j
+    folded = set(shown) - drop
+    for last, p in repeats.items():  # each fold's two periods before its gap, drawn
+        k = ns.index(last)
+        folded |= set(ns[k - 2 * p + 1:k + 1])
+        t = k + 1  # and the period after it
+        while t < len(ns) and ns[t] in drop:
+            t += 1
+        folded |= set(ns[t:t + p])
+    return sorted(set(folded)), repeats
+
+
 @functools.lru_cache(maxsize=128)
 def _prompt_lane(knobs: Knobs) -> tuple[tuple, tuple, bool | None]:
     """(outcome per prompt length, crashing lengths, start-up ok) in one version (None: refused)."""

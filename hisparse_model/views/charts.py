@@ -34,6 +34,7 @@ def _slots(ns: list[int]) -> list[int | None]:
 
 
 TICK_PX = 30  # the least room between two tick labels
+CRASH_LABEL_PX = 90  # the room a "crash: n=12345" label takes (11 px sans-serif), and a gap
 
 
 def tick_labels(slots: list[int | None], named: list[int], cw: float) -> set[int]:
@@ -51,19 +52,35 @@ def tick_labels(slots: list[int | None], named: list[int], cw: float) -> set[int
     return shown
 
 
+def _column_runs(ns: list[int], at: dict[int, int]) -> list[tuple[int, int]]:
+    """``ns`` (in order) grouped into runs of adjacent columns (``at``: n -> column):
+    ``[(first n, last n), ...]``."""
+    out: list[tuple[int, int]] = []
+    for n in ns:
+        if out and at[n] == at[out[-1][1]] + 1:
+            out[-1] = (out[-1][0], n)
+        else:
+            out.append((n, n))
+    return out
+
+
 def lane_chart(ns: list[int], lanes: dict[str, list[str]], *, title: str, x_label: str,
                marks: dict[str, list[int]] | None = None, bounds=(), highlight=None,
-               edge_notes=("", ""), legend_keys=None) -> str:
+               edge_notes=("", ""), legend_keys=None, repeats=None) -> str:
     """Lanes of coloured cells; ``bounds``: ``(n, text)`` named under n's own tick (C, W).
 
     ``ns`` may skip values: each skip is one narrow "⋯" column, drawn pale in the colour of
     the cell left of it (the caller leaves out only n whose outcome is its left neighbour's:
-    :func:`~hisparse_model.text.chart_data.key_lengths`).  The legend lists the keys drawn, in
-    ``legend_keys`` order when given.
+    :func:`~hisparse_model.text.chart_data.key_lengths`), or, after an n in ``repeats``
+    (n -> p, :func:`~hisparse_model.text.chart_data.folded_lengths`), one "↻" column of p pale
+    stripes, the colours of the p cells before it, which the lengths left out repeat.  The
+    legend lists the keys drawn, in ``legend_keys`` order when given.
     """
+    repeats = repeats or {}
     lane_h, gap, top = 28, 24, 72
     bottom = top + len(lanes) * (lane_h + gap) - gap  # y of the last lane's lower edge
-    svg = Svg(WIDTH, bottom + 66, title)
+    extra = 14 * x_label.count("\n")  # an x label of several lines: one more row each
+    svg = Svg(WIDTH, bottom + 66 + extra, title)
     svg.text(10, 20, title, size=14, weight="bold")
     seen = {k for row in lanes.values() for k in row} | ({cd.CRASH} if any(
         (marks or {}).values()) else set())
@@ -85,22 +102,38 @@ def lane_chart(ns: list[int], lanes: dict[str, list[str]], *, title: str, x_labe
             for a, b in zip(cut, cut[1:]):
                 svg.rect(x(ns[a]), y, (b - a) * cw, lane_h, PALETTE[key], cls=f"hs-cell-{key}")
         for k in range(1, len(ns)):
-            if ns[k] != ns[k - 1] + 1:  # the gap: the left cell's outcome, pale
+            if ns[k] == ns[k - 1] + 1:
+                continue
+            p = repeats.get(ns[k - 1])
+            if p:  # the gap repeats the p cells before it: p pale stripes
+                for q in range(p):
+                    svg.rect(x(ns[k - 1]) + cw + q * cw / p, y, cw / p, lane_h,
+                             PALETTE[row[k - p + q]], opacity="0.35", cls="hs-gap-repeat")
+            else:  # the gap: the left cell's outcome, pale
                 svg.rect(x(ns[k - 1]) + cw, y, cw, lane_h, PALETTE[row[k - 1]], opacity="0.35",
                          cls="hs-gap")
         # a crash left out of the drawn columns is its drawn left neighbour's (the gap)
-        for n in [n for n in (marks or {}).get(label, []) if n in at]:
+        drawn = [n for n in (marks or {}).get(label, []) if n in at]
+        for n in drawn:
             cx = x(n) + cw / 2
             svg.rect(cx - max(cw, 3) / 2, y, max(cw, 3), lane_h, PALETTE[cd.CRASH])
             svg.path(f"M{cx - 5:.1f},{y - 10:.1f} l10,0 l-5,7 z", PALETTE[cd.CRASH], cls="hs-mark")
-            svg.text(cx + 7, y - 4, f"crash: n={n}", size=11, cls="hs-crash-label")
+        written = None  # x of the last label: one closer than CRASH_LABEL_PX is left out
+        for first, last in _column_runs(drawn, at):  # crashes in adjacent columns: one label
+            cx = x(first) + cw / 2
+            if written is None or cx - written >= CRASH_LABEL_PX:
+                text = f"crash: n={first}" + (f"…{last}" if last != first else "")
+                svg.text(cx + 7, y - 12 if last != first else y - 4, text, size=11,
+                         cls="hs-crash-label")
+                written = cx
     named = [n for n, _ in bounds if n in at]
     shown = tick_labels(slots, named, cw)
     named = [n for n in named if cw >= TICK_PX]  # n written under its tick, in bold
     for i, n in enumerate(slots):
         cx = LEFT + i * cw + cw / 2
         if n is None:
-            svg.text(cx, bottom + 18, "⋯", anchor="middle", cls="hs-gap-label")
+            svg.text(cx, bottom + 18, "↻" if slots[i - 1] in repeats else "⋯", anchor="middle",
+                     cls="hs-gap-label")
             continue
         svg.line(cx, bottom, cx, bottom + 4)  # every column has its tick, labelled or not
         if n in shown:
@@ -116,7 +149,8 @@ def lane_chart(ns: list[int], lanes: dict[str, list[str]], *, title: str, x_labe
                      else "start", cls="hs-bound")
     left, right = edge_notes
     svg.text(LEFT - 8, bottom + 18, left, anchor="end", size=11)
-    svg.text(LEFT, bottom + 58, x_label, cls="hs-axis-label")
+    for j, line in enumerate(x_label.split("\n")):
+        svg.text(LEFT, bottom + 58 + 14 * j, line, cls="hs-axis-label")
     svg.text(WIDTH - RIGHT, bottom + 58, right, anchor="end", size=11)
     return svg.render()
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 
 from ..text.plural import count
 from ..text import chart_data as cd
@@ -13,7 +12,7 @@ from .controls import SPECS, knob_control, parse_prompt_lens, text_control
 from .buffers import is_swap_overflow, picture_for_prediction, picture_html
 from .dashboard import Dashboard, Screen
 from .svg import LABELS, PALETTE
-from .tables import (BATCH_HEADERS, batch_rows, cite_html, esc, formulas_html, outcome_html,
+from .tables import (BATCH_HEADERS, CHUNK, batch_rows, cite_html, esc, formulas_html, outcome_html,
                      static_html, table)
 
 KNOBS = ("vllm_version", "attention_backend", "max_num_seqs", "num_speculative_tokens",
@@ -83,7 +82,6 @@ def _startup_html(pred) -> str:
             f"{cite_html(cites['startup'])})</summary>{table_html}</details>")
 
 
-CHUNK = re.compile(r"^(.*) chunk (\d+)/(\d+)$")  # "prefill chunk 3/100"
 ENDS = 3  # groups of batches written at each end of a prompt's cell; the rest counted
 
 

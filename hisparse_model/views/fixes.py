@@ -9,7 +9,8 @@ from .charts import lane_chart
 from .controls import SPECS, knob_control, parse_prompt_lens, text_control
 from .dashboard import Dashboard, Screen
 from .first_request import DEFAULT_PROMPTS, PROMPTS_HELP, prompt_name, prompt_word
-from .tables import BATCH_HEADERS, batch_rows, cite_html, esc, outcome_html, swatch, table
+from .tables import (BATCH_HEADERS, cite_html, esc, grouped_batch_rows, outcome_html, swatch,
+                     table)
 
 TOGGLES = ("vllm_version", "attention_backend", "routing")
 SLIDERS = ("max_num_seqs", "num_speculative_tokens", "max_num_batched_tokens", "max_model_len")
@@ -117,7 +118,7 @@ class VersionsDashboard(Dashboard):
                             + [""] * (len(BATCH_HEADERS) - 3))
                 classes.append("hs-not-run")
                 continue
-            r, c = batch_rows(p.batches)
+            r, c = grouped_batch_rows(p.batches)
             rows += [[esc(prompt_name(i, p.n))] + x[1:] for x in r]
             classes += c
         return table(["prompt"] + BATCH_HEADERS[1:], rows, raw=True, row_classes=classes)
@@ -132,7 +133,7 @@ class VersionsDashboard(Dashboard):
                         == "fix" else "")  # 0.31.0 patched with the fix: say so
             label = name + ("" if ok else " (refused)" if ok is None else " (start-up crashes)")
             lanes[label] = row or [cd.INVALID] * len(every)
-        shown = cd.key_lengths({"n": every, "lanes": lanes}, keep=cd.zoom_window(c))
+        shown, repeats = cd.folded_lengths({"n": every, "lanes": lanes}, keep=cd.zoom_window(c))
         index = [n - every[0] for n in shown]
         marks = {label: d["crash_sizes"][v] for label, v in zip(lanes, d["lanes"])}
         selected = next(lb for lb, v in zip(lanes, d["lanes"]) if v == d["selected"])
@@ -142,9 +143,12 @@ class VersionsDashboard(Dashboard):
             title=f"A prompt of n tokens served alone: where its last prefill chunk goes "
                   f"({d['backend']})",
             x_label=(f"prompt length n < max_model_len: C − 5 … W + 5 and where a lane changes "
-                     f"(⋯ = left out, each like its left neighbour)"),
+                     f"(⋯ = left out, each like its left neighbour"
+                     + (")\n(↻ = left out, the lengths before it repeating: a prompt's last "
+                        "chunk takes the same sizes again every B lengths" if repeats else "")
+                     + ")"),
             legend_keys=[cd.SWAP_IN, cd.ALL_RESIDENT, cd.CRASH, cd.NOT_ROUTED, cd.NOT_RUN,
-                         cd.INVALID])
+                         cd.INVALID], repeats=repeats)
 
 
 def versions_dashboard(**initial) -> VersionsDashboard:

@@ -6,6 +6,8 @@ highlighted (``hs-crash`` rows stay visible when the table scrolls).
 
 from __future__ import annotations
 
+import re
+
 from ..text import chart_data as cd
 from ..model.reproduction import ASSUMPTIONS
 from .digest import summary_html  # noqa: F401 (the one digest writer; dashboards import it here)
@@ -106,6 +108,28 @@ def batch_rows(batches) -> tuple[list[list[str]], list[str]]:
                      f"<code class='hs-error-text'>{esc(b.error)}</code>" if b.error else ""])
         classes.append("hs-crash" if b.error else "")
     return rows, classes
+
+
+CHUNK = re.compile(r"^(.*) chunk (\d+)/(\d+)$")  # "prefill chunk 3/100"
+
+
+def grouped_batch_rows(batches) -> tuple[list[list[str]], list[str]]:
+    """:func:`batch_rows` with consecutive chunks of one prompt whose rows are alike but for
+    the chunk number as one row ("prefill chunks 1–99/100 (each)"): at B 2 a 200-token prompt
+    is one row for its 100 chunks, not 100 rows."""
+    rows, classes = batch_rows(batches)
+    out, out_classes, run = [], [], None  # run: [label, first, last, of, index in out]
+    for b, row, cls in zip(batches, rows, classes):
+        m = CHUNK.match(b.label)
+        if m and run and run[0] == m[1] and run[3] == m[3] and int(m[2]) == run[2] + 1 \
+                and out[run[4]][2:] == row[2:] and out_classes[run[4]] == cls:
+            run[2] = int(m[2])
+            out[run[4]][1] = esc(f"{m[1]} chunks {run[1]}–{run[2]}/{m[3]} (each)")
+            continue
+        run = [m[1], int(m[2]), int(m[2]), m[3], len(out)] if m else None
+        out.append(list(row))
+        out_classes.append(cls)
+    return out, out_classes
 
 
 def advice_list_html(advice: list[dict], controls=None) -> str:
