@@ -140,7 +140,8 @@ def _check_workload_options(args) -> None:
     """Options that only a traffic estimate uses, refused with ``--workload`` rather than
     ignored."""
     for flag, value in (("--plot", args.plot), ("--crash-workload", args.crash_workload),
-                        ("--rate", args.rate), ("--speed", args.speed)):
+                        ("--rate", args.rate), ("--speed", args.speed),
+                        ("--from", args.from_s), ("--to", args.to_s)):
         if value is not None:
             raise ValueError(f"{flag}: only with --traffic (a --workload is served as it is)")
 
@@ -150,11 +151,15 @@ def _simulate_traffic(args, knobs: Knobs) -> int:
     import os
 
     from .text.traffic_report import estimate_json, estimate_lines
-    from .answers.traffic_risk import estimate, load_traffic, workload_text
+    from .answers.stream_replay import open_traffic
+    from .answers.traffic_risk import estimate, workload_text
     from .boundary.outputs import write_atomic
 
     _check_outputs(args)
-    traffic = load_traffic(args.traffic, args.rate, args.speed)
+    traffic = open_traffic(args.traffic, args.rate, args.speed, args.from_s, args.to_s,
+                           whole=bool(args.step_cost_from_log or args.step_cost_from_calibration),
+                           keep=bool(args.crash_workload),
+                           progress=not args.json and _terminal(sys.stderr))
     on_clock = _fitted_replay(args, knobs, traffic)
     step = _step_time(args, on_clock)
     jobs = args.jobs if args.jobs is not None else os.cpu_count() or 1
@@ -162,7 +167,8 @@ def _simulate_traffic(args, knobs: Knobs) -> int:
                    step_ms=step.ms, accepted=args.accepted, jobs=jobs, step_said=step.line())
     if any(r.startup for r in est.runs):
         on_clock = None  # no request is served by a server that never starts
-    elif on_clock is None and args.json and traffic.replayed:
+    elif on_clock is None and args.json and traffic.replayed and \
+            not getattr(traffic, "streamed", False):  # a stream holds no rows to serve again
         from .answers.finish_times import serve_on_clock
         from .schedule.clock import fixed
 
@@ -189,6 +195,13 @@ def _simulate_traffic(args, knobs: Knobs) -> int:
     else:
         print("\n".join(estimate_lines(est, replay, on_clock)))
     return EXIT_CRASH if args.check and est.crashed else EXIT_OK
+
+
+def _terminal(stream) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except (AttributeError, ValueError):  # replaced by an object without one, or closed
+        return False
 
 
 def _fitted_replay(args, knobs: Knobs, traffic):

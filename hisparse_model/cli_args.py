@@ -61,6 +61,7 @@ def option_ranges() -> dict[str, Range]:
     from .answers.traffic_risk import MAX_MINUTES, MAX_SEEDS
     from .inputs.step_time import METRICS_RANGE
     from .inputs.traffic_file import MAX_RATE_PER_S, MAX_SPEED
+    from .inputs.trace_stream import MAX_TRACE_S
 
     return {
         "--minutes": Range(float, 0, MAX_MINUTES, "a week of traffic per seed", low_open=True),
@@ -68,6 +69,8 @@ def option_ranges() -> dict[str, Range]:
                         "step: no server sees more", low_open=True),
         "--speed": Range(float, 0, MAX_SPEED, "a day of a trace replayed in under a "
                          "second", low_open=True),
+        "--from": Range(float, 0, MAX_TRACE_S, "a year of trace time"),
+        "--to": Range(float, 0, MAX_TRACE_S, "a year of trace time", low_open=True),
         "--seeds": Range(int, 1, MAX_SEEDS, "the share of seeds crashed is then known to a "
                          "tenth of a percent"),
         "--seed": Range(int, 0, 2**32 - 1, "a 32-bit seed"),
@@ -190,6 +193,13 @@ def build_parser() -> argparse.ArgumentParser:
     traffic.add_argument("--speed", type=ranged(ranges["--speed"]), default=None, metavar="X",
                          help="a trace with arrival times is replayed X times as fast "
                          "(default 1: its own times)")
+    traffic.add_argument("--from", dest="from_s", type=ranged(ranges["--from"]), default=None,
+                         metavar="SECONDS", help="replay a trace's window from this trace time "
+                         "(seconds after its first row; the rows before are read and dropped, "
+                         "never held); the window's first row arrives at 0")
+    traffic.add_argument("--to", dest="to_s", type=ranged(ranges["--to"]), default=None,
+                         metavar="SECONDS", help="... up to this trace time (reading stops at the "
+                         "first row past it); --minutes still stops the replay")
     traffic.add_argument("--seeds", type=ranged(ranges["--seeds"]), default=SEEDS,
                          help=f"seeds to serve (default: {SEEDS})")
     traffic.add_argument("--seed", type=ranged(ranges["--seed"]), default=0, help="the first seed (default: 0)")

@@ -80,6 +80,16 @@ class SeedRun:
     def crashed(self) -> bool:
         return self.startup or self.crash_step is not None
 
+    @property
+    def served(self) -> int:
+        """Requests accepted (every arrival the door let in, up to the crash and after)."""
+        return len(self.requests)
+
+    @property
+    def arrived(self) -> int:
+        """Requests that arrived by the crash step (all of them without a crash)."""
+        return len(self.workload())
+
     def minute(self, step_ms: float) -> float | None:
         """When it crashed, in minutes from the first request (0 at start-up)."""
         if self.startup:
@@ -98,7 +108,7 @@ class SeedRun:
     def as_json(self, step_ms: float) -> dict:
         return {"seed": self.seed, "crashed": self.crashed, "minute": self.minute(step_ms),
                 "crash_step": self.crash_step, "kind": self.kind, "tokens": self.tokens,
-                "error": self.error, "requests": len(self.requests), "refused": self.refused}
+                "error": self.error, "requests": self.served, "refused": self.refused}
 
 
 def prompt_of(i: int, n: int, blocks=None):
@@ -207,7 +217,7 @@ class Estimate:
     @property
     def served(self) -> int:
         """Requests the seeds served (every accepted arrival, up to each seed's crash)."""
-        return sum(len(r.requests) for r in self.runs)
+        return sum(r.served for r in self.runs)
 
     @property
     def refused(self) -> int:
@@ -249,7 +259,8 @@ def check_traffic_knobs(knobs: Knobs, minutes: float, step_ms: float, seeds: int
     if seeds > MAX_SEEDS:
         raise TrafficError(f"--seeds {seeds}: at most {MAX_SEEDS:,} (the share of seeds "
                            "crashed is then known to a tenth of a percent)")
-    if traffic is not None:
+    if traffic is not None and not getattr(traffic, "streamed", False):
+        # (a streamed replay holds no rows to count: stream_replay.py, bounded by its bytes)
         # a replay serves the trace's own rows up to --minutes of its (sped-up) time: bounded
         # by the rows it holds (traces.TRACE_ROWS), not by its mean rate x --minutes, which
         # for a 1-s burst replayed within an hour would count 3,600 times its rows
@@ -337,6 +348,8 @@ def _declined(out: Estimate) -> Estimate:
 def serve_seed(job: tuple, seed: int) -> SeedRun:
     """One seed of :func:`estimate`: its requests, served to their first crash."""
     knobs, traffic, minutes, step_ms, accepted, startup, never = job
+    if getattr(traffic, "streamed", False):  # a trace read as it is served (stream_replay.py)
+        return traffic.serve(job)
     run = generate(traffic, minutes, seed, step_ms, knobs.max_model_len)
     if startup:
         run.startup, run.error, run.kind = True, startup, "startup"

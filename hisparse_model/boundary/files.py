@@ -3,12 +3,13 @@
 A path is a regular file, ``-`` (standard input), a FIFO or a character device
 (``<(zcat serve.log.gz)``, ``/dev/stdin``): each is read in :data:`~.limits.CHUNK` pieces and
 counted as it comes, so no input holds more memory than its :class:`~.limits.Bound`.  A
-regular file over its bound (and not gzip-compressed) is refused from its size before a byte
+regular file over its bound (and not compressed) is refused from its size before a byte
 is read.  A gzip file (its magic bytes, whatever its name) is decompressed as it streams, its
 decompressed size counted against the bound (a small file that inflates without end is
 refused at the bound, not after), and so are its compressed bytes and its members (a stream
 of members that inflate to nothing is refused, not read forever); a corrupt or cut one is one
-line saying so.  Lines are
+line saying so.  A zstd file (its magic bytes) is read the same way where the ``zstandard``
+module is installed, and refused in one line saying how to read it where it is not.  Lines are
 split at ``\\n``; one line longer than :data:`~.limits.LINE_BYTES` is refused (``/dev/zero``
 in a second).  Every refusal is an :class:`InputError` naming the input and the bound.
 """
@@ -24,6 +25,8 @@ from collections.abc import Iterator
 from .limits import CHUNK, LINE_BYTES, MIB, Bound
 
 GZIP_MAGIC = b"\x1f\x8b"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # a zstd frame (read with the zstandard module, if installed)
+ZSTD_WINDOW = 2**27  # the most memory a zstd frame may ask for its window (zstd's own default)
 
 
 class InputError(ValueError):
@@ -57,7 +60,8 @@ def _raw(path: str, name: str, bound: Bound) -> Iterator[bytes]:
             raise InputError(f"{name}: a directory, not a file")
         os.set_blocking(fd, True)
         if stat.S_ISREG(st.st_mode) and st.st_size > bound.bytes:
-            if os.pread(fd, 2, 0) != GZIP_MAGIC:  # a gzip file is judged as it inflates
+            if os.pread(fd, 4, 0)[:2] != GZIP_MAGIC and os.pread(fd, 4, 0) != ZSTD_MAGIC:
+                # a compressed file is judged as it inflates
                 raise over(bound, name)
         while True:
             try:
@@ -75,13 +79,13 @@ def chunks(path: str, bound: Bound, name: str) -> Iterator[bytes]:
     """The content at ``path`` (decompressed when gzip), at most ``bound.bytes`` in all."""
     raw = _raw(path, name, bound)
     first = next(raw, b"")
-    while len(first) < 2 and first:  # a pipe may deliver a byte at a time
+    while len(first) < 4 and first:  # a pipe may deliver a byte at a time
         more = next(raw, b"")
         if not more:
             break
         first += more
     pieces = _inflate(first, raw, name, bound) if first.startswith(GZIP_MAGIC) else \
-        _chain(first, raw)
+        _unzstd(first, raw, name, bound) if first.startswith(ZSTD_MAGIC) else _chain(first, raw)
     total = 0
     for piece in pieces:
         total += len(piece)
@@ -145,6 +149,47 @@ def _inflate(first: bytes, rest: Iterator[bytes], name: str, bound: Bound) -> It
     if not d.eof:
         raise InputError(f"{name}: a gzip file cut short (it ends inside its compressed "
                          "data)")
+
+
+# Compressed bytes handed to zstd at a time: a zstd block of one repeated byte takes 4 bytes
+# for 128 KiB, so 512 bytes inflate to at most 16 MiB in one call, counted before the next.
+ZSTD_FEED = 512
+
+
+def _unzstd(first: bytes, rest: Iterator[bytes], name: str, bound: Bound) -> Iterator[bytes]:
+    """zstd frames, one after another, inflated :data:`ZSTD_FEED` compressed bytes at a time
+    (each frame's window at most :data:`ZSTD_WINDOW`), compressed bytes bounded as gzip's;
+    a corrupt or cut one is one line saying so; without the zstandard module, one line saying
+    how to read it."""
+    try:
+        import zstandard
+    except ImportError:
+        raise InputError(f"{name}: zstd-compressed, and the zstandard module is not installed "
+                         "(pip install zstandard, or give it decompressed: zstd -dc FILE | "
+                         "... --traffic -)") from None
+    new = zstandard.ZstdDecompressor(max_window_size=ZSTD_WINDOW).decompressobj
+    d, read = new(), 0
+    for whole in _chain(first, rest):
+        read += len(whole)
+        if read > bound.bytes:
+            raise InputError(f"{name}: more than {_size(bound.bytes)} of zstd data read, the "
+                             f"bound on a {bound.kind} ({bound.why})")
+        at = 0
+        while at < len(whole):
+            data, at = whole[at:at + ZSTD_FEED], at + ZSTD_FEED
+            while data:
+                if d.eof:  # the next frame
+                    d = new()
+                try:
+                    out = d.decompress(data)
+                except zstandard.ZstdError as exc:
+                    raise InputError(f"{name}: a zstd file that cannot be decompressed ({exc})"
+                                     ) from None
+                if out:
+                    yield out
+                data = d.unused_data if d.eof else b""
+    if not d.eof:
+        raise InputError(f"{name}: a zstd file cut short (it ends inside a frame)")
 
 
 def read_bytes(path: str, bound: Bound, name: str) -> bytes:

@@ -27,6 +27,11 @@ LOG = Bound("log", 128 * MIB, "a day of a busy vllm serve's INFO log is tens of 
 TRACE = Bound("trace", 64 * MIB, "200,000 requests in the largest format (Mooncake's JSON "
               "Lines with hash_ids) take about 50 MiB; the public traces are 3 MiB and less",
               400_000)
+# A trace replayed as a stream (inputs/trace_stream.py) holds the requests in flight, not the
+# file: bounded by what it reads (and inflates), a week of a busy service's requests.
+TRACE_STREAM = Bound("streamed trace", 8 * 1024 * MIB, "a week of the public Azure 2024 "
+                     "traces is some GiB uncompressed; a replay holds the requests in flight, "
+                     "not the file; replay a window with --from/--to")
 JSON = Bound("JSON file", 16 * MIB, "a workload of 100,000 requests or any engine-args file "
              "fits in a few MiB")
 METRICS = Bound("/metrics body", 16 * MIB, "a vLLM server's /metrics is some 100 KiB")

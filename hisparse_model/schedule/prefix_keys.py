@@ -45,6 +45,12 @@ def _tail_hash(j: int) -> int:
     return hash(DistinctPrompt.tail_block(j))
 
 
+def prompt_keys(ids) -> tuple:
+    """:func:`block_keys` of one lazy prompt (``DistinctPrompt``, ``BlockPrompt``), computed
+    without its tokens: a streamed replay's requests, keyed one by one as they arrive."""
+    return _distinct_keys(ids) if isinstance(ids, DistinctPrompt) else ids.keys()
+
+
 def request_keys(workload) -> list[tuple]:
     """Each request's block keys (:func:`block_keys`), computed once per distinct prompt."""
     memo: dict[tuple, tuple] = {}

@@ -25,6 +25,8 @@ def _minutes(m: float) -> str:
 def _replay_words(est: Estimate) -> str:
     """What a replay served: the trace's first --minutes, or the whole of a shorter one."""
     t = est.traffic
+    if getattr(t, "streamed", False):
+        return t.served_words(est.minutes)
     whole = t.arrivals_s[-1] < est.minutes * 60
     span = (f"the whole trace ({len(t.arrivals_s):,} requests over "
             f"{_minutes(t.arrivals_s[-1] / 60)}, within --minutes {est.minutes:g})" if whole
@@ -77,7 +79,7 @@ def estimate_lines(est: Estimate, replay: str | None = None, served=None) -> lis
         for r in sorted(crashed, key=lambda r: r.minute(est.step_ms))[:5]:
             where = "at start-up" if r.startup else (
                 f"at {_minutes(r.minute(est.step_ms))} (engine step {r.crash_step}, a "
-                f"{r.tokens}-token {r.kind} step, after {len(r.workload())} requests)")
+                f"{r.tokens}-token {r.kind} step, after {r.arrived} requests)")
             lines.append(f"  seed {r.seed}: crashed {where}")
             lines.append(f"    {r.error}")
         if replay:

@@ -1,0 +1,362 @@
+"""A trace replayed as a stream: rows pulled as the engine's clock reaches them, to the first crash.
+
+``traffic_risk.first_crash`` serves a workload held whole; a trace of millions of rows is
+served here instead (``simulate --traffic`` on a trace over ``trace_stream.STREAM_BYTES`` or
+with ``--from``/``--to``).  The engine loop (``scheduler._Sim.lazily``) asks its arrivals
+(:class:`StreamArrivals`) for the requests joining before each engine step; they read the
+trace (``inputs/trace_stream.py``) one row past the last that joined, so the loop stops at the
+first crash having read the rows that arrived by then and one more.  Each row goes through
+the server's door (``arrivals.refused_at_door``) and joins before engine step
+floor(seconds / step), as ``traffic_risk.generate`` gives it; what a step schedules is routed
+and the host pool followed as ``first_crash`` does, so the crash step, its error and kind are
+the whole replay's (``tests/test_stream_replay.py`` pins it over several traces).
+
+Held: the requests in flight.  A request is forgotten once its output is processed and its
+host transfers are done (its prompt's host blocks too, where no other request can name them:
+a prompt without ``hash_ids`` is its own), so a week of requests costs no more memory than
+its busiest minute.  With ``--crash-workload`` the accepted rows are kept to write it.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+
+from ..boundary.files import InputError
+from ..inputs.trace_stream import TraceStream
+from ..inputs.traffic_file import TrafficError
+from ..schedule.workload import PROMPT_IDS, Workload
+from .arrivals import refused_at_door
+from .traffic_risk import REPLAY, SeedRun, prompt_of
+
+
+class StreamedTraffic:
+    """A trace to replay as a stream, with what ``simulate --traffic`` says of a Traffic:
+    its summary is of the rows read (the replay stops reading at its first crash)."""
+
+    streamed = replayed = True
+    blocks = ()
+
+    def __init__(self, path: str, speed: float | None = None, start_s: float | None = None,
+                 end_s: float | None = None, keep: bool = False, progress=None):
+        self.stream = TraceStream(path, speed or 1.0, start_s, end_s)
+        self.source, self.speed, self.trace_format = path, speed or 1.0, self.stream.format
+        self.keep, self.progress = keep, progress
+
+    def serve(self, job: tuple):
+        """``traffic_risk.serve_seed``'s run of this trace: :func:`serve_stream`."""
+        return serve_stream(job)
+
+    @property
+    def rate_per_s(self) -> float:
+        s = self.stream
+        return s.count / s.last_s if s.last_s > 0 else float(s.count)
+
+    @property
+    def prompt_len(self):
+        return _Read(self.stream.prompt, self.stream.count)
+
+    @property
+    def max_tokens(self):
+        return _Read(self.stream.output, self.stream.count)
+
+    def arrivals_words(self) -> str:
+        pace = "" if self.speed == 1 else f" sped up x{self.speed:g}" if self.speed > 1 \
+            else f" slowed x{1 / self.speed:g}"
+        return f"the trace's own arrival times ({self.trace_format}){pace}, read as a stream"
+
+    def window_words(self) -> str:
+        s = self.stream
+        if s.start_s is None and s.end_s is None:
+            return ""
+        return (f", the window --from {s.start_s or 0:g} s --to "
+                + ("its end" if s.end_s is None else f"{s.end_s:g} s") + " of trace time")
+
+    def served_words(self, minutes: float) -> str:
+        """What the replay read: its rows and trace time, and why it stopped."""
+        s = self.stream
+        why = ("to the trace's end" if s.ended and s.last_s < minutes * 60 else
+               f"to --minutes {minutes:g}" if s.ended else "up to the crash (the rest unread)")
+        return (f"Served: the trace as a stream{self.window_words()}, {s.rows:,} rows read "
+                f"(to trace time {_span(s.trace_s)}), {why}; one replay (the trace fixes every "
+                "arrival and length: a seed has nothing to vary)")
+
+    def as_json(self) -> dict:
+        s = self.stream
+        return {"source": self.source, "rate_per_s": self.rate_per_s,
+                "arrivals": self.arrivals_words(), "speed": self.speed,
+                "prompt_len": self.prompt_len.describe(),
+                "max_tokens": self.max_tokens.describe(),
+                "streamed": {"rows_read": s.rows, "rows_replayed": s.count,
+                             "trace_s": s.trace_s, "read_to_end": s.ended,
+                             "from_s": s.start_s, "to_s": s.end_s}}
+
+
+@dataclass(frozen=True)
+class _Read:
+    """The range of the lengths read so far (a stream's summary)."""
+
+    range: tuple | None
+    count: int
+
+    lowest = property(lambda self: self.range[0] if self.range else 0)
+    highest = property(lambda self: self.range[1] if self.range else 0)
+
+    def describe(self) -> str:
+        if self.range is None:
+            return "none read"
+        return (f"{self.count:,} rows' values read ({self.range[0]} to {self.range[1]}), each "
+                "in the trace's order")
+
+
+def _span(seconds: float) -> str:
+    return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min" \
+        if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+@dataclass
+class StreamedRun(SeedRun):
+    """A streamed replay's one run: counts, not the requests (kept only to write them)."""
+
+    accepted: int = 0  # requests the door let in, read so far
+    arrived_by_crash: int = 0  # of them, those that joined by the crash step
+
+    @property
+    def served(self) -> int:
+        return self.accepted
+
+    @property
+    def arrived(self) -> int:
+        return self.arrived_by_crash if self.crash_step is not None else self.accepted
+
+
+class StreamArrivals:
+    """The engine loop's arrivals (``.get(step)``, ``.next_after(step)``) pulled from a
+    :class:`TraceStream`: each row through the door, at its engine step, one row read ahead."""
+
+    def __init__(self, traffic: StreamedTraffic, minutes: float, step_ms: float,
+                 max_model_len: int, apc: bool):
+        from ..schedule.prefix_keys import prompt_keys
+        from ..schedule.scheduler import _Req
+
+        self.rows, self.end, self.per_step = iter(traffic.stream), minutes * 60.0, step_ms / 1000
+        self.limit, self.apc, self.keep = max_model_len, apc, [] if traffic.keep else None
+        self._req, self._keys = _Req, prompt_keys
+        self.accepted = self.refused = 0
+        self.fresh: dict = {}  # the scheduler's requests by index: those joining now
+        self.prompts: dict = {}  # each live request's prompt (the host pool's admission)
+        self.live: dict = {}  # request -> (its scheduler state, a prompt of its own)
+        self.next = None
+        self._pull()
+
+    def _pull(self) -> None:
+        """Read ahead to the next row the door accepts within the minutes (None: no more)."""
+        self.next = None
+        for t, n, m, b in self.rows:
+            if t >= self.end:
+                return
+            if refused_at_door(n, m, self.limit):
+                self.refused += 1
+                continue
+            self.next = int(t / self.per_step), n, m, b
+            return
+
+    def get(self, step, default=()):
+        self.fresh.clear()  # the loop took the last ones into its waiting queue
+        out = []
+        while self.next is not None and self.next[0] <= step:
+            a, n, m, b = self.next
+            i = self.accepted
+            self.accepted += 1
+            prompt = prompt_of(i, n, b)
+            r = self.fresh[i] = self._req(i, n, m, self._keys(prompt) if self.apc else ())
+            self.prompts[i] = n
+            self.live[i] = r, b is None
+            if self.keep is not None:
+                if self.accepted > PROMPT_IDS:
+                    raise TrafficError(f"--crash-workload: more than {PROMPT_IDS:,} requests "
+                                       "before the crash, more than the distinct prompts a "
+                                       "workload can name; replay a window (--from/--to)")
+                self.keep.append(((a, n, m), b))
+            out.append(i)
+            self._pull()
+        return out or default
+
+    def next_after(self, step: int) -> int | None:
+        return None if self.next is None else self.next[0]
+
+
+class _Stand:
+    """The workload the scheduler is built with: none held (the arrivals bring them)."""
+
+    requests = ()
+
+
+def serve_stream(job: tuple) -> StreamedRun:
+    """``traffic_risk.serve_seed`` for a :class:`StreamedTraffic` (module docstring)."""
+    from ..model.host_pool import HostPoolShort, HostUse
+    from ..model.plan import plan
+    from ..model.step_record import route_step
+    from ..schedule.scheduler import _Sim
+    from ..schedule.scheduler_config import acceptance, scheduler_config
+    from .exposed_steps import crash_kind
+
+    knobs, traffic, minutes, step_ms, accepted, startup, never = job
+    run = StreamedRun(0, (), 0)
+    if startup:  # no request is served by a server that never starts: nothing read
+        run.startup, run.error, run.kind = True, startup, "startup"
+        return run
+    if never:  # no traffic crashes it: nothing to serve, nothing read
+        return run
+    p = plan(knobs)
+    sim = _Sim(scheduler_config(knobs, p), _Stand, acceptance(accepted))
+    arrivals = StreamArrivals(traffic, minutes, step_ms, knobs.max_model_len, sim.apc)
+    sim.reqs = arrivals.fresh
+    host = HostUse(knobs, ())
+    host.prompts = arrivals.prompts
+    c, seen, found, ticks = p.swap_capacity, set(), None, _Ticks(traffic.progress, arrivals)
+    crashes = p.rules.crashes  # else no step is routed (traffic_risk.first_crash)
+    forget = _Forget(sim, seen, arrivals)
+    try:
+        for st in sim.lazily(_Stand, arrivals):
+            del sim.steps[:]  # nothing reads the list: keep memory flat
+            host.step(st)
+            if crashes and st.num_tokens > c:
+                error = route_step(p, st).error
+                if error:
+                    found = st.index, error, st, seen
+                    break
+            seen.update(st.scheduled)
+            forget.step(st)
+            ticks.tick(st.index)
+    finally:
+        ticks.done()
+    run.refused, run.accepted = arrivals.refused, arrivals.accepted
+    short = host.refusal(found[0] if found else None, REPLAY)
+    if short:
+        run.short = HostPoolShort(str(short), short.step, short.need, short.lay)
+        return run
+    if found is not None:
+        run.crash_step, run.error, st, seen = found
+        run.kind, run.tokens = crash_kind(st, None, seen), st.num_tokens
+        run.arrived_by_crash = arrivals.accepted
+    if arrivals.keep is not None:
+        run.requests = tuple(r for r, _ in arrivals.keep)
+        run.blocks = tuple(b for _, b in arrivals.keep) if any(
+            b is not None for _, b in arrivals.keep) else ()
+    return run
+
+
+class _Forget:
+    """Drops what no later step reads of a request whose output is processed: the host pool's
+    prompt, the crash kind's ``seen``, its state, and, for a prompt of its own (no
+    ``hash_ids``: no other request names its blocks), its published host blocks once its
+    transfers are done (``_Sim._complete`` publishes a finished request's last pages)."""
+
+    def __init__(self, sim, seen: set, arrivals: StreamArrivals):
+        self.sim, self.seen, self.arrivals = sim, seen, arrivals
+        self.waiting: list = []  # steps whose output is not processed yet
+        self.closing: list = []  # finished requests of their own prompt, transfers pending
+
+    def step(self, st) -> None:
+        self.waiting.append(st)
+        keep, a = [], self.arrivals
+        for s in self.waiting:
+            if s.returned_at is None:
+                keep.append(s)
+                continue
+            for i in s.finished:
+                self.seen.discard(i)
+                a.prompts.pop(i, None)
+                r, own = a.live.pop(i)
+                if own and r.keys:
+                    self.closing.append(r)
+        self.waiting = keep
+        if self.closing:
+            published, still = self.sim.published, []
+            for r in self.closing:
+                if r.pending or r.pub:
+                    still.append(r)
+                    continue
+                for key in r.keys:
+                    published.pop(key, None)
+            self.closing = still
+
+
+class _Ticks:
+    """The progress line on standard error: rows read, trace time, engine steps (module
+    ``progress`` callable given by the command line; nothing without one)."""
+
+    def __init__(self, progress, arrivals: StreamArrivals):
+        self.progress, self.arrivals, self.n = progress, arrivals, 0
+
+    def tick(self, step: int) -> None:
+        self.n += 1
+        if self.progress is not None and not self.n & 1023:
+            self.progress(step)
+
+    def done(self) -> None:
+        if self.progress is not None:
+            self.progress(None)
+
+
+def open_traffic(path: str, rate: float | None = None, speed: float | None = None,
+                 start_s: float | None = None, end_s: float | None = None, *,
+                 whole: bool = False, keep: bool = False, progress: bool = False):
+    """``simulate --traffic``'s traffic: a :class:`StreamedTraffic` for a trace replayed at its
+    own times that ``trace_stream.streams`` (over 1 MiB, or a window), else
+    ``traffic_file.load_traffic``'s (``whole``: an option needs every row held).  ``keep``:
+    the rows are kept for ``--crash-workload``; ``progress``: a line on standard error."""
+    from ..inputs.trace_stream import streams
+    from ..inputs.traffic_file import MAX_SPEED, load_traffic
+
+    window = start_s is not None or end_s is not None
+    if window and rate is not None:
+        raise TrafficError("--from/--to: a window of a trace replayed at its own times; --rate "
+                           "draws new times (give one)")
+    if window and whole:
+        raise TrafficError("--from/--to: the clock fitted by --step-cost-from-log or "
+                           "--step-cost-from-calibration serves a trace held whole; cut the "
+                           "window into its own file")
+    if start_s is not None and end_s is not None and end_s <= start_s:
+        raise TrafficError(f"--from {start_s:g} --to {end_s:g}: the window ends before it "
+                           "starts")
+    if rate is None and not whole and streams(path, window):
+        if speed is not None and not 0 < speed <= MAX_SPEED:
+            raise TrafficError(f"--speed {speed:g}: must be a number > 0 and <= {MAX_SPEED:g}")
+        try:
+            traffic = StreamedTraffic(path, speed, start_s, end_s, keep)
+        except InputError as exc:
+            raise TrafficError(str(exc)) from None
+        if traffic.trace_format is not None:
+            traffic.progress = progress_line(traffic) if progress else None
+            return traffic
+        if window:
+            raise TrafficError(f"--from/--to: traffic {path} is no trace with arrival times "
+                               "(Azure CSV, Mooncake, JSON Lines with arrival_s)")
+    return load_traffic(path, rate, speed)
+
+
+def progress_line(traffic: StreamedTraffic, out=None, after_s: float = 2.0,
+                  every_s: float = 0.5):
+    """A callable the replay calls with each engine step (None: done): after ``after_s``
+    seconds, at most every ``every_s``, one line rewritten in place on ``out`` (standard
+    error): rows read, trace time, engine steps; cleared when done."""
+    start, last, shown = time.monotonic(), [0.0], [False]
+
+    def show(step):
+        w = out or sys.stderr
+        if step is None:
+            if shown[0]:
+                w.write("\r\033[K")
+                w.flush()
+            return
+        now = time.monotonic()
+        if now - start < after_s or now - last[0] < every_s:
+            return
+        last[0], shown[0], s = now, True, traffic.stream
+        w.write(f"\r{traffic.source}: {s.rows:,} rows read, trace time {_span(s.trace_s)}, "
+                f"engine step {step:,}\033[K")
+        w.flush()
+    return show

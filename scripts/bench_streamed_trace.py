@@ -1,0 +1,97 @@
+"""Streamed traces at production size, from one run: ``python scripts/bench_streamed_trace.py``.
+
+Generates a Mooncake-format trace of ``--mb`` MB (default 60: about 190,000 rows) whose first
+request is a lone 1,025-token prompt, so a server at S 1,024 (C = 1,024) crashes at engine
+step 0, and times ``hisparse simulate --traffic`` on it in a child process (wall seconds and
+peak RSS from ``getrusage``): streamed (the default for a trace over 1 MiB) and, for the
+ratio, read whole (``HISPARSE_TRACE_WHOLE=1``, the reader before issue 63).  ``--no-crash``:
+the same trace with its first prompt cut to 1,000 tokens, on the same server, replayed to
+the end of ``--minutes`` (rows per second reported).  Nothing here asserts a time; it reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KNOBS = ["--max-num-seqs", "1024", "--max-num-batched-tokens", "8192", "--max-model-len",
+         "163840", "--host-pool-gib", "512", "--step-ms", "10"]
+
+
+def write_trace(path: str, mb: float, first: int = 1025, seed: int = 0) -> int:
+    """A Mooncake-format trace of about ``mb`` MB: row 1 ``first`` tokens at 0 ms alone, then
+    rows from 1 s on, 40 ms apart on average, prompts 100 to 30,000 tokens (hash_ids one per
+    512 tokens, a tenth of them sharing a first block), outputs 1 to 800.  Returns its rows."""
+    rng = random.Random(seed)
+    limit, size, rows, t, next_id = mb * 1e6, 0, 0, 1000, 10
+    with open(path, "w") as f:
+        def put(obj):
+            nonlocal size, rows
+            line = json.dumps(obj) + "\n"
+            f.write(line)
+            size, rows = size + len(line), rows + 1
+        put({"timestamp": 0, "input_length": first, "output_length": 8,
+             "hash_ids": list(range(-(-first // 512)))})
+        while size < limit:
+            n = rng.randint(100, 30_000)
+            blocks = -(-n // 512)
+            ids = [0] if rng.random() < 0.1 else []
+            ids += list(range(next_id, next_id + blocks - len(ids)))
+            next_id += blocks
+            if next_id > 990_000:  # block ids are below 1,000,000: old contents come back
+                next_id = 10
+            put({"timestamp": t, "input_length": n, "output_length": rng.randint(1, 800),
+                 "hash_ids": ids})
+            t += int(rng.expovariate(1 / 40))
+    return rows
+
+
+def measure(argv: list[str], env: dict | None = None) -> tuple[float, float, str]:
+    """(wall seconds, peak RSS in MB, the first line of its answer) of one child."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "hisparse_model", *argv], capture_output=True,
+                         text=True, cwd=REPO, env={**os.environ, **(env or {})})
+    wall = time.perf_counter() - start
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    if rss <= before:
+        rss = float("nan")  # a child under the previous peak: getrusage keeps the maximum
+    said = next((line.strip() for line in out.stdout.splitlines() if "crashed" in line
+                 or "Crashed" in line), out.stderr.strip()[-200:])
+    return wall, rss / 1024, said
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mb", type=float, default=60.0)
+    ap.add_argument("--dir", default="/tmp")
+    ap.add_argument("--whole", action="store_true", help="also time the whole read (slow)")
+    ap.add_argument("--no-crash", action="store_true")
+    ap.add_argument("--minutes", type=float, default=60.0)
+    args = ap.parse_args(argv)
+    path = os.path.join(args.dir, f"mc_{args.mb:g}mb{'_nocrash' if args.no_crash else ''}.jsonl")
+    if not os.path.exists(path):
+        rows = write_trace(path, args.mb, 1000 if args.no_crash else 1025)
+        print(f"wrote {path}: {rows:,} rows, {os.path.getsize(path) / 1e6:.1f} MB")
+    cmd = ["simulate", *KNOBS, "--traffic", path, "--minutes", f"{args.minutes:g}"]
+    runs = [("streamed", {})] + ([("whole", {"HISPARSE_TRACE_WHOLE": "1"})] if args.whole else [])
+    got = {}
+    for name, env in runs:
+        wall, rss, said = measure(cmd, env)
+        got[name] = (wall, rss)
+        print(f"{name}: {wall:.2f} s, peak RSS {rss:.0f} MB: {said}")
+    if "whole" in got:
+        (sw, sr), (ww, wr) = got["streamed"], got["whole"]
+        print(f"ratios whole / streamed: time x{ww / sw:.1f}, peak RSS x{wr / sr:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
