@@ -311,7 +311,7 @@ MUTATIONS: list[Mutation] = [
       "first, last = times[0], times[1]", ("tests/test_serve_compare.py",)),
     M("serve comparison: an input dump read as a crash without the HiSparse error",
       "hisparse_model/recorded/serve_recordings.py",
-      "dump = DUMP.search(run.log) if error else None", "dump = DUMP.search(run.log)",
+      "dump = dump_of(run.log) if error else None", "dump = dump_of(run.log)",
       ("tests/test_serve_compare.py",)),
     M("traffic: the crash workload leaves out the requests of the crash step",
       _T, "for i, ((a, n, m), b) in enumerate(zip(self.requests, blocks)) if a <= cut))",
