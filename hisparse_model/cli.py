@@ -204,6 +204,20 @@ def _terminal(stream) -> bool:
         return False
 
 
+def _step_times_given(args) -> list[tuple[str, object]]:
+    """The step-time options given, ``[(flag, value)]``; more than one is refused."""
+    from .answers.traffic_risk import TrafficError
+
+    given = [(flag, value) for flag, value in (
+        ("--step-ms", args.step_ms), ("--step-ms-from-metrics", args.step_ms_from_metrics),
+        ("--step-ms-from-log", args.step_ms_from_log),
+        ("--step-cost-from-log", args.step_cost_from_log),
+        ("--step-cost-from-calibration", args.step_cost_from_calibration)) if value is not None]
+    if len(given) > 1:
+        raise TrafficError(f"{' and '.join(flag for flag, _ in given)}: give one step time")
+    return given
+
+
 def _fitted_replay(args, knobs: Knobs, traffic):
     """``--step-cost-from-log`` / ``--step-cost-from-calibration``: the trace's replay on the
     clock fitted to that measurement (``answers/clock_fit.py``), or None without either."""
@@ -211,17 +225,10 @@ def _fitted_replay(args, knobs: Knobs, traffic):
     from .answers.finish_times import serve_on_clock
     from .answers.traffic_risk import TrafficError
 
-    fitted = [(flag, value) for flag, value in (
-        ("--step-cost-from-log", args.step_cost_from_log),
-        ("--step-cost-from-calibration", args.step_cost_from_calibration)) if value is not None]
-    if not fitted:
+    given = _step_times_given(args)
+    if not given or given[0][0] not in ("--step-cost-from-log", "--step-cost-from-calibration"):
         return None
-    given = [flag for flag, value in (
-        ("--step-ms", args.step_ms), ("--step-ms-from-log", args.step_ms_from_log),
-        ("--step-ms-from-metrics", args.step_ms_from_metrics)) if value is not None]
-    if given or len(fitted) > 1:
-        raise TrafficError(f"{' and '.join(given + [f for f, _ in fitted])}: give one step time")
-    flag, path = fitted[0]
+    flag, path = given[0]
     if not traffic.replayed:
         raise TrafficError(f"{flag}: only with a trace replayed at its own times "
                            "(--traffic FILE without --rate)")
@@ -235,15 +242,7 @@ def _step_time(args, on_clock=None):
     from .inputs.step_time import METRICS_SECONDS, StepTime, from_log, from_metrics
     from .answers.traffic_risk import STEP_MS, TrafficError
 
-    given = [flag for flag, value in (("--step-ms", args.step_ms),
-                                      ("--step-ms-from-metrics", args.step_ms_from_metrics),
-                                      ("--step-ms-from-log", args.step_ms_from_log),
-                                      ("--step-cost-from-log", args.step_cost_from_log),
-                                      ("--step-cost-from-calibration",
-                                       args.step_cost_from_calibration))
-             if value is not None]
-    if len(given) > 1:
-        raise TrafficError(f"{' and '.join(given)}: give one step time")
+    given = [flag for flag, _ in _step_times_given(args)]
     if on_clock is not None:
         if not on_clock.steps:
             raise TrafficError(f"{given[0]}: the replay schedules no batch (every request "
