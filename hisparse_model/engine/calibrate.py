@@ -11,6 +11,15 @@ prefix-cache hit): the first pass compiles what the GPU has not seen (DeepGEMM's
 compiled on first use here, ``VLLM_DEEP_GEMM_WARMUP=skip``, as the live runner starts), the
 second is the measurement (``pass`` 2 in each row). The file is rewritten after every phase,
 so a run cut short keeps what it measured. ``answers/clock_fit.py`` fits a step's cost to it.
+
+What a period holds here that it does not under ``vllm serve``: in process, ``LLM.generate``
+takes each step's outputs (vllm/v1/engine/core_client.py:425@0.34.0
+`outputs, model_executed = self.engine_core.step_fn()`) and processes them in the same thread
+before the next step (vllm/v1/engine/llm_engine.py:340@0.34.0
+`processed_outputs = self.output_processor.process_outputs(`), where the server does that in its
+API-server process beside the engine. Measured: the cost fitted here is slower than the served
+replays of the same vLLM (``tests/test_clock.py``). The next sweep runs the engine core in its
+own process with the timer installed there.
 """
 
 from __future__ import annotations
