@@ -26,7 +26,7 @@ from loopback import Loopback
 from hisparse_model.boundary import http as fetch_http
 from hisparse_model.boundary.files import InputError, lines, read_bytes
 from hisparse_model.boundary.limits import (HTTP_SECONDS, JSON, LINE_BYTES, LOG, METRICS, MIB,
-                                           RECORDING, TRACE, TRACE_ROWS)
+                                           RECORDING, TRACE, TRACE_ROWS, TRACE_STREAM)
 from hisparse_model.inputs.step_time import StepTimeError, from_log, from_metrics
 from hisparse_model.inputs.traces import read_trace
 from hisparse_flags import connector_flags
@@ -68,10 +68,10 @@ def hostile(tmp_path_factory) -> dict[str, str]:
     file inflating to 1 GiB, a gzip file of 100 million newlines, more requests than a
     trace may hold, a FIFO that no one writes, a folder."""
     d = tmp_path_factory.mktemp("hostile")
-    big = d / "mooncake-200mb.jsonl"
-    with open(big, "wb") as f:  # 200 MB: refused from its size before a byte is read
+    big = d / "mooncake-9gib.jsonl"
+    with open(big, "wb") as f:  # 9 GiB, sparse: refused from its size before a byte is read
         f.write(MOONCAKE.read_bytes()[:4096])
-        f.truncate(200 * 10**6)
+        f.truncate(9 * 1024 * MIB)
     zeros, newlines = zlib.compressobj(wbits=31), zlib.compressobj(wbits=31)
     with open(d / "bomb.log.gz", "wb") as a, open(d / "newlines.log.gz", "wb") as b:
         for _ in range(1024):  # 1 GiB of zeros, 1 GiB of newlines: about 1 MB each packed
@@ -79,9 +79,6 @@ def hostile(tmp_path_factory) -> dict[str, str]:
             b.write(newlines.compress(b"\n" * MIB))
         a.write(zeros.flush())
         b.write(newlines.flush())
-    rows = d / "rows.jsonl"  # TRACE_ROWS + 1 requests, 6 MB: refused at the row past it
-    rows.write_text("".join(f'{{"arrival_s": {i / 1000}, "prompt_len": 5}}\n'
-                            for i in range(TRACE_ROWS + 1)))
     fifo = d / "fifo"
     os.mkfifo(fifo)
     # 200,000 gzip members that inflate to nothing (20 bytes each, 4 MB); a gzip header whose
@@ -90,7 +87,7 @@ def hostile(tmp_path_factory) -> dict[str, str]:
     (d / "endless-header.gz").write_bytes(b"\x1f\x8b\x08\x10" + bytes(6) + b"c" * (17 * MIB))
     return {"empty": str(d / "empty-members.gz"), "header": str(d / "endless-header.gz"),
             "big": str(big), "bomb": str(d / "bomb.log.gz"),
-            "newlines": str(d / "newlines.log.gz"), "rows": str(rows), "fifo": str(fifo),
+            "newlines": str(d / "newlines.log.gz"), "fifo": str(fifo),
             "dir": str(d)}
 
 
@@ -110,9 +107,10 @@ READERS = [
      "more than 16 MiB, the bound on a JSON file", 200, 3),
     ("check --engine-args /dev/zero", ["check", "--engine-args", "/dev/zero"],
      "more than 16 MiB, the bound on a JSON file", 200, 3),
-    # 200 MB > 64 MiB: refused from its size, in under 2 s (issue 51: 110 s and 7.9 GB)
-    ("a 200 MB trace", [*SIM, "--traffic", "{big}"], "more than 64 MiB, the bound on a trace",
-     100, 2),
+    # 9 GiB > 8 GiB, a streamed trace's bound (issue 63; a trace over 1 MiB is streamed):
+    # refused from its size, in under 2 s (issue 51: a 200 MB one took 110 s and 7.9 GB)
+    ("a 9 GiB trace", [*SIM, "--traffic", "{big}"],
+     "more than 8192 MiB, the bound on a streamed trace", 100, 2),
     # inflated as it streams: refused at 128 MiB decompressed, not after 1 GiB
     ("a gzip bomb as a log", ["check", "--from-log", "{bomb}"], LINE, 200, 5),
     ("a gzip file of newlines as a log", ["check", "--from-log", "{newlines}"],
@@ -128,8 +126,6 @@ READERS = [
      "a gzip stream of more than 32,768 members", 200, 3),
     ("a gzip header that never ends", [*SIM, "--workload", "{header}"],
      "more than 16 MiB of gzip data read, the bound on a JSON file", 200, 3),
-    ("200,001 requests", [*SIM, "--traffic", "{rows}"],
-     f"more than {TRACE_ROWS:,} requests, the bound on a trace", 600, 20),
     # a FIFO with no writer is read as empty at once (no wait for a writer that never comes)
     ("a FIFO no one writes", ["check", "--from-log", "{fifo}"], "the log is empty", 100, 3),
     ("a folder", ["check", "--from-log", "{dir}"], "a directory, not a file", 100, 3),
@@ -413,7 +409,7 @@ def test_azure_columns_in_any_order_or_case_read_as_azure(tmp_path, header):
 def test_the_bounds_are_what_the_docs_state():
     """The bounds table of docs/inputs.md is the declarations' values."""
     readme = (ROOT / "docs" / "inputs.md").read_text()
-    for bound in (LOG, TRACE, METRICS, JSON, RECORDING):
+    for bound in (LOG, TRACE, TRACE_STREAM, METRICS, JSON, RECORDING):
         assert f"| {bound.kind} | {bound.bytes // MIB} MiB" in readme, bound.kind
     assert f"{LOG.lines:,} lines" in readme and f"{TRACE.lines:,} lines" in readme
     assert f"{TRACE_ROWS:,} requests" in readme and f"{HTTP_SECONDS:g} s for" in readme
