@@ -10,7 +10,9 @@
 # as soon as it ends (a device call brings back at most 8 files).  DeepGEMM's kernels are
 # kept in HISPARSE_DG_CACHE (default /root/.cache/hisparse-deep-gemm) so that a later server
 # on the same machine starts from what an earlier one compiled (run.json counts its files);
-# HISPARSE_START_TIMEOUT (default 420) is how long a server may take to answer /health.
+# HISPARSE_START_TIMEOUT (default 420) is how long a server may take to answer /health;
+# HISPARSE_TIME_STEPS=1 times each batch inside the server's engine core (serve_run --time-steps:
+# steps/steps-<pid>.jsonl in each run's folder, the clock's calibration from the served engine).
 # The cache outlives the machine too: a carried .gpu/dg-cache-VLLM_VERSION.tgz is unpacked into
 # it before the first server, and the cache is packed back into $OUT/dg-cache-VLLM_VERSION.tgz
 # after the last run (copy it to .gpu/ here: a fresh machine then skips the 6-minute first fill).
@@ -34,7 +36,7 @@ for spec in "$@"; do
   timeout -k 5 "$limit" python3 -m hisparse_model.engine.serve_run --trace "$trace" \
     --vllm-version "$v" --max-num-seqs "$s" --speed "$speed" --seconds "$seconds" \
     --port $port --out "$out" --deep-gemm-cache "$dg" \
-    --start-timeout "${HISPARSE_START_TIMEOUT:-420}" ${pool:+--host-pool-gib "$pool"} ${gemm:+--deep-gemm-warmup "$gemm"} > "$out/console.log" 2>&1
+    --start-timeout "${HISPARSE_START_TIMEOUT:-420}" ${pool:+--host-pool-gib "$pool"} ${gemm:+--deep-gemm-warmup "$gemm"} ${HISPARSE_TIME_STEPS:+--time-steps} > "$out/console.log" 2>&1
   echo "   rc $? ($(date +%T))"; tail -n 2 "$out/console.log" | cut -c1-600
   grep -m2 -E "stop=[0-9]+, capacity=" "$out/server.log" | cut -c1-300
   grep -o "DeepGEMM warmup: *[0-9]*%[^D]*" "$out/server.log" | tail -n 1 | cut -c1-120

@@ -65,3 +65,66 @@ def test_rows_say_what_each_batch_computed_and_took():
     assert got[2][:4] == (0, 1, 101, 1) and abs(got[2][4] - 15) < 1e-6 and not got[2][5]
     assert got[3][:4] == (0, 1, 503, 1) and abs(got[3][4] - 970) < 1e-6 and got[3][5] is True
     assert [r["phase"] for r in timer.rows] == ["start"] * 4
+
+
+FAKE_SCHEDULER = '''
+class Scheduler:
+    """A stand-in for vLLM's: schedule() advances num_computed_tokens, as vLLM's does."""
+    def __init__(self, plan, requests):
+        self.plan, self.requests = list(plan), requests
+    def schedule(self):
+        from types import SimpleNamespace as NS
+        tokens = self.plan.pop(0)
+        for rid, n in tokens.items():
+            self.requests[rid].num_computed_tokens += n
+        return NS(num_scheduled_tokens=tokens)
+    def update_from_output(self, out, model_output=None):
+        return {}
+    def has_requests(self):
+        return bool(self.plan)
+'''
+
+SERVER = '''
+import sys
+from types import SimpleNamespace as NS
+from vllm.v1.core.sched.scheduler import Scheduler
+s = Scheduler([{"a": 8}, {"a": 1}, {"a": 1}],
+              {"a": NS(num_computed_tokens=0, num_prompt_tokens=8)})
+for _ in range(3):
+    s.update_from_output(s.schedule())
+'''
+
+
+def test_a_served_engine_core_times_its_batches_through_sitecustomize(tmp_path):
+    """A process started as serve_run starts the server (the stack_dump folder first on
+    PYTHONPATH, HISPARSE_STEP_TIMES set) that imports vLLM's scheduler module (here a stand-in
+    package) writes one row per batch to steps-<pid>.jsonl: an 8-token prompt, then two
+    decodes (contexts 8 + 1 = 9 and 9 + 1 = 10)."""
+    import json
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    from hisparse_model.engine.serve_process import STACK_DUMP_DIR, stack_dump_env
+    from hisparse_model.engine.step_timer import timed_rows
+
+    pkg = tmp_path / "fake" / "vllm" / "v1" / "core" / "sched"
+    pkg.mkdir(parents=True)
+    for d in [pkg, *pkg.parents][:5]:
+        (d / "__init__.py").write_text("")
+    (pkg / "scheduler.py").write_text(FAKE_SCHEDULER)
+    root = pathlib.Path(__file__).parent.parent
+    env = stack_dump_env({**os.environ, "HISPARSE_STEP_TIMES": str(tmp_path / "steps"),
+                          "PYTHONPATH": os.pathsep.join([str(tmp_path / "fake"), str(root)])})
+    assert env["PYTHONPATH"].startswith(STACK_DUMP_DIR)
+    got = subprocess.run([sys.executable, "-c", SERVER], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert got.returncode == 0 and "step timer not installed" not in got.stderr, got.stderr
+    (name,) = os.listdir(tmp_path / "steps")
+    assert name == "steps-%d.jsonl" % int(name[6:-6])
+    rows = [json.loads(line) for line in (tmp_path / "steps" / name).open()]
+    assert [(r["prefill"], r["decode"], r["context"], r["phase"]) for r in rows] == [
+        (8, 0, 8, "served"), (0, 1, 9, "served"), (0, 1, 10, "served")]
+    assert rows[0]["after_idle"] and rows[0]["ms"] is None and rows[1]["ms"] >= 0
+    assert timed_rows(str(tmp_path / "steps")) == 3

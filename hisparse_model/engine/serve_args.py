@@ -39,6 +39,10 @@ def parse(argv=None):
                    help="leave out vLLM's --enable-logging-iteration-details (each engine "
                         "step's composition and wall time in server.log, the clock's "
                         "calibration)")
+    p.add_argument("--time-steps", action="store_true",
+                   help="time each engine batch inside the server's engine core "
+                        "(engine/step_timer.py through the server's sitecustomize): "
+                        "steps/steps-<pid>.jsonl, each batch's composition and period")
     p.add_argument("--warm-passes", type=int, default=2,
                    help="passes of the warm-up waves before the replay; /metrics is read "
                         "before the last pass (metrics-warm.txt), so the last pass alone "

@@ -47,6 +47,7 @@ from .jit_window import (CACHE_ENV, cache_files, deep_gemm_cache_dir, log_betwee
                          window_verdict)
 from ..inputs.iteration_log import ITERATION_LOG_FLAG, count_iterations
 from .serve_warm import WARM_PASS_IDS, WARM_TOKENS, warm, warm_requests
+from .step_timer import timed_rows
 from .serve_process import (dump_stacks, http, stack_dump_env, start_server, stop_server,
                             versions, wait_healthy)
 
@@ -232,7 +233,9 @@ def main(argv=None) -> int:
     if args.deep_gemm_cache:
         gemm[CACHE_ENV] = args.deep_gemm_cache
     base_env = {k: v for k, v in os.environ.items() if k != "VLLM_DEEP_GEMM_WARMUP"}
-    env = stack_dump_env({**base_env, **gemm, "PYTHONFAULTHANDLER": "1"})
+    steps_dir = os.path.join(os.path.abspath(args.out), "steps")
+    timed = {"HISPARSE_STEP_TIMES": steps_dir} if args.time_steps else {}
+    env = stack_dump_env({**base_env, **gemm, **timed, "PYTHONFAULTHANDLER": "1"})
     base = f"http://127.0.0.1:{args.port}"
     run = {
         "provenance": {
@@ -245,7 +248,10 @@ def main(argv=None) -> int:
             "deep_gemm_cache": {"folder": cache, "files_before_start": cache_files(cache)},
             "run_time_patches": "none to vLLM; the server's Python processes load "
                                 "hisparse_model/engine/stack_dump/sitecustomize.py (SIGUSR2 "
-                                "prints their stacks)",
+                                "prints their stacks)" + (
+                                    "; the engine core's Scheduler.schedule and "
+                                    "update_from_output wrapped to time each batch "
+                                    "(engine/step_timer.py)" if args.time_steps else ""),
             "knobs": knobs.as_dict(), "host_pool_gib": pool},
         "trace": os.path.basename(args.trace), "speed": args.speed,
         "replay_seconds": args.seconds, "requests_in_replay": len(requests),
@@ -291,7 +297,8 @@ def main(argv=None) -> int:
                 # times measured compilation
                 "comparable": seen["comparable"] and not compiled_while_serving(log),
                 "jit_compilations_logged": len(jit_warnings(log)),
-                "iterations_logged": count_iterations(log)})
+                "iterations_logged": count_iterations(log),
+                "steps_timed": timed_rows(steps_dir) if args.time_steps else None})
     write_run(args.out, run)
     print(json.dumps({k: run[k] for k in (
         "server_ready_after_s", "warm_pass_seconds", "requests_sent", "stopped_because",

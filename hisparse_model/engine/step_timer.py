@@ -18,20 +18,35 @@ that runs the engine core in-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``):
   model's clock puts on a batch (``schedule/clock.py``). A batch after the engine ran out of
   requests is marked ``after_idle`` (its period holds the idle time): a fit leaves it out.
 
-Every row: ``{"phase", "prefill", "decode", "context", "requests", "ms", "after_idle"}``.
+Every row: ``{"phase", "prefill", "decode", "context", "requests", "ms", "after_idle", "t"}``
+(``t``: the wall clock, seconds since the epoch, when the output came back).
+
+In a served replay (``serve_run.py --time-steps``) the engine core runs in its own process:
+:func:`time_steps_to`, called by the server's ``sitecustomize`` in every one of its Python
+processes, wraps the scheduler in whichever process imports it (the engine core) and appends
+each row to ``steps-<pid>.jsonl`` in a folder as it comes (a server killed at the end keeps
+every row written).
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.abc
+import importlib.util
+import json
+import os
+import sys
 import time
+
+SCHEDULER_MODULE = "vllm.v1.core.sched.scheduler"  # where vLLM's Scheduler class lives
 
 
 class StepTimer:
     """Collects one row per batch whose output came back (module docstring)."""
 
-    def __init__(self, clock=time.perf_counter) -> None:
+    def __init__(self, clock=time.perf_counter, sink=None) -> None:
         self.clock = clock
+        self.sink = sink  # a text file each row is appended to as a JSON line, or None
         self.rows: list[dict] = []
         self.phase = "start"
         self._pending: dict[int, dict] = {}  # id(SchedulerOutput) -> composition
@@ -63,7 +78,11 @@ class StepTimer:
             last = self._last
             row["ms"] = None if last is None else round((now - last) * 1000, 4)
             row["after_idle"] = self._idle or last is None
+            row["t"] = round(time.time(), 6)
             self.rows.append(row)
+            if self.sink is not None:
+                self.sink.write(json.dumps(row) + "\n")
+                self.sink.flush()
         self._last = now
 
     def after_update(self, scheduler) -> None:
@@ -92,3 +111,54 @@ def install(timer: StepTimer, scheduler_cls) -> None:
 
     scheduler_cls.schedule = timed_schedule
     scheduler_cls.update_from_output = timed_update
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs ``then(module)`` once the module named ``name`` has been executed."""
+
+    def __init__(self, name: str, then) -> None:
+        self.name, self.then = name, then
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)  # find the real spec, and only once
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            self.then(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def time_steps_to(folder: str, module: str = SCHEDULER_MODULE) -> None:
+    """Wrap ``Scheduler`` when this process imports ``module`` (the served engine core does),
+    its rows appended to ``folder/steps-<pid>.jsonl`` (module docstring)."""
+    def then(mod):
+        os.makedirs(folder, exist_ok=True)
+        sink = open(os.path.join(folder, f"steps-{os.getpid()}.jsonl"), "a")
+        timer = StepTimer(sink=sink)
+        timer.phase = "served"
+        install(timer, mod.Scheduler)
+
+    if module in sys.modules:
+        then(sys.modules[module])
+    else:
+        sys.meta_path.insert(0, _AfterImport(module, then))
+
+
+def timed_rows(folder: str) -> int:
+    """How many batches the ``steps-*.jsonl`` files in ``folder`` hold (0: none)."""
+    if not os.path.isdir(folder):
+        return 0
+    total = 0
+    for name in sorted(os.listdir(folder)):
+        if name.startswith("steps-") and name.endswith(".jsonl"):
+            with open(os.path.join(folder, name)) as f:
+                total += sum(1 for line in f if line.strip())
+    return total
