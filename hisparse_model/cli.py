@@ -333,6 +333,10 @@ def _live(args) -> int:
             workload.validate(args.max_model_len)
         parallel.check_live(knobs, workload is not None)  # exit 2 before any GPU probe
     every = [e["knobs"] for e in entries] if entries is not None else [knobs]
+    from .model.plan import plan
+
+    for k in every:  # what vLLM refuses at start-up (e.g. -tp 3 for 8 heads): exit 2 first
+        plan(k)
     try:
         version = check_available(max(map(parallel.gpus_needed, every)))
     except LiveUnavailable as exc:

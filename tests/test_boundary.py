@@ -448,3 +448,33 @@ def test_a_replay_is_sized_by_its_own_rows_not_its_rate(tmp_path, rows, speed):
                                                          ["--speed", str(speed)])
     status, err, _, _ = _measured(argv)
     assert status in (0, 1) and "requests per seed" not in err, err
+
+
+# content -> the line refused (None: every line read). LINE_BYTES = 4 MiB; a chunk is 1 MiB,
+# so a 5 MiB line ending in "\n" used to end inside the 5th chunk and pass unmeasured.
+LONG = b"a" * (5 * MIB)
+EXACT = b"b" * LINE_BYTES
+LINES = [
+    ("a 5 MiB line, then its newline", LONG + b"\n", 1),
+    ("a short line, a 5 MiB one, more", b"x\n" + LONG + b"\ny", 2),
+    ("a 5 MiB last line with no newline", b"x\n" + LONG, 2),
+    ("a 5 MiB line in CR-only endings", b"x\r" + LONG + b"\ry", 2),
+    ("exactly 4 MiB and its CRLF", EXACT + b"\r\nz\n", None),
+]
+
+
+@pytest.mark.parametrize("what,content,refused", LINES, ids=[r[0] for r in LINES])
+def test_no_line_passes_the_line_bound_wherever_it_ends(tmp_path, what, content, refused):
+    """A line longer than LINE_BYTES is refused, naming it, whether it ends inside a chunk, at
+    a chunk's end or at the end of the content."""
+    from hisparse_model.boundary.files import InputError, lines
+    from hisparse_model.boundary.limits import LOG
+
+    path = tmp_path / "f.log"
+    path.write_bytes(content)
+    if refused is None:
+        assert [len(line) for _, line in lines(str(path), LOG, "log")][0] == LINE_BYTES
+        return
+    with pytest.raises(InputError, match=rf"^log: line {refused} is longer than 4 MiB"):
+        for _ in lines(str(path), LOG, "log"):
+            pass

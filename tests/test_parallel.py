@@ -277,6 +277,30 @@ def test_cli_live_refuses_tp_with_dp(tmp_path):
     assert not (tmp_path / "r.json").exists()
 
 
+# live's arguments -> the one line refused before any GPU probe (this machine has no torch:
+# a probe would answer "cannot run the engine here", exit 3)
+LIVE_EARLY = [
+    # the tiny model has 8 attention heads: vLLM refuses TP 3 at start-up, as predict says
+    (["-tp", "3", "--out", "{tmp}/r.json"],
+     "tensor_parallel_size: Total number of attention heads (8) must be divisible by tensor "
+     "parallel size (3)."),
+    # /proc passes os.access for root; no file can be made there
+    (["--out", "/proc/r.json"], "--out /proc/r.json: the folder /proc is not writable"),
+    # a folder live would make, under one where nothing can be made
+    (["--out", "/proc/new/r.json"], "--out /proc/new/r.json: the folder /proc is not writable"),
+]
+
+
+@pytest.mark.parametrize("args, line", LIVE_EARLY)
+def test_cli_live_refuses_before_the_gpu_probe(tmp_path, args, line):
+    """What vLLM refuses at start-up and an output that cannot be written are one line, exit
+    2, before any GPU probe."""
+    out = subprocess.run([*CMD, "live", "--max-num-seqs", "2",
+                          *[a.format(tmp=tmp_path) for a in args]],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stderr == f"hisparse live: error: {line}\n"
+
+
 def test_cli_predict_tp_and_bad_layouts():
     """predict -tp 2 shows the TP error surface; -dp and refused layouts exit 2 with one line."""
     out = subprocess.run([*CMD, "predict", "-tp", "2", "--max-num-seqs", "3", "--prompt-lens",

@@ -178,3 +178,37 @@ def test_a_gzipped_or_coloured_log_reads_as_the_plain_one(tmp_path):
     assert from_log(str(zipped)).ms == plain == from_log(str(coloured)).ms
     with pytest.raises(StepTimeError, match=r"^--step-ms-from-log: log .*missing\.log: "):
         from_log(str(tmp_path / "missing.log"))
+
+
+# Content-Length headers of the /metrics answer -> refused (the body is 4 bytes, "x 1\n")
+FRAMING = [
+    (["4"], False),             # one, right
+    (["4", "4"], False),        # two that agree: one framing
+    (["4", "40"], True),        # two that disagree: which body is it?
+    (["40", "4"], True),        # either order
+]
+
+
+@pytest.mark.parametrize("lengths, refused", FRAMING)
+def test_disagreeing_content_lengths_are_refused(lengths, refused):
+    """A response framed two ways (Content-Length headers that disagree) is refused in one line
+    naming the flag and the URL, not read by whichever header came first."""
+    from hisparse_model.boundary.files import InputError
+    from hisparse_model.boundary.http import fetch
+    from hisparse_model.boundary.limits import METRICS
+
+    def answer(h):
+        h.send_response(200)
+        for n in lengths:
+            h.send_header("Content-Length", n)
+        h.end_headers()
+        h.wfile.write(b"x 1\n")
+
+    with Loopback(answer) as s:
+        if refused:
+            with pytest.raises(InputError, match=re.escape(
+                    f"--step-ms-from-metrics {s.url}: Content-Length headers that disagree "
+                    "(4, 40); the body cannot be framed")):
+                fetch(s.url, "--step-ms-from-metrics", METRICS, 5)
+        else:
+            assert fetch(s.url, "--step-ms-from-metrics", METRICS, 5) == b"x 1\n"

@@ -219,6 +219,7 @@ def lines(path: str, bound: Bound, name: str) -> Iterator[tuple[int, bytes]]:
             _within(bound, name, number + len(done))
             for line in done:
                 number += 1
+                _short(line, number, name)
                 yield number, line[:-1] if line.endswith(b"\r") else line
         if len(pending) > LINE_BYTES:
             if not seen_newline and b"\r" in pending:  # CR-only: split it there
@@ -227,14 +228,23 @@ def lines(path: str, bound: Bound, name: str) -> Iterator[tuple[int, bytes]]:
                 _within(bound, name, number + len(done))
                 for line in done:
                     number += 1
+                    _short(line, number, name)
                     yield number, line
-            if len(pending) > LINE_BYTES:
-                raise InputError(f"{name}: line {number + 1} is longer than "
-                                 f"{_size(LINE_BYTES)} (no line of a log or a trace is)")
+            _short(pending, number + 1, name)
     if not seen_newline and (split_at_cr or b"\r" in pending):
         _within(bound, name, number + pending.count(b"\r") + 1)
         for line in pending.split(b"\r"):
             number += 1
+            _short(line, number, name)
             yield number, line
     elif pending or seen_newline:  # after a last "\n": the empty line str.split gives
+        _short(pending, number + 1, name)
         yield number + 1, pending[:-1] if pending.endswith(b"\r") else pending
+
+
+def _short(line: bytes, number: int, name: str) -> None:
+    """Refuse line ``number`` when it is longer than :data:`LINE_BYTES` (a CR ending it not
+    counted), wherever it ends: inside a chunk, at its end or at the content's end."""
+    if len(line) - line.endswith(b"\r") > LINE_BYTES:
+        raise InputError(f"{name}: line {number} is longer than {_size(LINE_BYTES)} (no line "
+                         "of a log or a trace is)")

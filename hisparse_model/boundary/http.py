@@ -77,6 +77,10 @@ def fetch(url: str, flag: str, bound: Bound, seconds: float = HTTP_SECONDS) -> b
                              "followed: give that URL itself")
         if response.status != 200:
             raise InputError(f"{where}: HTTP {response.status} {response.reason}")
+        lengths = {v.strip() for v in response.headers.get_all("Content-Length") or ()}
+        if len(lengths) > 1:  # RFC 9112 6.3: a message framed two ways is refused, not guessed
+            raise InputError(f"{where}: Content-Length headers that disagree "
+                             f"({', '.join(sorted(lengths))[:100]}); the body cannot be framed")
         body, total = [], 0
         while piece := response.read1(CHUNK):  # what has come: the deadline is checked
             total += len(piece)

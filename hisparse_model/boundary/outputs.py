@@ -64,11 +64,24 @@ def check_output(flag: str, path: str, inputs: dict[str, str | None] | None = No
                               "destroy it (give another file name)")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
-        if makes_folder:
-            return
-        raise OutputError(f"{flag} {path}: no folder {folder}")
-    if not os.access(folder, os.W_OK | os.X_OK):
+        if not makes_folder:
+            raise OutputError(f"{flag} {path}: no folder {folder}")
+        while not os.path.isdir(folder):  # the folder made first must be made in this one
+            folder = os.path.dirname(folder)
+    if not os.access(folder, os.W_OK | os.X_OK) or not _can_create_in(folder):
         raise OutputError(f"{flag} {path}: the folder {folder} is not writable")
+
+
+def _can_create_in(folder: str) -> bool:
+    """Whether a file can really be made in ``folder`` (a read-only file system, or /proc,
+    passes ``os.access`` for root): one is made and removed, as the writer makes its own."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".hisparse-", suffix=".probe", dir=folder)
+    except OSError:
+        return False
+    os.close(fd)
+    os.unlink(tmp)
+    return True
 
 
 def _same(a: str, b: str) -> bool:
