@@ -16,18 +16,40 @@ manager: a kernel with no open page, idle for ``--cull-idle`` seconds (default
 :data:`CULL_IDLE_S`), is shut down, checked every :data:`CULL_INTERVAL_S` seconds.  A
 kernel with its page still open is never culled (``cull_connected=False``), so any number of
 page loads leave at most one kernel per open page.
+
+One lifecycle: Voilà and its kernels die with the app, however it ends.  Ctrl-C, SIGTERM or
+SIGHUP stop Voilà (its kernels shut down) and remove the temporary folder (the notebook,
+Voilà's ``voila_*`` connection files inside it); a SIGHUP ignored when the app started
+(``nohup``) stays ignored.  If the app dies without doing that (SIGKILL, a crash), Linux
+sends Voilà SIGKILL (``prctl(PR_SET_PDEATHSIG)``, :func:`~hisparse_model.answers.forked.
+die_with_parent`), each kernel ends itself within a second of Voilà (ipykernel's parent
+poller), and a janitor (:data:`JANITOR`, a process of its own session that holds the read end
+of a pipe only the app writes to) sees the pipe close and removes the folder.
+
+The server, hardened (:func:`server_config`): a kernel websocket carries only what the page's
+browser sends (:mod:`hisparse_model.app_socket`: the v1 subprotocol, well-formed messages, at
+most :data:`~hisparse_model.app_socket.MAX_MESSAGE_BYTES`), and on a loopback ``--ip`` (the
+default) a request whose ``Host`` is not this machine (``localhost`` or a loopback address) is
+refused with 403, as Jupyter's own server does (a web page elsewhere cannot reach the kernel
+through a DNS name pointed at 127.0.0.1); on any other ``--ip`` every ``Host`` is served.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import ipaddress
+import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+from .answers.forked import die_with_parent
 
 
 APP_CELL = ("from hisparse_model.views.page import app_page\n"
@@ -41,6 +63,20 @@ LISTEN_POLL_S = 0.2  # how often to look whether Voilà has opened its port
 CULL_IDLE_S = 60  # a kernel whose page is gone, idle this long, is shut down
 CULL_INTERVAL_S = 10  # how often the kernel manager looks for such kernels
 MAX_CULL_IDLE_S = 7 * 24 * 3600  # a week: longer is never in practice
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # stop the app as Ctrl-C does
+# The janitor: reads the pipe until the app closes it (or dies); unless the app said "done",
+# kills the process groups it was told (Voila's) and removes the folder (argv[1]).  Standard
+# library only, so that it starts whatever state the package is in.
+JANITOR = """import os, shutil, signal, sys
+told = sys.stdin.buffer.read().split()
+if b"done" not in told:
+    for group in told:
+        try:
+            os.killpg(int(group), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+    shutil.rmtree(sys.argv[1], ignore_errors=True)
+"""
 
 
 def add_parser(subparsers) -> None:
@@ -67,6 +103,46 @@ def write_notebook(directory: str) -> str:
     nb.cells.append(nbformat.v4.new_code_cell(APP_CELL))
     path = os.path.join(directory, "hisparse_dashboards.ipynb")
     nbformat.write(nb, path)
+    return path
+
+
+def loopback(ip: str) -> bool:
+    """Whether ``ip`` (an address or a name) is this machine only: every address it names is
+    a loopback address."""
+    try:
+        return ipaddress.ip_address(ip).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(ip, None)
+    except (socket.gaierror, UnicodeError, ValueError):
+        return False
+    return bool(infos) and all(ipaddress.ip_address(i[4][0].split("%")[0]).is_loopback
+                               for i in infos)
+
+
+def server_config(directory: str, ip: str) -> dict:
+    """Voilà's configuration beyond its command line (``voila.json`` in its working folder):
+    the page's websocket connection class, tornado's bound on a websocket message, the
+    ``Host`` check on a loopback ``ip``, and Voilà's connection files inside ``directory``."""
+    from .app_socket import MAX_MESSAGE_BYTES  # needs jupyter_server: the notebooks extra
+
+    return {"Voila": {
+        "connection_dir_root": directory,
+        "kernel_websocket_connection_class": "hisparse_model.app_socket.PageSocket",
+        "tornado_settings": {
+            "websocket_max_message_size": MAX_MESSAGE_BYTES,
+            "allow_remote_access": not loopback(ip),  # Voila sets True; Jupyter: False here
+            "local_hostnames": ["localhost"],
+        }}}
+
+
+def write_config(directory: str, ip: str) -> str:
+    """:func:`server_config` as ``voila.json`` in ``directory`` (Voilà's working folder, the
+    first place it reads configuration from); returns its path."""
+    path = os.path.join(directory, "voila.json")
+    with open(path, "w") as f:
+        json.dump(server_config(directory, ip), f)
     return path
 
 
@@ -122,7 +198,38 @@ def _wait_listening(proc: subprocess.Popen, ip: str, port: int) -> bool:
 
 
 def _interrupt(signum, frame):
+    for sig in STOP_SIGNALS:  # once: a second signal must not cut the stop short
+        if signal.getsignal(sig) is _interrupt:
+            signal.signal(sig, signal.SIG_IGN)
     raise KeyboardInterrupt
+
+
+def _janitor(directory: str) -> subprocess.Popen:
+    """The janitor for ``directory`` (:data:`JANITOR`), in a session of its own: no signal
+    meant for the app's terminal or process group reaches it."""
+    return subprocess.Popen([sys.executable, "-c", JANITOR, directory], stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+def _dismiss(janitor: subprocess.Popen) -> None:
+    """Tell the janitor all is cleaned up, and wait for it to exit."""
+    try:
+        janitor.stdin.write(b"done\n")
+        janitor.stdin.close()
+    except OSError:  # pragma: no cover - it died already
+        pass
+    janitor.wait()
+
+
+def _catch_stop_signals() -> dict:
+    """SIGTERM and SIGHUP raise KeyboardInterrupt (one ignored already stays ignored);
+    returns the handlers they had."""
+    before = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    for sig, handler in before.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(sig, _interrupt)
+    return before
 
 
 def run(args) -> int:
@@ -148,22 +255,30 @@ def run(args) -> int:
         print(f"app: --port {args.port}: {args.ip}:{args.port} is already in use "
               "(another server holds it); choose another port", file=sys.stderr)
         return EXIT_BAD_INPUT
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    previous = _catch_stop_signals()
+    tmp = tempfile.mkdtemp(prefix="hisparse-app-")
+    janitor = _janitor(tmp)
     try:
-        with tempfile.TemporaryDirectory(prefix="hisparse-app-") as tmp:
-            cmd = voila_command(write_notebook(tmp), args.port, args.ip, not args.no_browser,
-                                cull_idle_s=cull)
-            proc = subprocess.Popen(cmd, cwd=tmp, start_new_session=True)
-            try:
-                if _wait_listening(proc, args.ip, args.port):  # said only once it is true
-                    host = f"[{args.ip}]" if ":" in args.ip else args.ip  # an IPv6 literal
-                    print(f"serving the HiSparse dashboards at http://{host}:{args.port}/ "
-                          "(Ctrl-C stops)", flush=True)
-                return proc.wait()
-            except KeyboardInterrupt:
-                print("app: stopping", flush=True)
-                return 0
-            finally:
-                _stop(proc)
+        cmd = voila_command(write_notebook(tmp), args.port, args.ip, not args.no_browser,
+                            cull_idle_s=cull)
+        write_config(tmp, args.ip)
+        proc = subprocess.Popen(cmd, cwd=tmp, start_new_session=True,
+                                preexec_fn=functools.partial(die_with_parent, os.getpid()))
+        janitor.stdin.write(f"{proc.pid}\n".encode())  # its process group, to kill
+        janitor.stdin.flush()
+        try:
+            if _wait_listening(proc, args.ip, args.port):  # said only once it is true
+                host = f"[{args.ip}]" if ":" in args.ip else args.ip  # an IPv6 literal
+                print(f"serving the HiSparse dashboards at http://{host}:{args.port}/ "
+                      "(Ctrl-C stops)", flush=True)
+            return proc.wait()
+        except KeyboardInterrupt:
+            print("app: stopping", flush=True)
+            return 0
+        finally:
+            _stop(proc)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        shutil.rmtree(tmp, ignore_errors=True)
+        _dismiss(janitor)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

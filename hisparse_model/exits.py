@@ -5,6 +5,10 @@
 
 * Ctrl-C (SIGINT) is one line on stderr and exit status 130 (128 + SIGINT, the
   shell's own status for it), never a KeyboardInterrupt traceback;
+* SIGTERM and SIGHUP (``kill``, a closed terminal) are one line and 128 + the signal
+  (143, 129) after the command's own clean-up ran: they are raised as :class:`Terminated`,
+  so every ``finally`` runs (forked workers killed, temporary files removed); a signal
+  ignored when the command started (``nohup``) stays ignored;
 * a reader that leaves (``| head -1``) ends the command quietly with the status it had;
   an error line written to a pipe nobody reads still gives its status (2, not 1);
 * standard output closed (``>&-``) is refused before anything runs: the answer would be
@@ -20,10 +24,48 @@ from __future__ import annotations
 import errno
 import importlib
 import os
+import signal
 import sys
 
 EXIT_BAD_INPUT = 2  # as cli.EXIT_BAD_INPUT
 EXIT_INTERRUPTED = 130  # 128 + SIGINT (2)
+ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # raised as Terminated
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived: raised where the command is, so its clean-up runs.  A
+    BaseException, as KeyboardInterrupt: no ``except Exception`` takes it for an error."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _terminate(signum, _frame):
+    for sig in ENDING_SIGNALS:  # once: a second signal must not cut the clean-up short
+        signal.signal(sig, signal.SIG_IGN)
+    raise Terminated(signum)
+
+
+def catch_ending_signals() -> dict:
+    """SIGTERM and SIGHUP raise :class:`Terminated` from now on (in the main thread only,
+    where Python runs handlers), except one ignored already (``nohup``); returns the
+    handlers they had, for :func:`restore`."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    before = {sig: signal.getsignal(sig) for sig in ENDING_SIGNALS}
+    for sig, handler in before.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(sig, _terminate)
+    return before
+
+
+def restore(handlers: dict) -> None:
+    """The handlers :func:`catch_ending_signals` found, back in place."""
+    for sig, handler in handlers.items():
+        signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 def one_line(text: str) -> str:
@@ -73,6 +115,7 @@ def run(prog: str, module, argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     if hasattr(sys.stdout, "reconfigure"):  # PYTHONIOENCODING=ascii: "µs" as "\xb5s"
         sys.stdout.reconfigure(errors="backslashreplace")
+    handlers = catch_ending_signals()
     try:
         main = importlib.import_module(module).main if isinstance(module, str) else module
         status = main(argv)
@@ -80,6 +123,10 @@ def run(prog: str, module, argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         say(f"{_command(prog, argv)}: interrupted (Ctrl-C); nothing more is written")
         status = EXIT_INTERRUPTED
+    except Terminated as stop:
+        say(f"{_command(prog, argv)}: stopped by {signal.Signals(stop.signum).name}; nothing "
+            "more is written")
+        status = 128 + stop.signum
     except BrokenPipeError:  # the reader of stdout left: nothing to report, nobody to tell
         status = 0
     except OSError as exc:  # standard output on a full disk (> /dev/full) or a failing device
@@ -89,6 +136,8 @@ def run(prog: str, module, argv: list[str] | None = None) -> int:
             "not written whole")
         silence(sys.stdout)
         status = EXIT_BAD_INPUT
+    finally:
+        restore(handlers)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -7,18 +7,50 @@ of the queues its workers share.  Here each worker has a pipe of its own: the pa
 it an item, the worker sends back the result, and the parent is the only reader of each
 pipe, so a killed worker holds no lock that anyone waits on.  A worker ignores SIGINT (the
 terminal sends Ctrl-C to every process of the command): the parent alone decides, and on
-any way out but the answer (an error, Ctrl-C) it kills every worker and reaps it before it
-returns.  After the answer the workers are told to stop and exit normally (so that a
-measured run keeps their coverage data).
+any way out but the answer (an error, Ctrl-C, SIGTERM or SIGHUP turned into an exception by
+:mod:`hisparse_model.exits`) it kills every worker and reaps it before it returns.  After the
+answer the workers are told to stop and exit normally (so that a measured run keeps their
+coverage data).
+
+A parent that dies without running any of that (SIGKILL, a crash) takes its workers with it:
+each worker asks Linux for SIGKILL when its parent dies (:func:`die_with_parent`,
+``prctl(PR_SET_PDEATHSIG)``), so none is left computing and holding the caller's pipes.  A
+worker takes SIGTERM and SIGHUP by their default (it dies), whatever handler the parent had.
 """
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
+import os
 import signal
 from multiprocessing.connection import wait
 
 STOP = None  # what the parent sends a worker when no item is left
+PR_SET_PDEATHSIG = 1  # linux/prctl.h: the signal this process gets when its parent dies
+
+
+def _prctl():
+    """libc's ``prctl``, or None where there is none (not Linux).  Looked up in the parent,
+    before any fork: a child must not load libraries between fork and exec."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        return None
+
+
+PRCTL = _prctl()
+
+
+def die_with_parent(parent: int, sig: int = signal.SIGKILL) -> None:
+    """In a child: ``sig`` when the parent (pid ``parent``, the process that forked it) dies,
+    by any signal or none; if it has died already (before this call), ``sig`` now.  Safe
+    between fork and exec (``Popen(preexec_fn=...)``): it calls only ``prctl``, looked up
+    before the fork, and ``getppid``/``kill``."""
+    if PRCTL is not None:
+        PRCTL(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    if os.getppid() != parent:  # the parent died between the fork and the prctl
+        os.kill(os.getpid(), sig)
 
 
 def map_forked(fn, items, jobs: int) -> list:
@@ -28,10 +60,12 @@ def map_forked(fn, items, jobs: int) -> list:
     context = multiprocessing.get_context("fork")
     workers, results = [], [None] * len(items)
     answered = False
+    parent = os.getpid()
     try:
         for _ in range(min(jobs, len(items))):
             mine, theirs = context.Pipe()
-            proc = context.Process(target=_work, args=(fn, theirs), daemon=True)
+            proc = context.Process(target=_work, args=(fn, theirs, parent),
+                                   daemon=True)
             proc.start()
             theirs.close()
             workers.append((proc, mine))
@@ -67,9 +101,13 @@ def map_forked(fn, items, jobs: int) -> list:
             pipe.close()
 
 
-def _work(fn, pipe) -> None:
-    """A worker: items from ``pipe`` until :data:`STOP`, each answered on ``pipe``."""
+def _work(fn, pipe, parent: int) -> None:
+    """A worker: items from ``pipe`` until :data:`STOP`, each answered on ``pipe``; killed
+    when ``parent`` dies."""
+    die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # not the parent's handler: they end it
+        signal.signal(sig, signal.SIG_DFL)
     while (item := pipe.recv()) is not STOP:
         index, value = item
         try:
