@@ -40,10 +40,15 @@ def accepted_arrivals(traffic: Traffic, minutes: float, seed: int,
             continue
         out.append((t, n, m, b))
         if most is not None and len(out) > most:
-            raise TrafficError(f"--minutes {minutes:g}: more than {most:,} requests by "
-                               f"{t / 60:,.1f} minutes, more than the {most:,} distinct "
-                               "prompts a workload can name; serve fewer minutes")
+            raise too_many(minutes, most, t)
     return out, refused
+
+
+def too_many(minutes: float, most: int, t: float) -> TrafficError:
+    """The refusal of a seed that accepted more than ``most`` requests by ``t`` seconds."""
+    return TrafficError(f"--minutes {minutes:g}: more than {most:,} requests by "
+                        f"{t / 60:,.1f} minutes, more than the {most:,} distinct "
+                        "prompts a workload can name; serve fewer minutes")
 
 
 def _arrivals(traffic: Traffic, rng: random.Random):

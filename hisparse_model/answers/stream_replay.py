@@ -27,8 +27,8 @@ from ..boundary.files import InputError
 from ..inputs.trace_stream import TraceStream
 from ..inputs.traffic_file import TrafficError
 from ..schedule.workload import PROMPT_IDS, Workload
-from .arrivals import refused_at_door
-from .traffic_risk import REPLAY, SeedRun, prompt_of
+from .arrivals import _arrivals, refused_at_door, too_many
+from .seed_run import REPLAY, SeedRun, prompt_of
 
 
 class StreamedTraffic:
@@ -137,12 +137,13 @@ class StreamArrivals:
 
     def __init__(self, traffic: StreamedTraffic, minutes: float, step_ms: float,
                  max_model_len: int, apc: bool):
-        from ..schedule.prefix_keys import prompt_keys
+        from ..schedule.prefix_keys import LazyKeys, prompt_keys  # noqa: F401 - prompt_keys: eager
         from ..schedule.scheduler import _Req
 
         self.rows, self.end, self.per_step = iter(traffic.stream), minutes * 60.0, step_ms / 1000
         self.limit, self.apc, self.keep = max_model_len, apc, [] if traffic.keep else None
-        self._req, self._keys = _Req, prompt_keys
+        self.minutes, self.generated = minutes, getattr(traffic, "generated", False)
+        self._req, self._keys = _Req, LazyKeys
         self.accepted = self.refused = 0
         self.fresh: dict = {}  # the scheduler's requests by index: those joining now
         self.prompts: dict = {}  # each live request's prompt (the host pool's admission)
@@ -159,7 +160,7 @@ class StreamArrivals:
             if refused_at_door(n, m, self.limit):
                 self.refused += 1
                 continue
-            self.next = int(t / self.per_step), n, m, b
+            self.next, self.next_s = (int(t / self.per_step), n, m, b), t
             return
 
     def get(self, step, default=()):
@@ -174,6 +175,8 @@ class StreamArrivals:
             self.prompts[i] = n
             self.live[i] = r, b is None
             if self.keep is not None:
+                if self.accepted > PROMPT_IDS and self.generated:  # as generate() refuses
+                    raise too_many(self.minutes, PROMPT_IDS, self.next_s)
                 if self.accepted > PROMPT_IDS:
                     raise TrafficError(f"--crash-workload: more than {PROMPT_IDS:,} requests "
                                        "before the crash, more than the distinct prompts a "
@@ -185,6 +188,29 @@ class StreamArrivals:
 
     def next_after(self, step: int) -> int | None:
         return None if self.next is None else self.next[0]
+
+
+class _Generated:
+    """Poisson traffic as a stream of rows (``arrivals._arrivals`` of one seed's generator):
+    each request made as the engine's clock reaches it and forgotten once served, kept only as
+    its ``(step, prompt_len, max_tokens)`` for ``--crash-workload`` (``SeedRun.requests``)."""
+
+    generated, keep, progress = True, True, None
+
+    def __init__(self, traffic, seed: int):
+        import random
+
+        self.stream = _arrivals(traffic, random.Random(seed))
+
+
+def serve_generated(job: tuple, seed: int) -> StreamedRun:
+    """``traffic_risk.serve_seed`` for Poisson traffic on a server that starts and that some
+    traffic can crash: one seed's requests generated as they are served (bounded memory: the
+    requests in flight, not the minutes' requests and their prefix keys)."""
+    knobs, traffic, *rest = job
+    run = serve_stream((knobs, _Generated(traffic, seed), *rest))
+    run.seed = seed
+    return run
 
 
 class _Stand:

@@ -37,10 +37,10 @@ from ..model.host_pool import HostPoolShort, HostUse
 from .arrivals import accepted_arrivals
 from .exposed_steps import crash_kind
 from ..model.knobs import Knobs
-from ..schedule.shared_prompts import BlockPrompt
 from ..inputs.traffic_file import (  # noqa: F401 - the traffic a seed serves; re-exported for callers
     STEP_MS, Lengths, Traffic, TrafficError, load_traffic)
-from ..schedule.workload import DistinctPrompt, PROMPT_IDS, Request, Workload
+from ..schedule.workload import PROMPT_IDS, Workload
+from .seed_run import REPLAY, SeedRun, prompt_of  # noqa: F401 - re-exported for callers
 
 SEEDS = 8  # seeds per estimate (8 seed-hours at 10 requests/s: about 9 s on 2 cores)
 CURVE_POINTS = 60  # times at which the crash probability curve is given
@@ -61,62 +61,6 @@ TRAFFIC_ASSUMPTIONS = (
 )
 
 
-@dataclass
-class SeedRun:
-    """One seed's traffic, served until its first crash or its end."""
-
-    seed: int
-    requests: tuple  # (arrival_step, prompt_len, max_tokens) of every accepted request
-    refused: int  # requests the server refuses at its door (refused_at_door)
-    crash_step: int | None = None  # engine step of the first crash (None: no serving crash)
-    error: str | None = None
-    kind: str | None = None  # exposure kind of the crash step
-    tokens: int | None = None  # tokens the crash step computed
-    startup: bool = False  # the engine died at start-up, before any traffic
-    blocks: tuple = ()  # each accepted request's shared prompt blocks (a trace's hash_ids)
-    short: HostPoolShort | None = None  # the host pool may run short: the model declines
-
-    @property
-    def crashed(self) -> bool:
-        return self.startup or self.crash_step is not None
-
-    @property
-    def served(self) -> int:
-        """Requests accepted (every arrival the door let in, up to the crash and after)."""
-        return len(self.requests)
-
-    @property
-    def arrived(self) -> int:
-        """Requests that arrived by the crash step (all of them without a crash)."""
-        return len(self.workload())
-
-    def minute(self, step_ms: float) -> float | None:
-        """When it crashed, in minutes from the first request (0 at start-up)."""
-        if self.startup:
-            return 0.0
-        return None if self.crash_step is None else self.crash_step * step_ms / 60000
-
-    def workload(self) -> Workload:
-        """The requests that arrived by the crash step (all of them without a crash), as a
-        workload ``simulate --workload`` serves to the same crash."""
-        cut = self.crash_step if self.crash_step is not None else math.inf
-        blocks = self.blocks or (None,) * len(self.requests)
-        return Workload(tuple(
-            Request(prompt_of(i, n, b), m, a)
-            for i, ((a, n, m), b) in enumerate(zip(self.requests, blocks)) if a <= cut))
-
-    def as_json(self, step_ms: float) -> dict:
-        return {"seed": self.seed, "crashed": self.crashed, "minute": self.minute(step_ms),
-                "crash_step": self.crash_step, "kind": self.kind, "tokens": self.tokens,
-                "error": self.error, "requests": self.served, "refused": self.refused}
-
-
-def prompt_of(i: int, n: int, blocks=None):
-    """The token ids the model serves as accepted request ``i`` of ``n`` tokens: its own
-    prompt, or the shared content blocks a trace's ``hash_ids`` name."""
-    return DistinctPrompt(i, n) if blocks is None else BlockPrompt(blocks, n)
-
-
 def generate(traffic: Traffic, minutes: float, seed: int, step_ms: float,
              max_model_len: int) -> SeedRun:
     """One seed's requests over ``minutes`` (module docstring, 2)."""
@@ -129,7 +73,6 @@ def generate(traffic: Traffic, minutes: float, seed: int, step_ms: float,
                    blocks=tuple(blocks) if traffic.blocks else ())
 
 
-REPLAY = "the trace's replay"  # what a refusal calls a trace replayed at its own times
 
 
 def first_crash(knobs: Knobs, workload: Workload, accepted=None, what="this workload"):
@@ -350,6 +293,10 @@ def serve_seed(job: tuple, seed: int) -> SeedRun:
     knobs, traffic, minutes, step_ms, accepted, startup, never = job
     if getattr(traffic, "streamed", False):  # a trace read as it is served (stream_replay.py)
         return traffic.serve(job)
+    if not traffic.replayed and not startup and not never:  # Poisson: made as it is served
+        from .stream_replay import serve_generated
+
+        return serve_generated(job, seed)
     run = generate(traffic, minutes, seed, step_ms, knobs.max_model_len)
     if startup:
         run.startup, run.error, run.kind = True, startup, "startup"

@@ -51,6 +51,34 @@ def prompt_keys(ids) -> tuple:
     return _distinct_keys(ids) if isinstance(ids, DistinctPrompt) else ids.keys()
 
 
+class LazyKeys:
+    """:func:`prompt_keys` of one lazy prompt, computed when the scheduler first reads them
+    (its admission): a request still waiting holds its prompt, not its keys, so an overloaded
+    server's queue costs a few objects a request, not one key per 64 tokens."""
+
+    __slots__ = ("_prompt", "_keys")
+
+    def __init__(self, prompt):
+        self._prompt, self._keys = prompt, None
+
+    def _get(self) -> tuple:
+        if self._keys is None:
+            self._keys, self._prompt = prompt_keys(self._prompt), None
+        return self._keys
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def __getitem__(self, index):
+        return self._get()[index]
+
+    def __iter__(self):
+        return iter(self._get())
+
+    def __bool__(self) -> bool:
+        return bool(self._get())
+
+
 def request_keys(workload) -> list[tuple]:
     """Each request's block keys (:func:`block_keys`), computed once per distinct prompt."""
     memo: dict[tuple, tuple] = {}
