@@ -280,7 +280,7 @@ def folded_lengths(data: dict, keep=(), margin: int = 1,
     drop, repeats, i = set(), {}, 0
     while i < len(ns):
         best = None
-        for p in range(2, MAX_PERIOD + 1):
+        for p in range(2, min(MAX_PERIOD, (len(ns) - i) // 5) + 1):  # 5 periods fit
             j = i + p
             while j < len(ns) and ns[j] not in kept and same(j, j - p):
                 j += 1
