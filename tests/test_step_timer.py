@@ -11,14 +11,19 @@ from types import SimpleNamespace as NS
 from hisparse_model.engine.step_timer import StepTimer, install
 
 
-class FakeScheduler:
-    """What the timer reads: ``requests[rid]`` (num_computed_tokens advanced by schedule, as
-    vLLM's _update_after_schedule does, num_prompt_tokens) and ``has_requests()``."""
+# A stand-in for vLLM's Scheduler with what the timer reads: ``requests[rid]``
+# (num_computed_tokens advanced by schedule(), as vLLM's _update_after_schedule does,
+# num_prompt_tokens) and ``has_requests()`` (``left`` when a test sets it, else whether its plan
+# has batches left). One source: run here, and written into a stand-in vLLM package below.
+FAKE_SCHEDULER = """
+from types import SimpleNamespace as NS
 
-    def __init__(self, plan):
-        self.plan = list(plan)  # each schedule(): {rid: tokens}
-        self.requests = {}
-        self.left = 0
+
+class Scheduler:
+    left = None
+
+    def __init__(self, plan, requests=None):
+        self.plan, self.requests = list(plan), requests or {}
 
     def schedule(self):
         tokens = self.plan.pop(0)
@@ -30,7 +35,11 @@ class FakeScheduler:
         return {}
 
     def has_requests(self):
-        return self.left > 0
+        return bool(self.plan) if self.left is None else self.left > 0
+"""
+_ns: dict = {}
+exec(FAKE_SCHEDULER, _ns)
+FakeScheduler = _ns["Scheduler"]
 
 
 def test_rows_say_what_each_batch_computed_and_took():
@@ -67,22 +76,6 @@ def test_rows_say_what_each_batch_computed_and_took():
     assert [r["phase"] for r in timer.rows] == ["start"] * 4
 
 
-FAKE_SCHEDULER = '''
-class Scheduler:
-    """A stand-in for vLLM's: schedule() advances num_computed_tokens, as vLLM's does."""
-    def __init__(self, plan, requests):
-        self.plan, self.requests = list(plan), requests
-    def schedule(self):
-        from types import SimpleNamespace as NS
-        tokens = self.plan.pop(0)
-        for rid, n in tokens.items():
-            self.requests[rid].num_computed_tokens += n
-        return NS(num_scheduled_tokens=tokens)
-    def update_from_output(self, out, model_output=None):
-        return {}
-    def has_requests(self):
-        return bool(self.plan)
-'''
 
 SERVER = '''
 import sys
