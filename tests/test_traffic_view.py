@@ -19,6 +19,7 @@ import pytest
 from hisparse_model import Knobs
 from hisparse_model.text import chart_data as cd
 from hisparse_model.answers.advice import SEARCH, SearchCapped, advise
+from hisparse_model.answers.server_verdict import server_verdict
 from hisparse_model.cli import build_parser, knobs_from_args
 from hisparse_model.recorded.recordings import load_all, recorded_dir
 from hisparse_model.model.routing import swap_error
@@ -49,7 +50,10 @@ def _strip_outcome(knobs: Knobs, workload) -> str:
         return cd.INVALID
     if sched.crash is None:
         return cd.SAFE
-    return cd.STARTUP_CRASH if sched.crash["step"] is None else cd.RUNTIME_CRASH
+    if sched.crash["step"] is None:  # dead at start-up: never starts, or the overflow
+        never = server_verdict(knobs).kind == "never_starts"
+        return cd.NEVER_STARTS if never else cd.STARTUP_CRASH
+    return cd.RUNTIME_CRASH
 
 
 # knobs, (prompt lens, spacing) -> (C, W, crash step or "startup" or None, error, finished)
@@ -206,7 +210,8 @@ def test_max_num_seqs_map_equals_simulate_for_every_value(knobs, work):
     if knobs == {"max_num_seqs": 4} and lens == [3, 2]:
         # S = 1: start-up (W = 2 capture); S = 4: the 5-token step; S = 2, 3: 5 > W; S >= 5: 5 <= C
         assert dash.labels["sweep_summary"] == (
-            "startup_crash=1 crash=4 safe=2-3,5-64 invalid=none not_computed=none")
+            "never_starts=none startup_crash=1 crash=4 safe=2-3,5-64 invalid=none "
+            "not_computed=none")
 
 
 def test_strip_work_cap_keeps_the_values_nearest_the_current_one():
@@ -459,3 +464,47 @@ def test_a_cut_timeline_says_so_and_draw_step_moves_it():
     assert title.startswith("Step 500 ran no work (steps with work: 0…198); drawn instead:")
     title = re.search(r"<title>(.*?)</title>", picture_for_step(sched, 100)).group(1)
     assert title.startswith("Engine step 100:")
+
+
+# (knobs, the head's words, their colour, the map's legend, the map's cells at S 1 ... 3);
+# the 2 + 3 prompts of the default workload
+START_ROWS = [
+    # S 2, K 2, B 2: the MTP warmup needs B >= K + 2 = 4, so start-up dies of IndexError, not
+    # the overflow: never starts (notebook 2's key, grey); S 3 > B = 2 refused
+    ({"max_num_seqs": 2, "num_speculative_tokens": 2, "max_num_batched_tokens": 2},
+     "✗ never starts (not the overflow)", "#525252", "never starts (not the overflow)",
+     ["never_starts", "never_starts", "invalid"]),
+    # S 1, K 0: C = 1, W = 2 is the 2-token capture: the overflow at start-up, red; S 2, 3:
+    # the 5-token step exceeds W = 3, 4 and is all-resident, so they serve it all
+    ({"max_num_seqs": 1}, "✗ crash at start-up", "#d73027", "start-up crash",
+     ["startup_crash", "safe", "safe"]),
+]
+
+
+@pytest.mark.parametrize("knobs, words, colour, legend, cells", START_ROWS)
+def test_a_server_that_never_starts_is_never_a_start_up_crash(knobs, words, colour, legend,
+                                                              cells):
+    """A run dead at start-up is named by the one verdict's kind: never starts (grey, notebook
+    2's words) where the server never starts, a red start-up crash only for the overflow."""
+    dash = _dash(**knobs)
+    assert f"<b style='color:{colour}'>{words}</b>" in dash.head.value
+    assert f"<b style='color:{colour}'>{words.removeprefix('✗ ')}</b>" in dash.numbers.value
+    assert f"class='hs-legend'>{legend}</text>" in dash.search.value
+    assert dash.search_data["strip"]["outcome"][:3] == cells
+    assert ("crash at start-up" in dash.head.value) == (cells[0] == "startup_crash")
+
+
+# draw_step past the run: the default S 4 run of 3 + 2 dies at step 0 (5 = W tokens); every
+# step it never ran, near or far, gets the one note and the default step's own title
+MISSING_ROWS = [(1, "step 0"), (5, "step 0"), (99, "step 0")]
+
+
+@pytest.mark.parametrize("step, drawn", MISSING_ROWS)
+def test_a_draw_step_that_never_ran_is_said_once(step, drawn):
+    """A draw_step the run never reached gets one note above the picture, and the picture's
+    title does not say it again."""
+    dash = _dash(draw_step=step)
+    assert dash.numbers.value.count(f"draw_step {step}: no such step ran (the run died at "
+                                    "step 0)") == 1
+    assert "ran no work" not in dash.numbers.value
+    assert f"<title>Engine {drawn}: its 5 routed tokens" in dash.numbers.value

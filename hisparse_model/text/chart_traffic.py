@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import functools
 
+from ..answers import server_verdict as sv
 from ..answers.advice import SearchCapped, advise
-from .chart_keys import CRASH, INVALID, NOT_ROUTED, NOT_RUN, RUNTIME_CRASH, SAFE, STARTUP_CRASH
+from .chart_keys import (CRASH, INVALID, NEVER_STARTS, NOT_ROUTED, NOT_RUN, RUNTIME_CRASH, SAFE,
+                         STARTUP_CRASH)
 from ..model.knobs import Knobs
 from ..model.plan import Plan
 from ..answers.simulate import Schedule, simulate
@@ -49,14 +51,17 @@ def work_estimate(p: Plan, workload: Workload) -> int:
 
 @functools.lru_cache(maxsize=4096)
 def traffic_outcome(knobs: Knobs, workload: Workload) -> tuple[str, int | None, int]:
-    """(``startup_crash`` / ``runtime_crash`` / ``safe`` / ``invalid``, crash step, work)."""
+    """(``never_starts`` / ``startup_crash`` / ``runtime_crash`` / ``safe`` / ``invalid``,
+    crash step, work): a run dead at start-up is the one verdict's kind for the server
+    (``answers/server_verdict.py``: never starts, or the swap-row overflow at start-up)."""
     try:
         sched = simulate(knobs, workload)
     except ValueError:  # vLLM refuses the knobs (or the workload under them)
         return INVALID, None, RUN_US
     crash = sched.crash
     if crash is not None and crash["step"] is None:  # dead before the scheduler runs
-        return STARTUP_CRASH, None, RUN_US
+        never = sv.server_verdict(knobs).kind == sv.NEVER_STARTS
+        return NEVER_STARTS if never else STARTUP_CRASH, None, RUN_US
     kind = SAFE if crash is None else RUNTIME_CRASH
     return kind, None if crash is None else crash["step"], work_estimate(sched.plan, workload)
 

@@ -13,6 +13,7 @@ import ipywidgets as W
 from ..text.plural import count
 from ..text import chart_data as cd
 from ..model.knobs import KnobSpec, knob_specs
+from ..answers import server_verdict as sv
 from ..answers.lost import lost_line
 from ..answers.predict import Prediction
 from ..recorded.recordings import load_all, recorded_dir, recording_knobs
@@ -27,7 +28,7 @@ from .buffers import missing_step_note, picture_for_step, picture_html
 from .dashboard import Dashboard, Screen
 from .engine_runs import knobs_text, live_output_path, live_status
 from .first_request import ranges, ranges_text
-from .svg import PALETTE
+from .svg import LABELS, PALETTE
 from .tables import advice_list_html, esc, fold, formulas_html, static_html, swatch, table
 from .traffic_charts import (REQUEST_COLOURS, STRIP, request_name,  # noqa: F401  re-exported
                              seqs_chart, timeline_chart)
@@ -106,8 +107,11 @@ def crash_html(sched) -> str:
     if crash is None:
         return (f"<div class='hs-big'><b style='color:{PALETTE['ok']}'>no crash</b>: no step "
                 f"hands swap_in more than C = {p.swap_capacity} tokens. {done}</div>")
+    never = _never_starts(sched)
     why = ("The engine dies <b>at start-up</b> (a CUDA-graph capture or warmup batch; see "
-           "notebook 2), before it serves any request.")
+           "notebook 2), before it serves any request." if never is None else
+           f"The engine never starts: {esc(never.detail)}; it serves no request (see "
+           "notebook 2).")
     if crash["step"] is not None:
         s = sched.steps[-1]
         parts = " + ".join(f"{t} ({request_name(r)})" for r, t in s.scheduled.items())
@@ -116,8 +120,7 @@ def crash_html(sched) -> str:
                f"<b>{s.routed_tokens}</b> of them to the routing. {s.routed_tokens} = W = C + 1 "
                f"passes 0.31.0's check, so they go to swap_in, which has only C = "
                f"{p.swap_capacity} rows.")
-    return (f"<div class='hs-big'><b style='color:{PALETTE[cd.CRASH]}'>crash at "
-            f"{'start-up' if crash['step'] is None else 'step ' + str(crash['step'])}</b>"
+    return (f"<div class='hs-big'>{_crash_word(sched)}"
             f"<br><code class='hs-error-text'>{esc(crash['error'])}</code></div>"
             f"<div class='hs-note'>{why} {done}<br>{esc(lost_line(sched.lost, crash, request_name))}</div>")
 
@@ -130,10 +133,27 @@ def head_html(sched) -> str:
         return (f"<div class='hs-head'><b style='color:{PALETTE['ok']}'>✓ no crash</b>: no "
                 f"step hands swap_in more than C = {sched.plan.swap_capacity} tokens; "
                 f"{done}.</div>")
-    where = "start-up" if crash["step"] is None else f"step {crash['step']}"
-    return (f"<div class='hs-head'><b style='color:{PALETTE[cd.CRASH]}'>✗ crash at {where}"
-            f"</b>: <code class='hs-error-text'>{esc(crash['error'])}</code>; {done}. "
-            "Why, step by step, under the controls.</div>")
+    return (f"<div class='hs-head'>{_crash_word(sched, '✗ ')}: <code class='hs-error-text'>"
+            f"{esc(crash['error'])}</code>; {done}. Why, step by step, under the controls.</div>")
+
+
+def _never_starts(sched):
+    """The one verdict on the run's server where it never starts (start-up dies of an error
+    that is not the overflow: ``server_verdict.NEVER_STARTS``), else None."""
+    if sched.crash is None or sched.crash["step"] is not None:
+        return None
+    verdict = sv.server_verdict(sched.knobs)
+    return verdict if verdict.kind == sv.NEVER_STARTS else None
+
+
+def _crash_word(sched, mark: str = "") -> str:
+    """Where the run died, bold in its colour: never starts in notebook 2's key, words and
+    colour (the verdict's kind), else a crash at start-up or at a step in red."""
+    step = sched.crash["step"]
+    key = cd.CRASH if _never_starts(sched) is None else cd.NEVER_STARTS
+    words = (LABELS[key] if key == cd.NEVER_STARTS else
+             f"crash at {'start-up' if step is None else f'step {step}'}")
+    return f"<b style='color:{PALETTE[key]}'>{mark}{esc(words)}</b>"
 
 
 def schedule_report(sched) -> str:
@@ -204,8 +224,10 @@ class TrafficDashboard(Dashboard):
                               f"crash={word} finished={len(sched.finished)}/{n}")}
         pred = Prediction(knobs, p, list(sched.startup))
         step = self.value("draw_step")
-        body = (crash_html(sched) + missing_step_note(sched, step)
-                + picture_html(picture_for_step(sched, None if step < 0 else step))
+        # a step that never ran: one note says so; the default step is drawn, untitled so
+        missing = missing_step_note(sched, step)
+        body = (crash_html(sched) + missing
+                + picture_html(picture_for_step(sched, None if step < 0 or missing else step))
                 + f"<div class='hs-note'>vLLM {esc(knobs.vllm_version)} ({esc(knobs.routing)} "
                 f"routing), {esc(knobs.attention_backend)}, prefix caching "
                 f"{'on' if knobs.enable_prefix_caching else 'off'}, cudagraph_mode "

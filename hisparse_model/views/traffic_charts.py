@@ -11,7 +11,7 @@ Both draw :mod:`hisparse_model.text.chart_data`'s lists and nothing else.
 from __future__ import annotations
 
 from ..text import chart_data as cd
-from .svg import INK, PALETTE, Svg, ticks
+from .svg import INK, LABELS, PALETTE, Svg, ticks
 
 WIDTH_PX, LEFT, RIGHT = 900, 90, 64
 # Requests are drawn in up to 8 colours: pinks, yellows, browns, purples, kept away from the
@@ -33,7 +33,9 @@ def group_name(g: int, size: int, requests: int) -> str:
     return request_name(lo) if lo == hi else f"{request_name(lo)}–{request_name(hi)}"
 STEP_LABELS = {cd.SWAP_IN: "swap_in (n ≤ C)", cd.ALL_RESIDENT: "all-resident",
                cd.CRASH: "swap_in past C: crash", cd.NOT_ROUTED: "replayed / not routed"}
-STRIP = {cd.STARTUP_CRASH: ("startup_crash", "start-up crash"),  # key: (digest word, legend)
+# key: (digest word, legend); a server that never starts has notebook 2's key, words, colour
+STRIP = {cd.NEVER_STARTS: ("never_starts", LABELS[cd.NEVER_STARTS]),
+         cd.STARTUP_CRASH: ("startup_crash", "start-up crash"),
          cd.RUNTIME_CRASH: ("crash", "crashes on this traffic"), cd.SAFE: ("safe", "serves it all"),
          cd.INVALID: ("invalid", "vLLM refuses"), cd.NOT_RUN: ("not_computed", "not computed")}
 
