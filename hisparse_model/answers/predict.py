@@ -48,6 +48,15 @@ class PromptOutcome:
         return self.error is None
 
     @property
+    def ran_batches(self) -> list[Batch]:
+        """The batches that run: none when the engine died before the prompt, else up to and
+        with the first that raises (the engine dies there, so no later batch runs)."""
+        if not self.ran:
+            return []
+        bad = next((i for i, b in enumerate(self.batches) if b.error), len(self.batches) - 1)
+        return list(self.batches[:bad + 1])
+
+    @property
     def prefill_route(self) -> str | None:
         """The route of its last prefill chunk (:func:`last_prefill_route`)."""
         return last_prefill_route(self.batches)

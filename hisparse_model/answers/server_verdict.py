@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
+from ..boundary.numbers import count
 from ..model.knobs import Knobs
 from ..model.plan import plan
 from ..model.startup import WARMUP_NO_REQUEST_ERROR
@@ -61,7 +62,7 @@ def _never_starts_advice(knobs: Knobs, b: int) -> str | None:
     if not k or b >= k + 2:
         return None
     then = server_verdict(knobs.replace(max_num_batched_tokens=k + 2))
-    fewer = f" (or at most {b - 2} speculative tokens)" if b >= 3 else ""
+    fewer = f" (or at most {count(b - 2, 'speculative token')})" if b >= 3 else ""
     return (f"raise max_num_batched_tokens to at least K + 2 = {k + 2}{fewer}, so the "
             f"warmup has a request; then, with max_num_batched_tokens {k + 2}: {then.headline}")
 

@@ -19,6 +19,13 @@ def shown(x: float) -> str:
     return f"{int(x):,}" if x == int(x) and abs(x) < 1e15 else f"{x:g}"
 
 
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``"1 token"``, ``"3 tokens"``, ``"1,024 tokens"`` (``plural``: an irregular one): a count
+    and its noun as people read it, in the bottom layer so every layer words counts alike
+    (:mod:`hisparse_model.text.plural` is its name above the answers)."""
+    return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
+
+
 class Range(NamedTuple):
     """The values a number may take: ``kind`` (int or float) from ``low`` to ``high``."""
 

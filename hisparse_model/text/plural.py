@@ -1,8 +1,11 @@
-"""A count and its noun, in the number the count takes ("1 token", "2 tokens")."""
+"""A count and its noun, in the number the count takes ("1 token", "2 tokens").
+
+Defined once in :mod:`hisparse_model.boundary.numbers` (the bottom layer), so the answers,
+which may not import this layer, word their counts the same way.
+"""
 
 from __future__ import annotations
 
+from ..boundary.numbers import count
 
-def count(n: int, noun: str, plural: str | None = None) -> str:
-    """``"1 token"``, ``"3 tokens"``, ``"1,024 tokens"`` (``plural``: an irregular one)."""
-    return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
+__all__ = ["count"]
