@@ -470,9 +470,9 @@ def test_a_cut_timeline_says_so_and_draw_step_moves_it():
 # the 2 + 3 prompts of the default workload
 START_ROWS = [
     # S 2, K 2, B 2: the MTP warmup needs B >= K + 2 = 4, so start-up dies of IndexError, not
-    # the overflow: never starts (notebook 2's key, grey); S 3 > B = 2 refused
+    # the overflow: never starts (notebook 2's key, brown); S 3 > B = 2 refused
     ({"max_num_seqs": 2, "num_speculative_tokens": 2, "max_num_batched_tokens": 2},
-     "✗ never starts (not the overflow)", "#525252", "never starts (not the overflow)",
+     "✗ never starts (not the overflow)", "#8c510a", "never starts (not the overflow)",
      ["never_starts", "never_starts", "invalid"]),
     # S 1, K 0: C = 1, W = 2 is the 2-token capture: the overflow at start-up, red; S 2, 3:
     # the 5-token step exceeds W = 3, 4 and is all-resident, so they serve it all

@@ -3,8 +3,8 @@
 Charts are SVG strings drawn at their display size (no scaling, labels
 >= 11 px), put into an ``ipywidgets.HTML``: a redraw is string formatting, a
 few milliseconds, and stays crisp at any zoom.  Colours: green = fits swap_in
-(ok), blue = all-resident, red = the swap_in overflow (crash), greys = not
-routed / not run / invalid knobs.
+(ok), blue = all-resident, red = the swap_in overflow (crash), brown = never starts (not the
+overflow), greys = not routed / not run / invalid knobs.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ PALETTE = {
     cd.RUNTIME_CRASH: "#fc8d59",
     cd.NOT_ROUTED: "#bdbdbd", cd.NOT_RUN: "#e0e0e0", cd.INVALID: "#969696",
     cd.OTHER_ERROR: "#984ea3", cd.OVER_B: "#f0f0f0",
-    cd.NEVER_STARTS: "#525252", cd.EXPOSED: "#fdae61", cd.UNDECIDED: "#fee08b",
+    # dark brown, not a grey: beside "vLLM refuses" (#969696) in notebook 2's strip
+    cd.NEVER_STARTS: "#8c510a", cd.EXPOSED: "#fdae61", cd.UNDECIDED: "#fee08b",
 }
 LABELS = {
     cd.SWAP_IN: "swap_in, fits C rows", "ok": "ok", cd.SAFE: "no traffic crashes it",
