@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import kernels
 import nbformat
@@ -102,3 +103,56 @@ def test_a_start_up_crash_is_said_as_such():
     assert "Engine core initialization failed" in dash.numbers.value  # the caller's text
     assumptions = dash.widget.children[-1].value
     assert "simulate -dp N" in assumptions and "predict: the prompts" not in assumptions
+
+
+# (version, S, the verdict above for all traffic, the strip's cell at S, its caption's green
+# part): the strip replays only notebook 6's scenario, so its green says this scenario does
+# not crash, whatever the verdict
+STRIP_WORD_ROWS = [
+    # S 4: C = 4, a lone 5-token prompt kills the server (EXPOSED), yet the scenario's step 2
+    # (1 + 4 = 5 tokens) pads the idle rank's dummy to the capture size 8 > W = 5: it survives;
+    # green wherever 1 + S is no capture size (4, 8, 16, 24, ...: S 3, 7, 15, 23, ... crash)
+    ("0.31.0", 4, "exposed", cd.SAFE, "this scenario does not crash: 2,4-6,8-14,16-22,"),
+    # S 3: 1 + 3 = 4 = W is a capture size: the idle rank's dummy batch crashes
+    ("0.31.0", 3, "exposed", cd.RUNTIME_CRASH, "this scenario does not crash: 2,4-6,8-14,"),
+    # 0.32.0 routes on C: nothing can kill it, and the scenario survives at every S
+    ("0.32.0", 3, "not_exposed", cd.SAFE, "this scenario does not crash: 1-64"),
+]
+
+
+@pytest.mark.parametrize("version, s, verdict, cell, green", STRIP_WORD_ROWS)
+def test_the_strip_speaks_only_of_its_scenario(version, s, verdict, cell, green):
+    """The strip's legend and caption say what the scenario does at each max_num_seqs, never a
+    claim about all traffic that the verdict above could contradict."""
+    dash = two_gpus_dashboard(max_num_seqs=s, vllm_version=version)
+    assert f"data-verdict='{verdict}'" in dash.numbers.value
+    knobs = Knobs(vllm_version=version, max_num_seqs=s, data_parallel_size=2)
+    assert dp_strip(knobs)["outcome"][s - 1] == cell
+    assert "no traffic crashes it" not in dash.numbers.value
+    assert "safe:" not in dash.numbers.value
+    assert green in re.search(r"class='hs-sweep'>([^<]*)", dash.numbers.value)[1]
+    assert "class='hs-legend'>this scenario does not crash<" in dash.numbers.value
+
+
+# (version, S, the ⋯ rows of the step table): rank 0's two requests (2 tokens at step 0, S at
+# step 2, 8 output tokens each) are done after step 9; rank 1's arrives at step 30, so steps
+# 10 ... 29 (30 - 9 - 1 = 20) have no work on either rank and are skipped
+GAP_ROWS = [
+    ("0.31.0", 4, ["20 steps with no work skipped"]),
+    ("0.32.0", 3, ["20 steps with no work skipped"]),
+    ("0.31.0", 3, []),  # dies at step 2: steps 0, 1, 2, no jump
+]
+
+
+@pytest.mark.parametrize("version, s, gaps", GAP_ROWS)
+def test_the_step_table_marks_skipped_steps_as_the_chart_does(version, s, gaps):
+    """Where the step numbers jump, the table has a ⋯ row counting the steps skipped (the
+    chart's ⋯ column), and its footnote is one point a line, each a sentence."""
+    dash = two_gpus_dashboard(max_num_seqs=s, vllm_version=version)
+    assert re.findall(r"<tr class='hs-gap-row'><td>⋯</td><td colspan='3'><i>([^<]*)</i>",
+                      dash.numbers.value) == gaps
+    notes = re.search(r"<ul class='hs-note hs-cell-legend'>(.*?)</ul>", dash.numbers.value)[1]
+    items = re.findall(r"<li>(.*?)</li>", notes)
+    assert len(items) == 5 and all(x.endswith(".") for x in items)
+    assert items[0].endswith("steps from 0, as arrival_step.")
+    assert "as arrival_step In a cell" not in dash.numbers.value

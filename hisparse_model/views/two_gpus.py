@@ -71,11 +71,13 @@ def dp_strip(knobs: Knobs, joining: int = 0, max_seqs: int = DP_SEQS) -> dict:
 
 
 # the legend's words where the shared ones mislead: a rank's crash here is no first request's,
+# a green cell says only that this scenario survives (the verdict, above, is for all traffic),
 # and a grey forward is a FULL CUDA-graph replay (or one whose tokens none are handed over)
-STRIP_LEGEND = {cd.RUNTIME_CRASH: "a rank crashes while serving"}
+SURVIVES = "this scenario does not crash"
+STRIP_LEGEND = {cd.RUNTIME_CRASH: "a rank crashes while serving", cd.SAFE: SURVIVES}
 STEP_LEGEND = {cd.NOT_ROUTED: "not routed: a FULL graph replay (or no token handed over)"}
 STRIP_WORDS = ((cd.STARTUP_CRASH, "start-up crashes"), (cd.RUNTIME_CRASH, "a rank crashes"),
-               (cd.SAFE, "safe"), (cd.INVALID, "refused"))  # the strip's caption, in order
+               (cd.SAFE, SURVIVES), (cd.INVALID, "refused"))  # the strip's caption, in order
 
 
 def by_outcome(strip: dict) -> dict[str, list[int]]:
@@ -96,12 +98,16 @@ def strip_html(strip: dict, by: dict[str, list[int]], current: int, joining: int
                        caption=caption, labels=STRIP_LEGEND)
 
 
-CELL_LEGEND = ("In a cell: r1:2 is request r1 with 2 tokens this step; dummy 1+1 is the "
-               "dummy batch a rank with nothing scheduled runs, its requests' tokens (as many "
-               "requests as the graph both ranks agreed on holds: two decodes of 1 token in a "
-               "FULL decode graph, one request of the padded count in a piecewise one); "
-               "pad N is the token count the step runs at, padded to the CUDA graph both "
-               "ranks agreed on; then what the routing did with it.")
+# the table's footnote, one point a line: how it numbers, then what a cell says
+CELL_LEGEND = (NUMBERING[0].upper() + NUMBERING[1:] + ".",
+               "r1:2: request r1 with 2 tokens this step.",
+               "dummy 1+1: the dummy batch a rank with nothing scheduled runs, its requests' "
+               "tokens (as many requests as the graph both ranks agreed on holds: two decodes "
+               "of 1 token in a FULL decode graph, one request of the padded count in a "
+               "piecewise one).",
+               "pad N: the token count the step runs at, padded to the CUDA graph both ranks "
+               "agreed on; then what the routing did with it.",
+               "⋯: steps with no work on either rank, skipped.")
 
 
 def _cell(r) -> str:
@@ -115,11 +121,18 @@ def _cell(r) -> str:
 
 def timelines_html(sched: Schedule) -> str:
     """Both ranks' steps side by side: what each scheduled (or its dummy), padded, routed."""
-    rows = "".join(f"<tr><td>{s.step}</td><td>{s.mode}</td>{''.join(map(_cell, s.ranks))}</tr>"
-                   for s in sched.steps)
-    heads = "".join(f"<th>rank {r}</th>" for r in range(sched.knobs.data_parallel_size))
+    ranks = sched.knobs.data_parallel_size
+    rows, last = [], None
+    for s in sched.steps:
+        if last is not None and s.step > last + 1:  # a ⋯ row, as the chart's ⋯ column
+            rows.append(f"<tr class='hs-gap-row'><td>⋯</td><td colspan='{ranks + 1}'><i>"
+                        f"{count(s.step - last - 1, 'step')} with no work skipped</i></td></tr>")
+        rows.append(f"<tr><td>{s.step}</td><td>{s.mode}</td>{''.join(map(_cell, s.ranks))}</tr>")
+        last = s.step
+    heads = "".join(f"<th>rank {r}</th>" for r in range(ranks))
+    notes = "".join(f"<li>{esc(x)}</li>" for x in CELL_LEGEND)
     return (f"<table class='hs-table'><tr><th>step</th><th>agreed mode</th>{heads}</tr>"
-            f"{rows}</table><div class='hs-note'>{esc(NUMBERING)} {esc(CELL_LEGEND)}</div>")
+            f"{''.join(rows)}</table><ul class='hs-note hs-cell-legend'>{notes}</ul>")
 
 
 class TwoGpusDashboard(Dashboard):
@@ -150,7 +163,7 @@ class TwoGpusDashboard(Dashboard):
         labels = {"C": str(p.swap_capacity), "W": str(p.workspace_rows), "crash": where,
                   "summary": f"C={p.swap_capacity} W={p.workspace_rows} crash={where}"}
         if crash is None:
-            verdict = "<div class='hs-big'>No rank crashes.</div>"
+            verdict = "<div class='hs-big'>No rank crashes in this scenario.</div>"
         else:
             surface = error_surface(knobs, crash["error"], startup=crash["step"] is None,
                                     dp_rank=crash["rank"] or 0)
