@@ -59,8 +59,9 @@
 # ## Try the versions, backends and workloads
 #
 # The chart shows prompt lengths n below max_model_len (a control: notebook 1 introduces it),
-# each prompt served alone: where its last prefill chunk goes in each version (green `swap_in`,
-# blue all-resident, red the crash, marked ▼ with its n). It draws the lengths that tell the
+# each prompt served alone, in each version: the route of its last prefill chunk (green
+# `swap_in`, blue all-resident), or red where one of its chunks crashes, marked ▼ with its n
+# (at a small B that can be its first chunk). It draws the lengths that tell the
 # versions apart: C − 5 … W + 5, and every length where some version changes path; a `⋯`
 # column stands for the lengths left out, each going where the length left of it goes.
 # Prefills longer than B are chunked into pieces of at most B tokens, so a long prompt's last

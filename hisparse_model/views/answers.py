@@ -20,6 +20,7 @@ from ..model.plan import plan
 from ..inputs.launch import from_command
 from ..answers.predict import predict
 from ..answers.simulate import simulate
+from ..answers.server_verdict import NEVER_STARTS, server_verdict
 from ..schedule.workload import synthetic
 from .controls import SPECS, UI_RANGE, knob_value, parse_prompt_lens
 from .first_request import prompt_name
@@ -111,12 +112,17 @@ def b_moves_c(start: dict) -> Answer:
             out[b] = None
     refused = [b for b, c in out.items() if c is None]
     moving = {b: c for b, c in out.items() if c is not None}
-    top = knobs.max_num_seqs * (1 + (knobs.num_speculative_tokens or 0))
-    return Answer({"C": out},
+    never = [b for b in moving if server_verdict(knobs.replace(  # the one verdict's kind
+        max_num_batched_tokens=b)).kind == NEVER_STARTS]
+    top = knobs.max_num_seqs * (1 + (k := knobs.num_speculative_tokens or 0))  # S · q
+    return Answer({"C": out, "never_starts": never},
                   ("vLLM refuses B = " + ", ".join(map(str, refused)) + " (too few tokens for "
                    "the speculative ones); " if refused else "")
                   + "; ".join(f"B = {b}: C = {c}" for b, c in moving.items())
-                  + f". C = min(B, max_num_seqs · q) follows B until B reaches {top}.",
+                  + f". C = min(B, max_num_seqs · q) follows B until B reaches {top}."
+                  + (f" But at B = {' and '.join(map(str, never))} the server never starts: "
+                     f"with K = {k} the JIT warmup needs B ≥ K + 2 = {k + 2} (else start-up "
+                     "dies of an IndexError, not the swap-row overflow)." if never else ""),
                   _given(knobs))
 
 
@@ -153,14 +159,16 @@ def eager_moves_crash(start: dict) -> Answer:
 
 def strip_with_b64(start: dict) -> Answer:
     said = ((cd.STARTUP_CRASH, "start-up crashes at max_num_seqs"),
-            (cd.RUNTIME_CRASH, "a prompt crashes at"),
-            (cd.EXPOSED, "only requests together crash it at"),
+            (cd.RUNTIME_CRASH, "a lone prompt crashes at"),
+            (cd.EXPOSED, "only requests arriving together crash it at"),
             (cd.SAFE, "no traffic crashes it at"),
-            (cd.INVALID, "refused (B < max_num_seqs) at"))
+            (cd.INVALID, "vLLM refuses it (B < max_num_seqs) at"))
     knobs = start_knobs(start)
     by = _by_outcome(cd.seqs_strip(knobs), [k for k, _ in said])
     return Answer(by, f"With B = {knobs.max_num_batched_tokens}: " + "; ".join(
-        f"{words} {ranges(by[k]) or 'none'}" for k, words in said) + ".", _given(knobs))
+        f"{words} {ranges(by[k])}" if by[k] else  # "at none" would read as a value
+        "none where " + words.removesuffix(" at max_num_seqs").removesuffix(" at")
+        for k, words in said) + ".", _given(knobs))
 
 
 # --------------------------------------------------------------------------
@@ -198,11 +206,12 @@ def flashmla_routes(start: dict) -> Answer:
     routed = [(i, b.label, b.routed) for i, p in enumerate(pred.prompts) for b in p.batches
               if b.routed and "decode" not in b.label]
     return Answer({"routed_prefills": routed},
-                  "Prefills still routed: " + (", ".join(
+                  ("Prefills still routed: " + ", ".join(
                       f"{prompt_name(i, pred.prompts[i].n)}'s {label} (n = {n}, at most q "
-                      "tokens, so it counts as decode)" for i, label, n in routed) or "none")
-                  + "; every other prefill is staged, so n ≤ C always.",
-                  _given(knobs, prompt_lens=lens))
+                      "tokens, so it counts as decode)" for i, label, n in routed)
+                   + "; every other prefill is staged" if routed else
+                   f"None: {knobs.attention_backend} stages every prefill and routes decode "
+                   "tokens only") + ", so n ≤ C always.", _given(knobs, prompt_lens=lens))
 
 
 def mtp_workload(start: dict) -> Answer:

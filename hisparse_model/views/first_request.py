@@ -54,10 +54,11 @@ def _startup_html(pred) -> str:
         verdict = (f"<b style='color:{PALETTE['ok']}'>start-up survives</b>: no start-up "
                    f"batch hands W = {s.workspace_rows} tokens to swap_in.")
     elif not is_swap_overflow(crash_b.error):  # not the overflow: no n = W to speak of
-        verdict = (f"<b style='color:{PALETTE[cd.NEVER_STARTS]}'>start-up dies</b> at the "
-                   f"{esc(crash_b.label)} of {count(crash_b.num_tokens, 'token')} (the last row) of "
-                   f"an error that is not the swap-row overflow ({crash_b.routed} tokens "
-                   f"reach the routing):<br><code>{esc(pred.startup_error)}</code>")
+        verdict = (f"<b style='color:{PALETTE[cd.NEVER_STARTS]}'>start-up dies</b> at its "
+                   f"{esc(crash_b.label)} ({count(crash_b.num_tokens, 'token')}, the last "
+                   f"row), with an error that is not the swap-row overflow "
+                   f"(routed tokens: n = {crash_b.routed or 0}):<br>"
+                   f"<code>{esc(pred.startup_error)}</code>")
     else:
         verdict = (f"<b style='color:{PALETTE[cd.CRASH]}'>start-up dies</b> at the "
                    f"{esc(crash_b.label)} of {count(crash_b.num_tokens, 'token')} (the red row, pinned "
@@ -114,8 +115,19 @@ def batches_text(batches) -> str:
     return ", ".join(words)
 
 
+def prompt_batches_text(p) -> str:
+    """A prompt's cell: the batches that ran (to its crash), then how many never ran, as
+    ``hisparse predict`` says them; a prompt not run has no batches ("–")."""
+    if not p.ran:
+        return "–"
+    later = len(p.batches) - len(p.ran_batches)
+    return batches_text(p.ran_batches) + (
+        f"; not run: {count(later, 'later batch', 'later batches')} (the engine died)"
+        if later else "")
+
+
 def _prompts_html(pred) -> str:
-    rows = [[esc(prompt_name(i, p.n)), esc(batches_text(p.batches)),
+    rows = [[esc(prompt_name(i, p.n)), esc(prompt_batches_text(p)),
              outcome_html("ok" if p.ok else p.error, p.ran, f": the engine died at {p.died_at}")]
             for i, p in enumerate(pred.prompts)]
     return ("<div class='hs-note'><b>prompts</b>, each served alone (8 output tokens)</div>"
@@ -127,8 +139,9 @@ def headline_html(pred) -> str:
     crash_b = pred.startup_crash_batch
     if crash_b is not None and not is_swap_overflow(crash_b.error):
         text = (f"<b style='color:{PALETTE[cd.NEVER_STARTS]}'>Start-up dies</b> on its "
-                f"{esc(crash_b.label)} of {esc(crash_b.error)}, before any token reaches the "
-                "HiSparse routing: not the swap-row overflow.")
+                f"{esc(crash_b.label)} ({count(crash_b.num_tokens, 'token')}), with "
+                f"<code>{esc(crash_b.error)}</code>, before any token reaches the HiSparse "
+                "routing: not the swap-row overflow.")
     elif crash_b is not None:
         text = (f"<b style='color:{PALETTE[cd.CRASH]}'>Start-up dies</b> on its {esc(crash_b.label)}: "
                 f"n = {crash_b.routed} = W routed tokens, C = {pred.sizes.swap_capacity} swap rows.")

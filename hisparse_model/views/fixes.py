@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..text import chart_data as cd
+from ..text.plural import count
 from ..model.knobs import VLLM_VERSIONS, Knobs
 from .buffers import picture_for_prediction, picture_html
 from .charts import lane_chart
@@ -12,6 +13,7 @@ from .first_request import DEFAULT_PROMPTS, PROMPTS_HELP, prompt_name, prompt_wo
 from .tables import (BATCH_HEADERS, cite_html, esc, grouped_batch_rows, outcome_html, swatch,
                      table)
 
+NOT_RUN_CELL = f"<span class='hs-route'>{swatch(cd.NOT_RUN, 'not run')}</span>"  # one line
 TOGGLES = ("vllm_version", "attention_backend", "routing")
 SLIDERS = ("max_num_seqs", "num_speculative_tokens", "max_num_batched_tokens", "max_model_len")
 
@@ -113,14 +115,19 @@ class VersionsDashboard(Dashboard):
         rows, classes = [], []
         for i, p in enumerate(pred.prompts):
             if not p.ran:  # the engine died before it: no batch of it runs
-                rows.append([esc(prompt_name(i, p.n)), swatch(cd.NOT_RUN, "not run"),
+                rows.append([esc(prompt_name(i, p.n)), NOT_RUN_CELL,
                              f"the engine died at {esc(p.died_at)}"]
                             + [""] * (len(BATCH_HEADERS) - 3))
                 classes.append("hs-not-run")
                 continue
-            r, c = grouped_batch_rows(p.batches)
+            r, c = grouped_batch_rows(p.ran_batches)  # to its crash: the engine dies there
             rows += [[esc(prompt_name(i, p.n))] + x[1:] for x in r]
             classes += c
+            if later := len(p.batches) - len(p.ran_batches):  # as predict says them
+                rows.append([esc(prompt_name(i, p.n)), NOT_RUN_CELL,
+                             f"{esc(count(later, 'later batch', 'later batches'))} (the "
+                             "engine died)"] + [""] * (len(BATCH_HEADERS) - 3))
+                classes.append("hs-not-run")
         return table(["prompt"] + BATCH_HEADERS[1:], rows, raw=True, row_classes=classes)
 
     def draw(self) -> str:
@@ -140,8 +147,8 @@ class VersionsDashboard(Dashboard):
         return lane_chart(
             shown, {label: [row[i] for i in index] for label, row in lanes.items()},
             marks=marks, highlight=selected, bounds=[(c, f"C = {c}"), (c + 1, f"W = {c + 1}")],
-            title=f"A prompt of n tokens served alone: where its last prefill chunk goes "
-                  f"({d['backend']})",
+            title=f"A prompt of n tokens served alone: its last prefill chunk's route, or the "
+                  f"crash of any chunk ({d['backend']})",
             x_label=(f"prompt length n < max_model_len: C − 5 … W + 5 and where a lane changes "
                      f"(⋯ = left out, each like its left neighbour"
                      + (")\n(↻ = left out, the lengths before it repeating: a prompt's last "

@@ -92,14 +92,17 @@ class OffByOneDashboard(Dashboard):
     def draw(self) -> str:
         d = self.plot_data
         c, w, ns, b = d["C"], d["W"], d["n"], d["B"]
+        lanes, over_b = d["lanes"], b <= ns[-1]  # the axis reaches n > B: no step holds it
+        if b + 1 < ns[-1]:  # so the axis ends at B + 1, its one grey column (W <= B + 1)
+            ns, lanes = ns[:b + 2 - ns[0]], {k: v[:b + 2 - ns[0]] for k, v in lanes.items()}
         left = f"← n = 1…{ns[0] - 1}: fit swap_in" if ns[0] > 1 else ""
         return lane_chart(
-            ns, d["lanes"], title=f"Where a batch of n routed tokens goes (C = {c}, W = {w})",
+            ns, lanes, title=f"Where a batch of n routed tokens goes (C = {c}, W = {w})",
             x_label="n, tokens one forward hands to the routing (zoomed around C … W)",
             marks={k: v for k, v in d["crash_sizes"].items()},
             bounds=[(c, f"C = {c}"), (w, f"W = {w}")],
-            edge_notes=(left, f"→ n > {ns[-1]}: " + ("no step holds it" if ns[-1] >= b
-                                                      else "all-resident under every rule")))
+            edge_notes=(left, f"→ n > B = {b}: no step holds it" if over_b else
+                        f"→ n > {ns[-1]}: all-resident under every rule"))
 
 
 def off_by_one_dashboard(**initial) -> OffByOneDashboard:

@@ -23,6 +23,7 @@ CSS = """<style>
 .hisparse-dashboard .hs-table code.hs-error-text{display:inline-block;min-width:16em;
  overflow-wrap:break-word}
 .hisparse-dashboard .hs-table td:first-child{white-space:nowrap}
+.hisparse-dashboard .hs-table .hs-route{white-space:nowrap}
 .hisparse-dashboard .hs-table tr.hs-crash td{background:#fde0dd;position:sticky;bottom:0}
 .hisparse-dashboard .hs-table tr.hs-selected td{background:#fff3b0}
 .hisparse-dashboard .hs-scroll{max-height:300px;overflow:auto;display:inline-block;
@@ -104,7 +105,7 @@ def batch_rows(batches) -> tuple[list[list[str]], list[str]]:
         rows.append([esc(b.phase), esc(b.label), str(b.num_tokens), str(b.num_reqs),
                      str(b.num_decode_tokens), esc(b.cudagraph_mode),
                      str(b.routed) if b.routed else "–",
-                     swatch(key, b.route or "not routed"),
+                     f"<span class='hs-route'>{swatch(key, b.route or 'not routed')}</span>",
                      f"<code class='hs-error-text'>{esc(b.error)}</code>" if b.error else ""])
         classes.append("hs-crash" if b.error else "")
     return rows, classes
