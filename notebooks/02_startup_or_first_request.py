@@ -93,7 +93,9 @@ display(HTML(static_report(predict(Knobs(max_num_seqs=2), [2, 3, 200]))))
 # the workload (`prompt_lens`, comma-separated). The strip below it shows, for every
 # max_num_seqs from 1 to 256 with your other knobs, whether 0.31.0 dies **at start-up**
 # (red), starts but dies on its **first request** of W tokens (orange), or is **safe**
-# (green: no batch can ever route W tokens to `swap_in`); grey means vLLM refuses the knobs.
+# (green: no batch can ever route W tokens to `swap_in`); grey means vLLM refuses the knobs,
+# brown that start-up dies of something other than the overflow (the MTP warmup's
+# `IndexError` when B < K + 2: it never starts). Prompts after a crash are not run.
 # The lower strip zooms on 32 values around your max_num_seqs (boxed).
 
 # %%
