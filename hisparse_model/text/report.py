@@ -187,10 +187,11 @@ def format_table(pred: Prediction, *, show_batches: bool = True, full: bool = Fa
             continue
         lines.append(f"prompt of {count(p.n, 'token')}: {'ok' if p.ok else p.error}")
         if show_batches:
-            ran, not_run = _until_crash(p.batches)
+            ran = p.ran_batches  # to its crash: the batches the notebooks list too
             lines += [_batch_line(b, n) for b, n in fold(ran, full)]
-            if not_run:
-                lines.append(f"  not run: {_count(len(not_run), 'later batch')} (the engine died)")
+            if len(ran) < len(p.batches):
+                lines.append(f"  not run: {_count(len(p.batches) - len(ran), 'later batch')} "
+                             "(the engine died)")
     lines += surface_lines(k, first_error(pred), pred.startup_error is not None)
     return "\n".join(lines + closing_lines(advice, ASSUMPTIONS, name_change))
 
