@@ -6,9 +6,14 @@ tokens, a burst); the FLASHMLA_SPARSE backend or 0.32.0 are not; the fix PR's S 
 exposed by a 3-token step.
 """
 
+import html
+import json
 import re
 
+import pytest
+
 from hisparse_model.views.exposure import SERVE_DEFAULT, exposure_dashboard
+from hisparse_model.views.first_request import startup_dashboard
 from hisparse_model.views.page import TABS
 
 
@@ -145,3 +150,36 @@ def test_a_quoting_slip_is_named_as_the_typists_not_vllms():
     assert "last command that was read" in dash.error and "empty the box" in dash.error
     dash.controls["command"].value = ""
     assert dash.error is None and dash.state["source"].startswith("the knobs")
+
+
+# (a vllm serve command's flags, the title of notebook 2's picture for the same knobs, the
+# verdict's reason shown): MTP with max_num_batched_tokens < K + 2 leaves the JIT warmup with
+# no request, so start-up dies of IndexError before any token reaches the routing (n = 0)
+NEVER_STARTS_ROWS = [
+    # K 1, B 2 < 1 + 2 = 3: the walkthrough's command
+    ("--max-num-seqs 1 --max-num-batched-tokens 2", 1,
+     "The batch that fails start-up: warmup decode of no request",
+     "With MTP (K = 1) and max_num_batched_tokens = 2 < K + 2 = 3 the JIT warmup has no request"),
+    # K 2, B 3 < 2 + 2 = 4
+    ("--max-num-seqs 2 --max-num-batched-tokens 3", 2,
+     "The batch that fails start-up: warmup decode of no request",
+     "With MTP (K = 2) and max_num_batched_tokens = 3 < K + 2 = 4 the JIT warmup has no request"),
+]
+
+
+@pytest.mark.parametrize("flags, k, title, why", NEVER_STARTS_ROWS)
+def test_a_server_that_never_starts_shows_its_failing_start_up_batch(flags, k, title, why):
+    """A server that never starts shows why and notebook 2's picture of the start-up batch
+    that fails, never 'the model cannot decide'."""
+    spec = json.dumps({"method": "deepseek_mtp", "num_speculative_tokens": k})
+    d = exposure_dashboard(f"{SERVE_DEFAULT} {flags} --speculative-config '{spec}'")
+    assert "data-verdict='never_starts'" in d.numbers.value
+    text = _visible(d.numbers.value)
+    assert "cannot decide" not in text and "None" not in text
+    assert why in html.unescape(text)
+    pictures = re.findall(r"<svg[^>]*hs-buffers.*?</svg>", d.numbers.value, re.S)
+    assert len(pictures) == 1 and f"<title>{title}</title>" in pictures[0]
+    assert "data-n='0'" in pictures[0]  # no token reaches the routing
+    nb2 = startup_dashboard(**{n: d.state[n] for n in (
+        "max_num_seqs", "max_num_batched_tokens", "num_speculative_tokens", "max_model_len")})
+    assert pictures[0] in nb2.numbers.value  # the same picture, drawn by notebook 2's code

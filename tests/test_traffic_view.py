@@ -466,7 +466,7 @@ def test_a_cut_timeline_says_so_and_draw_step_moves_it():
     assert title.startswith("Engine step 100:")
 
 
-# (knobs, the head's words, their colour, the map's legend, the map's cells at S 1 ... 3);
+# (knobs, the head's words, their colour (notebook 2's for the kind), the map's legend, the map's cells at S 1 ... 3);
 # the 2 + 3 prompts of the default workload
 START_ROWS = [
     # S 2, K 2, B 2: the MTP warmup needs B >= K + 2 = 4, so start-up dies of IndexError, not
@@ -476,7 +476,7 @@ START_ROWS = [
      ["never_starts", "never_starts", "invalid"]),
     # S 1, K 0: C = 1, W = 2 is the 2-token capture: the overflow at start-up, red; S 2, 3:
     # the 5-token step exceeds W = 3, 4 and is all-resident, so they serve it all
-    ({"max_num_seqs": 1}, "✗ crash at start-up", "#d73027", "start-up crash",
+    ({"max_num_seqs": 1}, "✗ crash at start-up", plots.PALETTE[cd.CRASH], "start-up crash",
      ["startup_crash", "safe", "safe"]),
 ]
 

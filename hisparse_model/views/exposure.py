@@ -15,17 +15,20 @@ import shlex
 
 from ..answers.deployment_advice import deployment_advice
 from ..answers.exposure import EXPOSURE_ASSUMPTIONS, EXPOSURE_DP_ASSUMPTION, exposure, verify
+from ..answers.predict import predict
+from ..answers.server_verdict import server_verdict
 from ..text import chart_data as cd
 from ..inputs.launch import change_as_flags, from_command
 from ..model.host_pool import smallest_pool_gib
 from ..model.kv_layout import layout
 from ..model.plan import plan
-from .buffers import buffer_picture, picture_for_plan, picture_html
+from .buffers import buffer_picture, picture_for_plan, picture_for_prediction, picture_html
 import ipywidgets as W
 
 from .controls import (NOT_SET, SPECS, CommandTypo, knob_control, knob_value, text_control,
                        widen_to)
 from .dashboard import Dashboard, Screen
+from .svg import PALETTE
 from .tables import esc
 
 TOGGLES = ("vllm_version", "attention_backend", "routing")
@@ -193,7 +196,10 @@ def show_command(controls: dict) -> dict:
 
 
 def _picture(p, exp) -> str:
-    """The first exposed step's tokens into the buffers; safe: the batch of W tokens."""
+    """The first exposed step's tokens into the buffers; a server that never starts: the
+    start-up batch that fails, as notebook 2 draws it; safe: the batch of W tokens."""
+    if exp.never_starts:
+        return picture_for_prediction(predict(exp.knobs))
     first = next((st for st in exp.steps if st.tokens), None)
     if first is None:
         return picture_for_plan(p)
@@ -202,7 +208,8 @@ def _picture(p, exp) -> str:
 
 
 def _verdict_html(exp, verified: list[bool], source: str) -> str:
-    colour = {True: "#d73027", False: "#1a9850", None: "#fc8d59"}[exp.exposed]
+    colour = (PALETTE[cd.NEVER_STARTS] if exp.never_starts else
+              {True: "#d73027", False: "#1a9850", None: "#fc8d59"}[exp.exposed])
     k = exp.knobs
     out = [f"<div class='hs-big' style='color:{colour}'><b class='hs-verdict'>"
            f"{esc(exp.headline.split(' (')[0])}</b></div>",
@@ -211,6 +218,9 @@ def _verdict_html(exp, verified: list[bool], source: str) -> str:
            f"S = {k.max_num_seqs}, max_model_len = {k.max_model_len}.</div>"]
     if exp.exposed is False:
         out.append(f"<div class='hs-note'>Never: {esc(exp.never_because)}.</div>")
+    elif exp.never_starts:  # why, as the verdict says it (no traffic is served at all)
+        why = server_verdict(k).detail
+        out.append(f"<div class='hs-note hs-never-why'>{esc(why[:1].upper() + why[1:])}.</div>")
     elif exp.exposed is None:
         out.append(f"<div class='hs-note'>The model cannot decide: {esc(exp.undecided)}.</div>")
     for st, ok in zip(exp.steps, verified):

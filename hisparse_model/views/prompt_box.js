@@ -19,8 +19,16 @@ function render({ model, el }) {
   hint.className = "hs-prompt-hint";
   const dashboard = () => el.closest(".hisparse-dashboard");
   const numbers = () => dashboard()?.querySelector(".hs-numbers-box");
-  const stale = (on) => {
+  // ``pending``: applied, the kernel's numbers not yet drawn; a box that differs from the
+  // applied text is stale whoever asks (a redraw the reset button caused included)
+  const stale = (pending) => {
+    const on = pending || input.value !== model.get("value");
     dashboard()?.classList.toggle("hs-stale", on);
+    // a line about the box as it was ("Nothing applied: the command box is empty") no longer
+    // holds once the box is edited: hidden while the edit is not applied (applied, the
+    // kernel's update replaces it)
+    dashboard()?.querySelectorAll(".hs-nothing-applied")
+      .forEach((line) => { line.style.display = on ? "none" : ""; });
     hint.textContent = on ? "edited, not applied yet: press Enter (Shift+Enter: a new line) " +
       "or click outside the box" : !model.get("value").trim() ? "empty: no command applied; " +
       "the verdict reads the knobs (paste a command, then Enter or click outside the box)" :
@@ -69,6 +77,10 @@ function render({ model, el }) {
   input.addEventListener("keydown", onKey);
   input.addEventListener("keypress", (e) => e.stopPropagation());
   input.addEventListener("change", commit);  // leaving the box after an edit
+  // leaving it in any way (a click on the reset button included): the browser fires no
+  // "change" when the text is back to what it was at its last one, though an Enter applied
+  // another text since
+  input.addEventListener("blur", commit);
 
   model.on("change:value change:description change:description_width change:tooltip", draw);
   draw();
