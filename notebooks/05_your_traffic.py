@@ -120,8 +120,9 @@ show(knobs.replace(enable_prefix_caching=False), synthetic(2, [64, 69], spacing=
 #   row from C to W is drawn 10 px tall so the two lines stay apart, and the axis says it is
 #   not to scale;
 # * the **max_num_seqs map**: what the same traffic does under every max_num_seqs 1…64 with
-#   your other knobs (red: start-up crash, orange: crashes on this traffic, green: serves it
-#   all, grey: vLLM refuses the knobs). Values nearest yours are simulated first; on very large
+#   your other knobs (red: start-up crash, brown: never starts, of an error that is not the
+#   overflow, as in notebook 2, orange: crashes on this traffic, green: serves it all, grey:
+#   vLLM refuses the knobs). Values nearest yours are simulated first; on very large
 #   workloads the farthest ones may be left "not computed" to keep the dashboard responsive;
 #   a max_num_seqs above 64 is pointed at past the map's right end;
 # * under the map, when it crashes, what avoids it, in the order an engineer would take it:
