@@ -12,8 +12,8 @@ from .controls import SPECS, knob_control, parse_prompt_lens, text_control
 from .buffers import is_swap_overflow, picture_for_prediction, picture_html
 from .dashboard import Dashboard, Screen
 from .svg import LABELS, PALETTE
-from .tables import (BATCH_HEADERS, CHUNK, batch_rows, cite_html, esc, formulas_html, outcome_html,
-                     static_html, table)
+from .tables import (BATCH_HEADERS, batch_rows, chunk_groups, cite_html, esc, formulas_html,
+                     outcome_html, static_html, table)
 
 KNOBS = ("vllm_version", "attention_backend", "max_num_seqs", "num_speculative_tokens",
          "max_num_batched_tokens", "max_model_len", "enforce_eager", "cudagraph_mode")
@@ -94,23 +94,14 @@ def batches_text(batches) -> str:
     """A prompt's batches in a line or two however long the prompt: consecutive chunks routed
     alike are one group ("prefill chunks 1-99/100: n=2 → swap_in each"), and past
     2 · :data:`ENDS` groups the first and last :data:`ENDS` are written, the rest counted."""
-    groups: list[list] = []  # [label, first chunk, last chunk, of, routed text]
-    for b in batches:
-        m, said = CHUNK.match(b.label), _routed(b)
-        g = groups[-1] if groups else None
-        if m and g and g[3] == m[3] and g[0] == m[1] and g[4] == said \
-                and int(m[2]) == g[2] + 1:
-            g[2] = int(m[2])
-        else:
-            groups.append([m[1], int(m[2]), int(m[2]), m[3], said] if m
-                          else [b.label, None, None, None, said])
-    words = [f"{label}: {said}" if first is None else
-             f"{label} chunk {first}/{of}: {said}" if first == last else
-             f"{label} chunks {first}–{last}/{of}: {said} each"
-             for label, first, last, of, said in groups]
+    said = [_routed(b) for b in batches]
+    groups = chunk_groups([b.label for b in batches], said)
+    words = [f"{label}: {said[start]}" if first is None else
+             f"{label} chunk {first}/{of}: {said[start]}" if first == last else
+             f"{label} chunks {first}–{last}/{of}: {said[start]} each"
+             for start, _, label, first, last, of in groups]
     if len(words) > 2 * ENDS:
-        hidden = groups[ENDS:-ENDS]
-        left = sum(1 if g[1] is None else g[2] - g[1] + 1 for g in hidden)
+        left = sum(end - start for start, end, *_ in groups[ENDS:-ENDS])
         words = words[:ENDS] + [f"… {count(left, 'more batch', 'more batches')} …"] + words[-ENDS:]
     return ", ".join(words)
 

@@ -114,22 +114,37 @@ def batch_rows(batches) -> tuple[list[list[str]], list[str]]:
 CHUNK = re.compile(r"^(.*) chunk (\d+)/(\d+)$")  # "prefill chunk 3/100"
 
 
+def chunk_groups(labels: list[str], keys: list) -> list[tuple]:
+    """Batches (their ``labels`` and ``keys``) grouped where consecutive ones are chunks of one
+    prompt ("prefill chunk 3/100", numbers in a row) with equal keys: ``[(start, end, label,
+    first, last, of)]`` (``end`` exclusive; a batch that is no chunk: its own group, ``first``
+    None)."""
+    out: list[list] = []
+    for i, (text, key) in enumerate(zip(labels, keys)):
+        m = CHUNK.match(text)
+        g = out[-1] if out else None
+        if m and g and g[3] is not None and (g[2], g[5]) == (m[1], m[3]) \
+                and int(m[2]) == g[4] + 1 and keys[g[0]] == key:
+            g[1], g[4] = i + 1, int(m[2])
+        else:
+            out.append([i, i + 1, m[1], int(m[2]), int(m[2]), m[3]] if m
+                       else [i, i + 1, text, None, None, None])
+    return [tuple(g) for g in out]
+
+
 def grouped_batch_rows(batches) -> tuple[list[list[str]], list[str]]:
     """:func:`batch_rows` with consecutive chunks of one prompt whose rows are alike but for
     the chunk number as one row ("prefill chunks 1–99/100 (each)"): at B 2 a 200-token prompt
     is one row for its 100 chunks, not 100 rows."""
     rows, classes = batch_rows(batches)
-    out, out_classes, run = [], [], None  # run: [label, first, last, of, index in out]
-    for b, row, cls in zip(batches, rows, classes):
-        m = CHUNK.match(b.label)
-        if m and run and run[0] == m[1] and run[3] == m[3] and int(m[2]) == run[2] + 1 \
-                and out[run[4]][2:] == row[2:] and out_classes[run[4]] == cls:
-            run[2] = int(m[2])
-            out[run[4]][1] = esc(f"{m[1]} chunks {run[1]}–{run[2]}/{m[3]} (each)")
-            continue
-        run = [m[1], int(m[2]), int(m[2]), m[3], len(out)] if m else None
-        out.append(list(row))
-        out_classes.append(cls)
+    keys = [(tuple(row[2:]), cls) for row, cls in zip(rows, classes)]
+    out, out_classes = [], []
+    for start, end, label, first, last, of in chunk_groups([b.label for b in batches], keys):
+        row = list(rows[start])
+        if end - start > 1:
+            row[1] = esc(f"{label} chunks {first}–{last}/{of} (each)")
+        out.append(row)
+        out_classes.append(classes[start])
     return out, out_classes
 
 
