@@ -36,10 +36,11 @@ VERDICT = re.compile(r"<div class='hs-verdict' data-verdict='(\w+)'[^>]*><b>[^<]
                      r"<span[^>]*>([^<]*)</span>")
 # what no dashboard may say for a server of that kind (phrases views wrote before)
 CONTRADICTS = {
-    "never_starts": ("cannot crash", "NOT EXPOSED", "no traffic can kill", "start-up survives"),
+    "never_starts": ("cannot crash", "NOT EXPOSED", "no traffic can kill", "start-up survives",
+                     "cannot decide", "crash at start-up"),
     "startup_crash": ("cannot crash", "NOT EXPOSED", "start-up survives"),
     "refused": ("NOT EXPOSED", "EXPOSED:"),
-    "exposed": ("cannot crash", "NOT EXPOSED", "no traffic can kill"),
+    "exposed": ("cannot crash", "NOT EXPOSED", "no traffic can kill", "no traffic crashes it"),
     "not_exposed": ("EXPOSED: some traffic", "Start-up dies"),
 }
 # (a symbol's value keeps its unit's plural: "C = 1 tokens" reads as C tokens, C being 1)
