@@ -39,8 +39,9 @@
 # the one the model predicts, in order.
 #
 # **The chart.** One row per recording, one column per event (start-up, then each prompt).
-# The **big square** is what the engine did; the **dot** inside it is what the model
-# predicts: same colour, same outcome. A prompt after a crash never ran: the engine died, and
+# The **big square** is what the engine did; the black-ringed **dot** inside it is what the
+# model predicts, filled with its outcome's colour: a ring on the square's own colour means
+# the same outcome. A prompt after a crash never ran: the engine died, and
 # the model, which serves the prompts one after another as the engine did, says so too (a light
 # grey square and dot, *not run*). The recording you pick is highlighted in the chart and in
 # the table, and its provenance and routing log are listed below the table.

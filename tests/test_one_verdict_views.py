@@ -208,3 +208,25 @@ def test_notebook_7_points_up_at_the_knobs_it_shows_above(command, where):
     assert children.index(shown) > rows
     said = html.unescape(re.sub(r"<[^>]+>", " ", shown.value))
     assert "knobs above" in said and "knobs below" not in said
+
+
+# knobs -> the banner's kind and its colour: the strips' own for never starts (brown), grey
+# only for what vLLM refuses (S 200 > B 150)
+BANNER = [
+    ({"max_num_seqs": 2, "num_speculative_tokens": 2, "max_num_batched_tokens": 2},
+     "never_starts", "#8c510a"),
+    ({"max_num_seqs": 200, "max_num_batched_tokens": 150}, "refused", "#525252"),
+    ({"max_num_seqs": 2}, "exposed", "#b2182b"),
+]
+
+
+@pytest.mark.parametrize("knobs, kind, colour", BANNER)
+def test_the_banner_paints_a_kind_as_the_strips_do(knobs, kind, colour):
+    """A server that never starts is brown on the banner as on every strip, not the grey of a
+    configuration vLLM refuses."""
+    from hisparse_model.answers.server_verdict import server_verdict
+    from hisparse_model.model.knobs import Knobs
+    from hisparse_model.views.verdict_banner import verdict_html
+
+    html = verdict_html(server_verdict(Knobs(**knobs)))
+    assert f"data-verdict='{kind}' style='border-left:4px solid {colour};" in html

@@ -31,7 +31,7 @@ REFUSED, NEVER_STARTS, STARTUP_CRASH = "refused", "never_starts", "startup_crash
 EXPOSED, NOT_EXPOSED, UNDECIDED = "exposed", "not_exposed", "undecided"
 KINDS = (REFUSED, NEVER_STARTS, STARTUP_CRASH, EXPOSED, NOT_EXPOSED, UNDECIDED)
 # what a strip or a badge paints for each kind
-COLOUR = {REFUSED: "grey", NEVER_STARTS: "grey", STARTUP_CRASH: "red", EXPOSED: "red",
+COLOUR = {REFUSED: "grey", NEVER_STARTS: "brown", STARTUP_CRASH: "red", EXPOSED: "red",
           NOT_EXPOSED: "green", UNDECIDED: "amber"}
 
 

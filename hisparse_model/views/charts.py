@@ -253,7 +253,7 @@ def recordings_chart(rows: list[dict], selected: str | None) -> str:
     svg.rect(LEFT, 54, 14, 14, PALETTE["ok"])
     svg.text(LEFT + 20, 66, "big square = what the engine did (recorded)", size=12)
     svg.circle(LEFT + 357, 61, 5, PALETTE["ok"], stroke=INK, stroke_width=1.5)
-    svg.text(LEFT + 368, 66, "dot = what the model predicts; same colour = agree", size=12)
+    svg.text(LEFT + 368, 66, "ringed dot = what the model predicts; the square's colour = agree", size=12)
     col = lambda i: LEFT + 30 + i * 90  # noqa: E731  centre of event column i
     for i in range(width):
         svg.text(col(i), top - 10, "start-up" if i == 0 else f"prompt {i}", anchor="middle",

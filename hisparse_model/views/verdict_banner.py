@@ -12,10 +12,12 @@ from dataclasses import fields
 
 from ..answers.server_verdict import ServerVerdict, server_verdict
 from ..model.knobs import Knobs
-from .svg import esc
+from ..text import chart_data as cd
+from .svg import PALETTE, esc
 
 KNOB_NAMES = frozenset(f.name for f in fields(Knobs))
-COLOURS = {"red": "#b2182b", "green": "#1a9850", "amber": "#b35806", "grey": "#525252"}
+COLOURS = {"red": "#b2182b", "green": "#1a9850", "amber": "#b35806", "grey": "#525252",
+           "brown": PALETTE[cd.NEVER_STARTS]}  # never starts: the strips' own colour
 
 
 def verdict_of(state: dict) -> ServerVerdict | None:
