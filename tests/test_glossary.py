@@ -45,4 +45,4 @@ def test_notebook_6_explains_its_cell_notation():
                      two_rank_workload(7))
     html = timelines_html(sched)
     assert "dummy 1" in html and " pad " in html
-    assert "dummy 1+1 is the dummy batch a rank with nothing scheduled runs" in html
+    assert "dummy 1+1: the dummy batch a rank with nothing scheduled runs" in html

@@ -265,7 +265,8 @@ def test_a_logged_crash_ends_the_replay_and_each_row_is_written_as_it_ends(tmp_p
         stop_server(server)
     assert why in ("the server logged the HiSparse error", "a request failed")
     assert replay.crash_logged is not None and replay.first_failure is not None
-    crashed = next(r for r in rows if r["prompt_len"] == 34)
+    # the first 34-token request (rows are written as they end: a later one may end first)
+    crashed = min((r for r in rows if r["prompt_len"] == 34), key=lambda r: r["i"])
     assert crashed["i"] == 4 and crashed["status"] == 500
     assert all(r["status"] == 200 for r in rows if r["i"] < 4)
     assert (tmp_path / "metrics-0.txt").exists()
