@@ -68,7 +68,7 @@ def v1_problem(frame) -> str | None:
         return f"channel {channel[:20]!r}"
     try:
         header = json.loads(frame[offsets[1]:offsets[2]])
-    except ValueError:  # not UTF-8 or not JSON
+    except (ValueError, RecursionError):  # not UTF-8, not JSON, or nested past the parser
         return "a header that is not JSON"
     if not isinstance(header, dict) or not isinstance(header.get("msg_type"), str):
         return "a header without a msg_type"

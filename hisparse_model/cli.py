@@ -13,11 +13,12 @@ streams (``exits.py``, which ``hisparse`` runs this through).
 from __future__ import annotations
 
 import json
-import shlex
+import os
 import sys
 
 from .cli_args import (EXIT_BAD_INPUT, EXIT_CRASH, EXIT_NOT_THIS_BUG, EXIT_OK,  # noqa: F401
-                       EXIT_UNAVAILABLE, build_parser, knobs_from_args)
+                       EXIT_UNAVAILABLE, build_parser, knobs_from_args, model_inputs)
+from .cli_live import live as _live
 from .model.knobs import VLLM_VERSIONS, Knobs
 
 def _one_rank(knobs, per_rank: bool = False):
@@ -128,7 +129,8 @@ def _check_outputs(args) -> None:
 
     inputs = {"--traffic": args.traffic, "--step-ms-from-log": args.step_ms_from_log,
               "--step-cost-from-log": args.step_cost_from_log,
-              "--step-cost-from-calibration": args.step_cost_from_calibration}
+              "--step-cost-from-calibration": args.step_cost_from_calibration,
+              **model_inputs(args)}
     for flag, path in (("--crash-workload", args.crash_workload), ("--plot", args.plot)):
         if path is None:
             continue
@@ -308,53 +310,6 @@ def _explain(args) -> int:
 
         silence(sys.stdout)
     return status
-
-
-def _live(args) -> int:
-    from .engine import parallel
-    from .engine.live import (LiveUnavailable, check_available, kill_children_on_termination,
-                              run_one, run_sweep, validate_sweep)
-
-    command = "hisparse " + shlex.join(sys.argv[1:])
-    entries = validate_sweep(args.sweep) if args.sweep else None  # before any GPU probe
-    workload = None
-    if entries is None:
-        if not args.out:
-            raise ValueError("--out FILE.json is required (or --sweep FILE)")
-        from .boundary.outputs import check_output
-
-        check_output("--out", args.out, {"--workload": args.workload},  # before any GPU probe
-                     makes_folder=True)
-        knobs = knobs_from_args(args)
-        if args.workload:
-            from .schedule.workload import load_workload
-
-            workload = load_workload(args.workload)
-            workload.validate(args.max_model_len)
-        parallel.check_live(knobs, workload is not None)  # exit 2 before any GPU probe
-    every = [e["knobs"] for e in entries] if entries is not None else [knobs]
-    from .model.plan import plan
-
-    for k in every:  # what vLLM refuses at start-up (e.g. -tp 3 for 8 heads): exit 2 first
-        plan(k)
-    try:
-        version = check_available(max(map(parallel.gpus_needed, every)))
-    except LiveUnavailable as exc:
-        print(f"live: cannot run the engine here: {exc}", file=sys.stderr)
-        return EXIT_UNAVAILABLE
-    kill_children_on_termination()
-    if entries is not None:
-        wrong = [e["name"] for e in entries if e["knobs"].vllm_version != version]
-        if wrong:
-            raise ValueError(f"sweep entry {wrong[0]!r}: asks for vllm_version other than the "
-                             f"installed vLLM {version}")
-        results = run_sweep(entries, args.out_dir or "recordings", timeout=args.timeout,
-                            command=command, jobs=args.jobs)
-        return EXIT_CRASH if [r for r in results if "startup" not in r] else EXIT_OK
-    knobs = knobs_from_args(args, vllm_version=version)
-    rec = run_one(knobs, args.prompt_lens, args.out, timeout=args.timeout, command=command,
-                  workload=None if workload is None else workload.as_json()["requests"])
-    return EXIT_OK if "startup" in rec else EXIT_CRASH
 
 
 def main(argv: list[str] | None = None) -> int:

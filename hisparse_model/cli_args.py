@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 
 from .boundary.numbers import Range, parse
 from .model.knobs import VLLM_VERSIONS, Knobs, knob_specs, picked_backend
@@ -287,3 +288,12 @@ def link_pages(parser: argparse.ArgumentParser, sub) -> None:
     parser.epilog = epilog(DOC_PAGES["hisparse"])
     for name, p in sub.choices.items():
         p.epilog = epilog(DOC_PAGES[name])
+
+
+def model_inputs(args) -> dict:
+    """``--model DIR``'s config.json, an input no output may replace (empty for a named
+    model or none)."""
+    model = getattr(args, "model", None)
+    if isinstance(model, str) and os.path.isdir(model):
+        return {"--model": os.path.join(model, "config.json")}
+    return {}

@@ -53,6 +53,10 @@ RANDOM_4K = random.Random(61).randbytes(4096)
     (_message().replace(b'"msg_type"', b'"msg_typo"'), "a header without a msg_type"),
     (_message().replace(b'{"msg_id"', b'["msg_id"'), "a header that is not JSON"),
     (_message(buffers=[b""] * 65), "71 offsets"),  # more buffers than a page sends
+    # a header nested past the JSON parser's recursion: was an uncaught RecursionError
+    (serialize_msg_to_ws_v1([b'{"msg_type": "comm_msg", "x": ' + b"[" * 100_000
+                             + b"]" * 100_000 + b"}", b"{}", b"{}", b"{}"], "shell"),
+     "a header that is not JSON"),
 ])
 def test_a_frame_is_passed_on_only_if_the_browser_could_have_sent_it(frame, problem):
     """v1_problem names what is wrong with a frame (None only for a well-formed v1 message

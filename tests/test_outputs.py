@@ -7,6 +7,7 @@ temporary file is left in its folder.
 """
 
 import errno
+import pathlib
 import os
 
 import pytest
@@ -63,3 +64,70 @@ def test_write_atomic_replaces_whole_and_a_full_disk_leaves_the_old_file(tmp_pat
     assert str(got.value) == f"--plot {path}: the disk is full; nothing was written"
     assert open(path).read() == "new"
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".hisparse-")]
+
+
+# (the file's mode before, the umask) -> its mode after write_atomic: an existing file keeps
+# its own (mkstemp made every output 0600); a new one gets 0666 less the umask
+MODES = [
+    (0o644, 0o022, 0o644),
+    (0o664, 0o002, 0o664),
+    (None, 0o022, 0o644),   # 0666 & ~0022
+    (None, 0o077, 0o600),   # 0666 & ~0077
+]
+
+
+@pytest.mark.parametrize("before, umask, after", MODES)
+def test_a_written_file_keeps_the_mode_a_plain_write_would_give(tmp_path, before, umask, after):
+    """The rename keeps the temporary file's mode, so it is set to the replaced file's, or to
+    what open(path, "w") gives a new one under the umask."""
+    path = tmp_path / "out.svg"
+    if before is not None:
+        path.write_text("old")
+        os.chmod(path, before)
+    old = os.umask(umask)
+    try:
+        write_atomic("--plot", str(path), "new")
+    finally:
+        os.umask(old)
+    assert (os.stat(path).st_mode & 0o777, path.read_text()) == (after, "new")
+
+
+def _cli(*argv):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "hisparse_model", *argv], capture_output=True,
+                          text=True, timeout=120)
+
+
+# (command's arguments with {d} the test's folder) -> the one line's telling part: a model
+# folder's config.json, and a file live writes beside its recording, are the command's files
+SIDE = [
+    (["simulate", "--max-num-seqs", "2", "--traffic", "{d}/tr.json", "--minutes", "1",
+      "--model", "{d}/m", "--plot", "{d}/m/config.json"],
+     "--plot {d}/m/config.json: is the --model file"),
+    (["simulate", "--max-num-seqs", "2", "--traffic", "{d}/tr.json", "--minutes", "1",
+      "--model", "{d}/m", "--crash-workload", "{d}/m/config.json"],
+     "--crash-workload {d}/m/config.json: is the --model file"),
+    (["live", "--max-num-seqs", "2", "--model", "{d}/m", "--out", "{d}/m/config.json"],
+     "--out {d}/m/config.json: is the --model file"),
+    # live writes its engine's console to OUT less .json plus .log
+    (["live", "--max-num-seqs", "2", "--workload", "{d}/w.log", "--out", "{d}/w.json"],
+     "--out's log {d}/w.log: is the --workload file"),
+]
+
+
+@pytest.mark.parametrize("argv, said", SIDE)
+def test_no_output_replaces_a_model_config_or_an_input_beside_it(tmp_path, argv, said):
+    """Refused in one line, exit 2, before any work, and the file is as it was."""
+    (tmp_path / "m").mkdir()
+    config = (tmp_path / "m" / "config.json")
+    config.write_text((pathlib.Path(__file__).parent.parent / "hisparse_model" / "data"
+                       / "dsv32-config.json").read_text())
+    (tmp_path / "tr.json").write_text('{"rate_per_s": 1, "prompt_len": 16, "max_tokens": 8}')
+    (tmp_path / "w.log").write_text('{"requests": [{"prompt_len": 2}]}')
+    before = {p: p.read_bytes() for p in (config, tmp_path / "w.log")}
+    got = _cli(*[a.format(d=tmp_path) for a in argv])
+    assert got.returncode == 2 and got.stderr.count("\n") == 1
+    assert said.format(d=tmp_path) in got.stderr
+    assert {p: p.read_bytes() for p in before} == before

@@ -201,6 +201,7 @@ class _Generated:
         import random
 
         self.stream = _arrivals(traffic, random.Random(seed))
+        self.what = f"seed {seed}'s traffic"  # as a host-pool refusal names it
 
 
 def serve_generated(job: tuple, seed: int) -> StreamedRun:
@@ -259,7 +260,7 @@ def serve_stream(job: tuple) -> StreamedRun:
     finally:
         ticks.done()
     run.refused, run.accepted = arrivals.refused, arrivals.accepted
-    short = host.refusal(found[0] if found else None, REPLAY)
+    short = host.refusal(found[0] if found else None, getattr(traffic, "what", REPLAY))
     if short:
         run.short = HostPoolShort(str(short), short.step, short.need, short.lay)
         return run

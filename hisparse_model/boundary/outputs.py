@@ -101,6 +101,7 @@ def write_atomic(flag: str, path: str, text: str, makes_folder: bool = False) ->
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=".hisparse-", suffix=".tmp", dir=folder)
+        os.fchmod(fd, _mode_for(path))  # mkstemp's 0600 would outlive the rename
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
@@ -117,3 +118,14 @@ def write_atomic(flag: str, path: str, text: str, makes_folder: bool = False) ->
                 os.remove(tmp)
             except OSError:
                 pass
+
+
+def _mode_for(path: str) -> int:
+    """The permission bits the written file takes: the replaced file's own, or a new file's
+    (0666 less the umask), as ``open(path, "w")`` would give it."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
