@@ -111,6 +111,10 @@ BAD = [
     # 10,000 requests/s for a week: 6,048,000,000 arrivals per seed, over 10,000,000
     ({"rate_per_s": 10_000, "prompt_len": 5}, ["--minutes", 10080], "6,048,000,000 requests "
      "per seed, more than 10,000,000"),
+    # 1,000 requests/s for 166 minutes: 9,960,000 a seed (under 10,000,000), but 1,000 seeds
+    # of them are 9,960,000,000 requests, over the 100,000,000 all seeds may serve (issue 61)
+    ({"rate_per_s": 1000, "prompt_len": 5}, ["--minutes", 166, "--seeds", 1000], "--seeds 1000 "
+     "x 9,960,000 requests per seed: 9,960,000,000 requests in all, more than 100,000,000"),
     ({"rate_per_s": 1, "prompt_len": 5, "max_tokens": 10**9}, [], "max_tokens: 1,000,000,000 "
      "tokens out is more than the model's context of 163,840"),
     ('{"prompt_len": 5, "output_len": 1000000000}\n', ["--rate", 1], "line 1 output_len: "

@@ -47,6 +47,9 @@ CURVE_POINTS = 60  # times at which the crash probability curve is given
 MAX_MINUTES = 7 * 24 * 60  # a week of traffic per seed
 MAX_SEEDS = 1_000
 MAX_REQUESTS_PER_SEED = 10_000_000  # rate x minutes x 60: a seed's arrivals are held in memory
+# every seed's together, refused before any is served: ~10,000 requests/s are served here, so
+# this is hours of CPU (1,000 seeds of 10,000,000 would be 280 hours)
+MAX_REQUESTS_ALL_SEEDS = 100_000_000
 TRAFFIC_ASSUMPTIONS = (
     "traffic: Poisson arrivals at the given rate, lengths drawn independently from the file "
     "(a trace with arrival times: its own times and lengths, replayed once), each request "
@@ -213,6 +216,12 @@ def check_traffic_knobs(knobs: Knobs, minutes: float, step_ms: float, seeds: int
             raise TrafficError(f"--minutes {minutes:g} at {traffic.rate_per_s:g} requests/s: "
                                f"{arrivals:,.0f} requests per seed, more than "
                                f"{MAX_REQUESTS_PER_SEED:,}; serve fewer minutes")
+        served = arrivals * (1 if traffic.replayed else seeds)  # a replay is served once
+        if served > MAX_REQUESTS_ALL_SEEDS:
+            raise TrafficError(f"--seeds {seeds} x {arrivals:,.0f} requests per seed: "
+                               f"{served:,.0f} requests in all, more than "
+                               f"{MAX_REQUESTS_ALL_SEEDS:,} (hours of work); serve fewer "
+                               "seeds or minutes")
         # Poisson arrivals: the door lets in at least the share whose prompt fits beside the
         # longest output (refused_at_door), so a seed's accepted count is Poisson with a mean
         # of at least R x 60 x minutes x that share (standard deviation: its root); past
