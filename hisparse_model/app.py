@@ -204,6 +204,17 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+def _voila_ended(code: int) -> int:
+    """The app's status when Voila ends by itself (the app was not stopped: then nothing is
+    served any more): one line saying how, and ``EXIT_UNAVAILABLE`` (was Voila's raw status:
+    247 for a SIGKILL, in no exit table; 0 for a SIGTERM it took cleanly)."""
+    how = (f"was killed by {signal.Signals(-code).name}" if code < 0 and -code in
+           signal.valid_signals() else "stopped" if code == 0 else f"exited with status {code}")
+    print(f"app: the dashboard server (Voila) {how}; nothing is served any more",
+          file=sys.stderr, flush=True)
+    return EXIT_UNAVAILABLE
+
+
 def _janitor(directory: str) -> subprocess.Popen:
     """The janitor for ``directory`` (:data:`JANITOR`), in a session of its own: no signal
     meant for the app's terminal or process group reaches it."""
@@ -271,7 +282,7 @@ def run(args) -> int:
                 host = f"[{args.ip}]" if ":" in args.ip else args.ip  # an IPv6 literal
                 print(f"serving the HiSparse dashboards at http://{host}:{args.port}/ "
                       "(Ctrl-C stops)", flush=True)
-            return proc.wait()
+            return _voila_ended(proc.wait())
         except KeyboardInterrupt:
             print("app: stopping", flush=True)
             return 0

@@ -18,11 +18,15 @@ def _serve_with(monkeypatch, code: str) -> None:
 
 
 def test_a_server_that_ends_by_itself_gives_its_status(monkeypatch, capsys):
-    """When the server exits on its own, run() returns its exit status; it never listened, so
-    the app never said it was serving."""
+    """When the server exits on its own, run() says how in one line and exits 3 (nothing can
+    be served; its own status 4 is in no exit table); it never listened, so the app never said
+    it was serving."""
     _serve_with(monkeypatch, "raise SystemExit(4)")
-    assert app.run(ARGS) == 4
-    assert "serving the HiSparse dashboards" not in capsys.readouterr().out
+    assert app.run(ARGS) == 3
+    out = capsys.readouterr()
+    assert "serving the HiSparse dashboards" not in out.out
+    assert out.err == (
+        "app: the dashboard server (Voila) exited with status 4; nothing is served any more\n")
 
 
 def test_sigterm_stops_the_server_and_exits_0(monkeypatch, capsys, tmp_path):

@@ -95,3 +95,23 @@ def test_a_child_whose_parent_is_gone_before_it_asks_dies_at_once():
             "time.sleep(30)\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, timeout=60)
     assert done.returncode == -signal.SIGKILL
+
+
+@pytest.mark.parametrize("sig, line", [
+    (signal.SIGKILL, "app: the dashboard server (Voila) was killed by SIGKILL; nothing is "
+                     "served any more"),  # was: exit 247 and no line
+    # Voila takes a SIGTERM cleanly (exit 0), which ended the app with 0 as if all were well
+    (signal.SIGTERM, "app: the dashboard server (Voila) stopped; nothing is served any more"),
+], ids=lambda v: v.name if isinstance(v, signal.Signals) else "")
+def test_a_voila_that_dies_by_itself_is_one_line_and_3(tmp_path, sig, line):
+    """Voila ending under the app (not the app stopped) is said in one line, exit 3 (the
+    dashboards cannot be served), and the app's folder goes with it."""
+    app = App(tmp_path)
+    try:
+        app.page()
+        app.voila().send_signal(sig)
+        assert app.proc.wait(timeout=60) == 3, app.log.read_text()[-2000:]
+        assert line in app.log.read_text()
+        assert left_folders(app.tmpdir) == []
+    finally:
+        app.close()
