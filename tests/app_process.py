@@ -1,8 +1,10 @@
 """``hisparse app`` (or any command) started as a user starts it, in a process group of its own,
 for the tests that signal it or attack its server; and the processes it leaves, read by psutil.
 
-Everything it started is killed when the test ends, whatever the test found: no Voila is left
-serving after a failed test.
+Everything it started is stopped when the test ends, whatever the test found: first as a user
+stops it (Ctrl-C, the app stopping its Voila, whose measured code then writes its coverage:
+``PageSocket`` runs only there), then SIGKILL to whatever is left, so no Voila is left serving
+after a failed test.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import psutil
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 START_S = 90  # Voila's start on a loaded machine: seconds at most
 PAGE_S = 60  # one page load (its kernel starts and runs the page's cell)
+STOP_S = 30  # the app's own stop on Ctrl-C (SIGTERM to Voila, SIGKILL after its wait)
 
 
 def free_port() -> int:
@@ -117,4 +120,11 @@ class App:
         return re.search(r'"kernelId": *"([0-9a-f-]+)"', page).group(1)
 
     def close(self) -> None:
+        """Ctrl-C to the app (it stops Voila as a user's Ctrl-C does), then SIGKILL to all left."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, psutil.NoSuchProcess):
+                self.descendants()
+                self.proc.send_signal(signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=STOP_S)
         kill_all(self.proc, self.seen)

@@ -24,7 +24,7 @@ import pytest
 from loopback import Loopback
 
 from hisparse_model.boundary import http as fetch_http
-from hisparse_model.boundary.files import InputError, lines, read_bytes
+from hisparse_model.boundary.files import ZSTD_MAGIC, InputError, lines, read_bytes
 from hisparse_model.boundary.limits import (HTTP_SECONDS, JSON, LINE_BYTES, LOG, METRICS, MIB,
                                            RECORDING, TRACE, TRACE_ROWS, TRACE_STREAM)
 from hisparse_model.inputs.step_time import StepTimeError, from_log, from_metrics
@@ -200,6 +200,30 @@ def test_gzip_members_cut_and_corrupt(tmp_path):
 
     path.write_bytes(gzip.compress(b"a\n") + b"\x00\x00junk")  # trailing bytes: gzip ignores
     assert read_bytes(str(path), LOG, "f") == b"a\n"
+
+
+def test_zstd_frames_cut_corrupt_bombed_and_unreadable(tmp_path, monkeypatch):
+    """zstd as gzip: two frames (cat a.zst b.zst) read as one; a cut, a corrupt, a bombed one
+    and one without the zstandard module are refused in one line each."""
+    import zstandard  # a test dependency (pyproject.toml); the reader's own import is lazy
+    z = zstandard.ZstdCompressor()
+    path = tmp_path / "f.zst"
+    path.write_bytes(z.compress(b"a\n") + z.compress(b"b\n"))
+    assert read_bytes(str(path), LOG, "f") == b"a\nb\n"
+    path.write_bytes(z.compress(b"x" * 10_000)[:12])  # the frame header and part of a block
+    with pytest.raises(InputError, match="a zstd file cut short"):
+        read_bytes(str(path), LOG, "f")
+    path.write_bytes(ZSTD_MAGIC + b"\xff" * 40)  # a frame header with its reserved bit set
+    with pytest.raises(InputError, match="a zstd file that cannot be decompressed"):
+        read_bytes(str(path), LOG, "f")
+    # 64 MiB of zeros packs to a few KiB; inflated 512 packed bytes at a time, its one line
+    # meets the line bound before the next piece is inflated
+    path.write_bytes(z.compress(bytes(64 * MIB)))
+    with pytest.raises(InputError, match=f"line 1 is longer than {LINE_BYTES // MIB} MiB"):
+        list(lines(str(path), LOG, "f"))
+    monkeypatch.setitem(sys.modules, "zstandard", None)  # as if it were not installed
+    with pytest.raises(InputError, match="pip install zstandard"):
+        read_bytes(str(path), LOG, "f")
 
 
 def test_a_pipe_that_gives_one_byte_first_is_still_seen_as_gzip(tmp_path):
