@@ -15,7 +15,9 @@ a page that goes without it (a crashed tab, a dropped network) is culled by the 
 manager: a kernel with no open page, idle for ``--cull-idle`` seconds (default
 :data:`CULL_IDLE_S`), is shut down, checked every :data:`CULL_INTERVAL_S` seconds.  A
 kernel with its page still open is never culled (``cull_connected=False``), so any number of
-page loads leave at most one kernel per open page.
+page loads leave at most one kernel per open page; and at most ``--max-pages`` (default
+:data:`DEFAULT_MAX_PAGES`) run at once: a page load past it is answered 503 with one sentence
+saying why, no kernel started (:mod:`hisparse_model.app_kernels`).
 
 One lifecycle: Voilà and its kernels die with the app, however it ends.  Ctrl-C, SIGTERM or
 SIGHUP stop Voilà (its kernels shut down) and remove the temporary folder (the notebook,
@@ -50,6 +52,10 @@ import tempfile
 import time
 
 from .answers.forked import die_with_parent
+
+# The bound on page kernels (app_kernels.py needs jupyter_server; the CLI reads these without)
+DEFAULT_MAX_PAGES = 16  # page kernels at once (~4 GB at most): app_kernels.PageKernels
+MAX_MAX_PAGES = 1000  # the most --max-pages accepts (each page kernel is a process)
 
 
 APP_CELL = ("from hisparse_model.views.page import app_page\n"
@@ -90,6 +96,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--cull-idle", type=int, default=CULL_IDLE_S, metavar="SECONDS",
                    help="shut down a kernel whose page is closed after this many idle seconds "
                         f"(default: {CULL_IDLE_S})")
+    p.add_argument("--max-pages", type=int, default=DEFAULT_MAX_PAGES, metavar="N",
+                   help="pages served at once, each with its own kernel; a page load past it "
+                        f"is answered 503 (default: {DEFAULT_MAX_PAGES})")
     p.set_defaults(run_app=run)
 
 
@@ -121,13 +130,17 @@ def loopback(ip: str) -> bool:
                                for i in infos)
 
 
-def server_config(directory: str, ip: str) -> dict:
+def server_config(directory: str, ip: str, max_pages: int = DEFAULT_MAX_PAGES) -> dict:
     """Voilà's configuration beyond its command line (``voila.json`` in its working folder):
     the page's websocket connection class, tornado's bound on a websocket message, the
-    ``Host`` check on a loopback ``ip``, and Voilà's connection files inside ``directory``."""
+    ``Host`` check on a loopback ``ip``, Voilà's connection files inside ``directory``, and
+    at most ``max_pages`` page kernels at once (:mod:`hisparse_model.app_kernels`)."""
     from .app_socket import MAX_MESSAGE_BYTES  # needs jupyter_server: the notebooks extra
 
-    return {"Voila": {
+    return {"VoilaConfiguration": {
+        "multi_kernel_manager_class": "hisparse_model.app_kernels.PageKernels"},
+            "PageKernels": {"max_kernels": max_pages},
+            "Voila": {
         "connection_dir_root": directory,
         "kernel_websocket_connection_class": "hisparse_model.app_socket.PageSocket",
         "tornado_settings": {
@@ -137,12 +150,12 @@ def server_config(directory: str, ip: str) -> dict:
         }}}
 
 
-def write_config(directory: str, ip: str) -> str:
+def write_config(directory: str, ip: str, max_pages: int = DEFAULT_MAX_PAGES) -> str:
     """:func:`server_config` as ``voila.json`` in ``directory`` (Voilà's working folder, the
     first place it reads configuration from); returns its path."""
     path = os.path.join(directory, "voila.json")
     with open(path, "w") as f:
-        json.dump(server_config(directory, ip), f)
+        json.dump(server_config(directory, ip, max_pages), f)
     return path
 
 
@@ -257,6 +270,11 @@ def run(args) -> int:
         print(f"app: --cull-idle {cull}: 1 to {MAX_CULL_IDLE_S} seconds (0 or less would keep "
               "every closed page's kernel forever)", file=sys.stderr)
         return EXIT_BAD_INPUT
+    pages = getattr(args, "max_pages", DEFAULT_MAX_PAGES)
+    if not 1 <= pages <= MAX_MAX_PAGES:
+        print(f"app: --max-pages {pages}: 1 to {MAX_MAX_PAGES} (each page runs a kernel, a "
+              "process of its own)", file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
         socket.getaddrinfo(args.ip, args.port)
     except (socket.gaierror, UnicodeError, ValueError) as exc:  # ValueError: a NUL in it
@@ -272,7 +290,7 @@ def run(args) -> int:
     try:
         cmd = voila_command(write_notebook(tmp), args.port, args.ip, not args.no_browser,
                             cull_idle_s=cull)
-        write_config(tmp, args.ip)
+        write_config(tmp, args.ip, pages)
         proc = subprocess.Popen(cmd, cwd=tmp, start_new_session=True,
                                 preexec_fn=functools.partial(die_with_parent, os.getpid()))
         janitor.stdin.write(f"{proc.pid}\n".encode())  # its process group, to kill

@@ -153,6 +153,7 @@ def _simulate_traffic(args, knobs: Knobs) -> int:
     import os
 
     from .text.traffic_report import estimate_json, estimate_lines
+    from .answers.forked import workers_for
     from .answers.stream_replay import open_traffic
     from .answers.traffic_risk import estimate, workload_text
     from .boundary.outputs import write_atomic
@@ -164,7 +165,9 @@ def _simulate_traffic(args, knobs: Knobs) -> int:
                            progress=not args.json and _terminal(sys.stderr))
     on_clock = _fitted_replay(args, knobs, traffic)
     step = _step_time(args, on_clock)
-    jobs = args.jobs if args.jobs is not None else os.cpu_count() or 1
+    jobs, note = workers_for(args.jobs)
+    if note is not None:
+        print(f"simulate: {note}", file=sys.stderr)
     est = estimate(knobs, traffic, args.minutes, seeds=args.seeds, first_seed=args.seed,
                    step_ms=step.ms, accepted=args.accepted, jobs=jobs, step_said=step.line())
     if any(r.startup for r in est.runs):

@@ -225,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the same, with the cost fitted to a calibration sweep measured "
                          "in the engine (python -m hisparse_model.engine.calibrate)")
     traffic.add_argument("--jobs", type=ranged(ranges["--jobs"]), default=None,
-                         help="seeds served at once (default: one per CPU core)")
+                         help="seeds served at once (default and most: one per CPU core)")
     traffic.add_argument("--plot", metavar="FILE.svg", default=None,
                          help="write the crash probability against time as an SVG picture")
     traffic.add_argument("--crash-workload", metavar="FILE.json", default=None,

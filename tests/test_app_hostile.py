@@ -14,6 +14,7 @@ import json
 import random
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -74,7 +75,11 @@ def test_a_frame_is_passed_on_only_if_the_browser_could_have_sent_it(frame, prob
 def test_the_host_check_is_on_for_a_loopback_ip(tmp_path, ip, remote):
     """Voila's configuration checks Host exactly when the app is bound to this machine only,
     and always names the page's websocket class and tornado's message bound."""
-    config = app_module.server_config(str(tmp_path), ip)["Voila"]
+    whole = app_module.server_config(str(tmp_path), ip)
+    config = whole["Voila"]
+    assert whole["VoilaConfiguration"]["multi_kernel_manager_class"] == (
+        "hisparse_model.app_kernels.PageKernels")
+    assert whole["PageKernels"]["max_kernels"] == app_module.DEFAULT_MAX_PAGES
     assert config["tornado_settings"]["allow_remote_access"] is remote
     assert config["tornado_settings"]["websocket_max_message_size"] == MAX_MESSAGE_BYTES
     assert config["kernel_websocket_connection_class"] == "hisparse_model.app_socket.PageSocket"
@@ -161,3 +166,38 @@ def test_the_page_protocol_still_works(app):
     else:
         pytest.fail("no kernel_info_reply")
     ws.close()
+
+
+MAX_PAGES = 2  # the bound of the app below: two page loads start kernels, the third is refused
+CULL_S = 600  # its --cull-idle: longer than the test, so only a page's own close frees one
+
+
+def test_page_loads_past_max_pages_are_refused_until_one_goes(tmp_path):
+    """A client loading the page in a loop gets --max-pages kernels, then 503 with one sentence
+    naming the bound (no kernel started); once a page is closed (its beacon shuts its kernel
+    down), a page load is served again.  Memory is bounded by the pages, not their loads."""
+    app = App(tmp_path, "--max-pages", str(MAX_PAGES), "--cull-idle", str(CULL_S))
+    try:
+        kernel = app.kernel_of(app.page())
+        app.page()
+        kernels = [p for p in app.descendants() if "ipykernel" in " ".join(p.cmdline())]
+        assert len(kernels) == MAX_PAGES
+        for _ in range(3):  # refused each time, and nothing started by the refusals
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(app.url + "/", timeout=ANSWER_S)
+            assert refused.value.code == 503
+            body = refused.value.read().decode()
+            assert "the app is serving 2 pages, its most at once (--max-pages 2)" in body
+        assert len([p for p in app.descendants()
+                    if "ipykernel" in " ".join(p.cmdline())]) == MAX_PAGES
+        xsrf = "%032x" % random.getrandbits(128)  # the page's _xsrf cookie, sent back in the form
+        closed = urllib.request.Request(  # what the page sends on beforeunload (a beacon)
+            f"{app.url}/voila/api/shutdown/{kernel}", method="POST",
+            data=urllib.parse.urlencode({"_xsrf": xsrf}).encode(),
+            headers={"Cookie": f"_xsrf={xsrf}"})
+        with urllib.request.urlopen(closed, timeout=ANSWER_S) as answer:
+            assert answer.status == 204
+        app.page()  # served: its place was freed
+        assert "page refused: 2 page kernels run (--max-pages)" in app.log.read_text()
+    finally:
+        app.close()

@@ -721,6 +721,9 @@ def test_app_start_up_errors(monkeypatch):
     # 0 or less: Jupyter would never cull a closed page's kernel
     answer(["app", "--cull-idle", -1], 2, "--cull-idle -1: 1 to 604800 seconds")
     answer(["app", "--cull-idle", 0], 2, "--cull-idle 0: 1 to 604800 seconds")
+    # no page at all, or more kernels (processes) than a machine holds
+    answer(["app", "--max-pages", 0], 2, "--max-pages 0: 1 to 1000")
+    answer(["app", "--max-pages", 1001], 2, "--max-pages 1001: 1 to 1000")
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     status, out, err = main(["app"])
     assert status == 3

@@ -115,3 +115,35 @@ def test_a_voila_that_dies_by_itself_is_one_line_and_3(tmp_path, sig, line):
         assert left_folders(app.tmpdir) == []
     finally:
         app.close()
+
+
+@pytest.mark.parametrize("jobs, cores, want, note", [
+    (None, 2, 2, None),  # the default: one worker per usable core
+    (1, 2, 1, None),  # fewer than the cores: as asked
+    (2, 2, 2, None),
+    # 1,024 asked on 2 cores: 2 workers (each computes all the time; more only share them)
+    (1024, 2, 2, "--jobs 1024: 2 CPU cores here, so 2 seeds are served at once"),
+    (3, 1, 1, "--jobs 3: 1 CPU core here, so 1 seed is served at once"),
+])
+def test_jobs_past_the_cores_fork_one_worker_per_core(monkeypatch, jobs, cores, want, note):
+    """--jobs never forks more workers than the cores this process may use (its affinity),
+    and says so in one note when it asked for more."""
+    from hisparse_model.answers import forked
+
+    monkeypatch.setattr(forked, "usable_cores", lambda: cores)
+    got, said = forked.workers_for(jobs)
+    assert got == want
+    assert (said is None) if note is None else said.startswith(note)
+
+
+def test_jobs_past_the_cores_is_said_and_answered(tmp_path):
+    """simulate --traffic --jobs 1000 answers as --jobs <cores> does, with the note on
+    stderr (the answer is the same for any number of workers)."""
+    from hisparse_model.answers.forked import usable_cores
+
+    argv = [*TRAFFIC[:TRAFFIC.index("--minutes")], "--minutes", "2", "--seeds", "4", "--json"]
+    runs = [subprocess.run([*argv, "--jobs", jobs], capture_output=True, text=True, cwd=ROOT,
+                           timeout=300) for jobs in ("1000", str(usable_cores()))]
+    assert runs[0].stdout == runs[1].stdout and runs[0].returncode == runs[1].returncode
+    assert f"simulate: --jobs 1000: {usable_cores()} CPU core" in runs[0].stderr
+    assert "--jobs" not in runs[1].stderr

@@ -53,6 +53,28 @@ def die_with_parent(parent: int, sig: int = signal.SIGKILL) -> None:
         os.kill(os.getpid(), sig)
 
 
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity: a container's or ``taskset``'s
+    share, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # no affinity call on this platform
+        return os.cpu_count() or 1
+
+
+def workers_for(jobs: int | None) -> tuple[int, str | None]:
+    """The workers ``--jobs jobs`` gets here (default: one per usable core; never more than the
+    cores, as each worker computes all the time), and a note when fewer than asked."""
+    cores = usable_cores()
+    if jobs is None:
+        return cores, None
+    if jobs <= cores:
+        return jobs, None
+    return cores, (f"--jobs {jobs}: {cores} CPU core{'s' * (cores != 1)} here, so {cores} "
+                   f"seed{'s are' if cores != 1 else ' is'} served at once (more processes "
+                   "than cores only share them)")
+
+
 def map_forked(fn, items, jobs: int) -> list:
     """``[fn(item) for item in items]``, computed by ``jobs`` forked workers, each taking the
     next item when it is done with one; a worker's exception is raised here."""
