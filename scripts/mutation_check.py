@@ -299,17 +299,20 @@ MUTATIONS: list[Mutation] = [
       "hisparse_model/schedule/serving.py", "return steps[j].index + 2", "return steps[j].index + 1",
       ("tests/test_advice_speed.py",)),
     # -- simulate --traffic (traffic_risk.py) ------------------------------------------------
-    M("traffic: a step of C + 1 tokens skipped as one that cannot raise",
-      _T, "        if st.num_tokens > c:\n", "        if st.num_tokens > c + 1:\n",
-      ("tests/test_served_warm.py", "tests/test_docs.py")),
+    # every serving loop's crash test (first_crash, serve_stream, serve_on_clock): one rule
+    M("serving: a step of C + 1 tokens skipped as one that cannot raise",
+      "hisparse_model/model/step_record.py", "st.num_tokens <= p.swap_capacity:",
+      "st.num_tokens <= p.swap_capacity + 1:",
+      ("tests/test_served_warm.py", "tests/test_docs.py", "tests/test_traffic_risk.py",
+       "tests/test_stream_replay.py")),
     M("traffic: a request joins one engine step after it arrives",
       _T, "out = [(int(t / per_step), n, m) for t, n, m, _ in rows]",
       "out = [(int(t / per_step) + 1, n, m) for t, n, m, _ in rows]",
       ("tests/test_docs.py",)),
-    # the same two rules where Poisson traffic and long traces are served (stream_replay.py)
-    M("streamed traffic: a step of C + 1 tokens skipped as one that cannot raise",
-      "hisparse_model/answers/stream_replay.py", "if crashes and st.num_tokens > c:",
-      "if crashes and st.num_tokens > c + 1:",
+    # the same rule where Poisson traffic and long traces are served (stream_replay.py)
+    M("streamed traffic: the crash test's answer not read (every step served on)",
+      "hisparse_model/answers/stream_replay.py", "            if error := step_error(p, st):",
+      "            if (error := step_error(p, st)) and False:",
       ("tests/test_traffic_risk.py", "tests/test_stream_replay.py")),
     M("streamed traffic: a request joins one engine step after it arrives",
       "hisparse_model/answers/stream_replay.py",

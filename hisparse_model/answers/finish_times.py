@@ -54,7 +54,7 @@ def serve_on_clock(knobs: Knobs, traffic: Traffic, minutes: float, cost: StepCos
                    seed: int = 0, accepted=None) -> Served:
     """Serve one seed of ``traffic`` over ``minutes`` on ``cost``'s clock (module docstring)."""
     from ..model.plan import plan
-    from ..model.step_record import route_step
+    from ..model.step_record import step_error
     from ..schedule.scheduler import _Sim
     from ..schedule.scheduler_config import acceptance, scheduler_config
 
@@ -70,7 +70,7 @@ def serve_on_clock(knobs: Knobs, traffic: Traffic, minutes: float, cost: StepCos
         steps += 1
         engine_s += clock.now_s - start
         del sim.steps[:]  # nothing reads the list: memory stays flat over a long replay
-        if p.rules.crashes and st.num_tokens > p.swap_capacity and route_step(p, st).error:
+        if step_error(p, st):
             crash_s, crash_scheduled = start, dict(st.scheduled)
             break
     finish = clock.finish_s

@@ -224,7 +224,7 @@ def serve_stream(job: tuple) -> StreamedRun:
     """``traffic_risk.serve_seed`` for a :class:`StreamedTraffic` (module docstring)."""
     from ..model.host_pool import HostPoolShort, HostUse
     from ..model.plan import plan
-    from ..model.step_record import route_step
+    from ..model.step_record import step_error
     from ..schedule.scheduler import _Sim
     from ..schedule.scheduler_config import acceptance, scheduler_config
     from .exposed_steps import crash_kind
@@ -242,18 +242,15 @@ def serve_stream(job: tuple) -> StreamedRun:
     sim.reqs = arrivals.fresh
     host = HostUse(knobs, ())
     host.prompts = arrivals.prompts
-    c, seen, found, ticks = p.swap_capacity, set(), None, _Ticks(traffic.progress, arrivals)
-    crashes = p.rules.crashes  # else no step is routed (traffic_risk.first_crash)
+    seen, found, ticks = set(), None, _Ticks(traffic.progress, arrivals)
     forget = _Forget(sim, seen, arrivals)
     try:
         for st in sim.lazily(_Stand, arrivals):
             del sim.steps[:]  # nothing reads the list: keep memory flat
             host.step(st)
-            if crashes and st.num_tokens > c:
-                error = route_step(p, st).error
-                if error:
-                    found = st.index, error, st, seen
-                    break
+            if error := step_error(p, st):
+                found = st.index, error, st, seen
+                break
             seen.update(st.scheduled)
             forget.step(st)
             ticks.tick(st.index)

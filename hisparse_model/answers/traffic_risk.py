@@ -87,25 +87,22 @@ def first_crash(knobs: Knobs, workload: Workload, accepted=None, what="this work
     from ..schedule.scheduler import _Sim
     from ..schedule.scheduler_config import acceptance, scheduler_config
     from .simulate import serving_refusal
-    from ..model.step_record import route_step
+    from ..model.step_record import step_error
 
     p = plan(knobs)
     serving_refusal(knobs, workload)
     if not p.rules.crashes:
         return None  # only 0.31.0's routing sends more than C rows to swap_in (verdict.py 3)
     sim = _Sim(scheduler_config(knobs, p), workload, acceptance(accepted))
-    c = p.swap_capacity
     seen: set[int] = set()  # requests some earlier step scheduled (their chunks)
     host = HostUse(knobs, [r.prompt_len for r in workload.requests])
     found = None
     for st in sim.lazily(workload):
         del sim.steps[:]  # nothing reads the list: keep memory flat over an hour
         host.step(st)
-        if st.num_tokens > c:
-            error = route_step(p, st).error
-            if error:
-                found = st.index, error, st, seen
-                break
+        if error := step_error(p, st):
+            found = st.index, error, st, seen
+            break
         seen.update(st.scheduled)
     # short of host blocks before the crash, the schedule is not the model's to say; the
     # pool it suggests is the peak of the whole schedule, the least that lets it answer

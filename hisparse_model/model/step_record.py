@@ -85,6 +85,17 @@ class StepResult(NamedTuple):
     draft = _one_rank("draft")
 
 
+def step_error(p: Plan, st) -> str | None:
+    """The error serving scheduler step ``st`` raises under ``p`` (rank 0), or None: the one
+    crash test of every serving loop (``traffic_risk.first_crash``, ``stream_replay.
+    serve_stream``, ``finish_times.serve_on_clock``).  Only a version whose routing can send
+    more than C rows to ``swap_in`` crashes (``VersionRules.crashes``), and a step routes at
+    most its tokens, so one of C tokens or fewer is not routed here at all."""
+    if not p.rules.crashes or st.num_tokens <= p.swap_capacity:
+        return None
+    return route_step(p, st).error
+
+
 def route_step(p: Plan, st, rank: int = 0) -> RankStep:
     """Dispatch and route one rank's own scheduler step
     (a :class:`~hisparse_model.schedule.scheduler.Step`) as rank ``rank``."""
