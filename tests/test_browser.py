@@ -919,30 +919,34 @@ def _kernels_drop_to(pid: int, most: int, wait_s: float) -> int:
 
 
 def test_app_page_loads_leave_no_kernel_once_closed(browser, tmp_path):
-    """Three page loads of the app: one kernel while its page is open, none once it is closed
-    (Voila's close beacon, or the culler for a page that went without it)."""
+    """Three pages of the app open at once: one kernel each while its page is open (past the
+    cull time), one fewer as each closes (Voila's close beacon, or the culler for a page that
+    went without it), none once all are closed."""
     port = _free_port()
     cmd = [sys.executable, "-m", "hisparse_model", "app", "--port", str(port), "--no-browser",
            "--cull-idle", str(CULL_TEST_S)]
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
     proc = _serve(cmd, tmp_path / "app.log", f"http://127.0.0.1:{port}/", ROOT, env)
     wait_s = 6 * CULL_TEST_S + 30  # the culler looks every CULL_TEST_S s; a busy machine
-    open_counts, closed_counts = [], []
+    open_count, closed_counts = None, []
     try:
         # _serve's own GET of the page started a kernel that no page holds: culled first
         assert _kernels_drop_to(proc.pid, 0, wait_s) == 0
-        for i in range(APP_LOADS):
+        pages = []
+        for _ in range(APP_LOADS):
             context = browser.new_context(viewport={"width": 1400, "height": 1000})
             page = context.new_page()
             page.goto(f"http://127.0.0.1:{port}/", timeout=SERVER_START_S * 1000)
             page.locator(".hs-buffers").first.wait_for(state="attached", timeout=RUN_ALL_S * 1000)
-            page.wait_for_timeout(2 * CULL_TEST_S * 1000)  # past the cull time: an open page's
-            open_counts.append(_kernels_under(proc.pid))  # kernel is kept
+            pages.append((context, page))
+        pages[-1][1].wait_for_timeout(2 * CULL_TEST_S * 1000)  # past the cull time: an open
+        open_count = _kernels_under(proc.pid)  # page's kernel is kept
+        for i, (context, page) in enumerate(pages):
             page.close(run_before_unload=i % 2 == 0)  # with, and without, the close beacon
             context.close()
-            closed_counts.append(_kernels_drop_to(proc.pid, 0, wait_s))
+            closed_counts.append(_kernels_drop_to(proc.pid, APP_LOADS - 1 - i, wait_s))
     finally:
         _stop(proc)
-    assert open_counts == [1] * APP_LOADS, open_counts
-    assert closed_counts == [0] * APP_LOADS, (closed_counts,
+    assert open_count == APP_LOADS, open_count
+    assert closed_counts == list(range(APP_LOADS - 1, -1, -1)), (closed_counts,
                                               (tmp_path / "app.log").read_text()[-2000:])
