@@ -3,7 +3,8 @@ what a server measured (schedule/clock.py, answers/clock_fit.py, answers/finish_
 inputs/iteration_log.py busy_seconds, simulate --step-cost-from-log).
 
 Invariant: a request finishes at the end of the batch whose output finishes it, batches run
-back to back from the first arrival, an idle engine waits for the next arrival; a fit to busy
+back to back from the first arrival, each scheduled (async) as the batch before it starts, an
+idle engine waits for the next arrival; a fit to busy
 seconds built from a known cost gives that cost back; the clock fitted to one served replay's
 log puts the other replays' requests and crash where the servers did, within the bounds
 stated below.
@@ -41,9 +42,15 @@ def _trace(tmp_path, rows):
 # token, two decodes the next two: 3 batches x 10 ms = 0.03 s. Request 1 arrives at 1 s on an
 # idle engine: the clock waits for it, one 50-token prefill gives its only token: 1.01 s.
 # Two requests at once: one batch prefills both (150 tokens), two decodes: 0.03 s each.
+# Async scheduling (both versions' default here): a batch is scheduled as the one before it
+# starts. Request 1 arrives at 0.005 s, inside batch A (0-0.01 s, request 0's prefill); batch
+# B (request 0's decode) was scheduled at 0 s, as A started, so request 1 joins batch C
+# (scheduled at 0.01 s, run 0.02-0.03 s): both finish at 0.03 s (scheduled as each batch
+# starts, request 1 would have joined B and finished at 0.02 s).
 FIXED = [
     ([(1.0, 100, 3), (2.0, 50, 1)], 10, 4, {0: 0.03, 1: 1.01}),
     ([(0.0, 100, 3), (0.0, 50, 3)], 10, 3, {0: 0.03, 1: 0.03}),
+    ([(0.0, 100, 3), (0.005, 50, 1)], 10, 3, {0: 0.03, 1: 0.03}),
     ([(0.0, 100, 1)], 2.5, 1, {0: 0.0025}),
 ]
 

@@ -10,10 +10,16 @@ This module is the one place that turns the first into the second:
   came from: a fixed ``--step-ms`` (every batch costs the same, the other terms 0), or a fit
   (``answers/clock_fit.py``) to steps whose wall time was measured.
 * :class:`TimedArrivals` feeds a trace's requests to the scheduler's engine loop by time, not
-  by a precomputed step: a request joins before the first engine step scheduled at or after
-  its arrival, where a batch is scheduled when the batches before it have run (the sum of
-  their costs); an idle engine waits for the next arrival. It keeps each step's start and end
-  and each request's finish (the end of the batch whose output finishes it).
+  by a precomputed step: a request joins the first engine step scheduled at or after its
+  arrival. Batches run back to back (each starts when the one before it ends: the sum of
+  their costs); with async scheduling (the scheduler's ``asyn``, vLLM's default) a batch is
+  scheduled as the one before it starts, the engine core keeping two batches in its queue:
+  it schedules and launches the next batch, then blocks on the older one's output
+  (vllm/v1/engine/core.py:696-731 `Try to schedule a new batch if the batch queue is not
+  full`, :740 `Block until the next result is available`), so a request arriving while a
+  batch runs joins the batch after the next. Without it, a batch is scheduled as it starts.
+  An idle engine waits for the next arrival and schedules at once. It keeps each step's
+  start and end and each request's finish (the end of the batch whose output finishes it).
 
 Assumed: the batches of the engine loop run one after another, each for its cost, with no
 gap while work is queued (async scheduling hides the scheduler's own time behind the GPU's:
@@ -89,13 +95,16 @@ class TimedArrivals:
         self.times = list(times_s)
         self.cost = cost
         self.now_s = 0.0
+        self.sched_s = 0.0  # when the engine schedules the next batch (module docstring)
+        self.ahead = True  # async scheduling (set from the scheduler in steps)
         self.released = 0  # requests handed to the engine so far (a prefix of times)
         self.starts: dict[int, float] = {}  # engine step -> when its batch starts
         self.finish_s: dict[int, float] = {}  # request -> when the batch finishing it ends
         self._open: list = []  # (step, end_s) whose output is not processed yet
 
     def get(self, step, default=()):
-        end = bisect.bisect_right(self.times, self.now_s, lo=self.released)
+        end = bisect.bisect_right(self.times, self.sched_s if self.ahead else self.now_s,
+                                  lo=self.released)
         joined = range(self.released, end)
         self.released = end
         return joined or default
@@ -105,12 +114,15 @@ class TimedArrivals:
         if self.released >= len(self.times):
             return None
         self.now_s = max(self.now_s, self.times[self.released])
+        self.sched_s = self.now_s
         return step + 1
 
     def steps(self, sim, workload):
         """``sim.lazily(workload)`` with the clock running: yields each step and its start."""
+        self.ahead = sim.asyn
         for st in sim.lazily(workload, self):
             start = self.now_s
+            self.sched_s = start  # the next batch is scheduled as this one starts (async)
             self.starts[st.index] = start
             self.now_s = start + self.cost.ms(st) / 1000.0
             self._open.append((st, self.now_s))
