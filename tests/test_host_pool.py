@@ -190,22 +190,28 @@ USE = [
 ]
 
 
+@pytest.mark.parametrize("fed", ["done", "lazily"])
 @pytest.mark.parametrize("reqs,s,b,peak", USE)
-def test_the_host_bound_of_a_schedule(reqs, s, b, peak):
-    """HostUse's peak is the most the requests alive together can hold at one step."""
+def test_the_host_bound_of_a_schedule(reqs, s, b, peak, fed):
+    """HostUse's peak is the most the requests alive together can hold at one step, whether
+    it is fed the finished schedule (simulate) or each step as the engine loop hands it over,
+    before its output is processed (``lazily``: simulate --traffic and the stream, where a
+    step's finished requests are known only a step later; they were never freed there)."""
     from hisparse_model.model.host_pool import HostUse
-    from hisparse_model.schedule.scheduler import schedule
-    from hisparse_model.schedule.scheduler_config import SchedulerConfig
+    from hisparse_model.schedule.scheduler import _Sim, schedule
+    from hisparse_model.schedule.scheduler_config import SchedulerConfig, acceptance
     from hisparse_model.schedule.workload import Workload
 
     work = Workload.from_json({"requests": [{"prompt_len": p, "max_tokens": m,
                                              "arrival_step": a} for p, m, a in reqs]})
     knobs = Knobs(max_num_seqs=s, max_num_batched_tokens=b, max_model_len=2048)
     use = HostUse(knobs, [p for p, _, _ in reqs])
-    for st in schedule(SchedulerConfig(max_num_seqs=s, max_num_batched_tokens=b,
-                                       max_model_len=2048, num_speculative_tokens=0,
-                                       enable_prefix_caching=True, vllm_version="0.31.0"),
-                       work):
+    cfg = SchedulerConfig(max_num_seqs=s, max_num_batched_tokens=b, max_model_len=2048,
+                          num_speculative_tokens=0, enable_prefix_caching=True,
+                          vllm_version="0.31.0")
+    steps = schedule(cfg, work) if fed == "done" else \
+        _Sim(cfg, work, acceptance(None)).lazily(work)
+    for st in steps:
         use.step(st)
     assert use.peak == peak and use.short is None and use.refusal() is None
 

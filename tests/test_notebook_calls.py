@@ -173,20 +173,25 @@ def test_the_risk_panel_follows_the_server_the_dashboard_shows():
     assert "nothing to estimate" in panel.note.value and panel.chart.value == ""
 
 
-def test_a_host_pool_refusal_shows_no_chart_and_defines_its_words():
+def test_a_host_pool_refusal_shows_no_chart_and_defines_its_words(tmp_path):
     """A server whose 16 GiB host pool may run short under the traffic (DeepSeek-V3.2's
-    blocks of 4,497,408 bytes: 3,819 of them, enough to start, 2,562): the refusal alone, the
+    blocks of 4,497,408 bytes: 3,819 of them, enough to start, 2,562; prompts of 60,000 to
+    150,000 tokens, 4 a second, can hold 4,101 by engine step 104): the refusal alone, the
     words it uses defined under it (host block, null block, copy-on-write tail), and no chart
     of the server estimated before it."""
     from hisparse_model.text.glossary import TERMS
     from hisparse_model.views.exposure import SERVE_DEFAULT, exposure_dashboard
 
+    heavy = tmp_path / "heavy.json"
+    heavy.write_text(json.dumps({"rate_per_s": 4, "max_tokens": 8, "prompt_len": [
+        {"min": 60000, "max": 150000, "weight": 1}]}))
     dash = exposure_dashboard(SERVE_DEFAULT)
-    panel = RiskPanel(dash, minutes=1, seeds=2, step_ms=25)
+    panel = RiskPanel(dash, traffic_path=str(heavy), minutes=1, seeds=2, step_ms=25)
     assert "S=1024" in panel.chart.value
     dash.controls["command"].value = SERVE_DEFAULT.replace('"host_pool_gib": 2048', '"host_pool_gib": 16')
     panel.button.click()
     assert "may run short" in panel.note.value and panel.chart.value == ""
+    assert "by engine step 104 its requests can hold 4101 blocks" in panel.note.value
     for term in TERMS:
         assert f"<b>{term}</b>" in panel.note.value, term
 

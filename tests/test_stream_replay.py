@@ -20,6 +20,8 @@ import pytest
 
 from hisparse_model.answers.stream_replay import StreamedTraffic, open_traffic, progress_line
 from hisparse_model.answers.traffic_risk import TrafficError, estimate, load_traffic
+from hisparse_model.inputs import trace_seek
+from hisparse_model.inputs.traces import TraceError
 from hisparse_model.inputs.trace_stream import STREAM_BYTES
 from hisparse_model.model.knobs import Knobs
 
@@ -133,10 +135,13 @@ def test_a_crash_at_the_first_row_reads_two_rows(tmp_path):
 WINDOWS = [(10.0, 30.0), (0.0, 5.0), (50.0, None), (20.0, 20.5)]
 
 
+@pytest.mark.parametrize("span", [trace_seek.SPAN, 64], ids=["read", "bisected"])
 @pytest.mark.parametrize("start, end", WINDOWS)
-def test_a_window_is_its_rows_cut_into_their_own_file(tmp_path, start, end):
-    """The window's replay (rows before it dropped, reading stopped past it, times from its
-    first row) answers as those rows written alone, replayed whole."""
+def test_a_window_is_its_rows_cut_into_their_own_file(tmp_path, monkeypatch, start, end, span):
+    """The window's replay (rows before it dropped, or found by bisection, reading stopped
+    past it, times from its first row) answers as those rows written alone, replayed whole.
+    ``bisected``: the bisection's span cut to 64 bytes, so the 400-row file is sought."""
+    monkeypatch.setattr(trace_seek, "SPAN", span)
     path = _timed(tmp_path, "w.jsonl", 400, 5, last=65)
     rows = [json.loads(line) for line in open(path)]
     t0 = rows[0]["arrival_s"]  # trace time counts from the first row
@@ -151,6 +156,62 @@ def test_a_window_is_its_rows_cut_into_their_own_file(tmp_path, start, end):
     assert _answer(run) == want
     # read to its end without a crash; up to the crash and one more row with one
     assert window.stream.count == (len(cut) if run.crash_step is None else run.arrived + 1)
+    # sought where the window starts past the first row (not for --from 0)
+    assert (window.stream.seeked_bytes > 0) == (span == 64 and start > 0)
+
+
+def _rows(path, start, end=None):
+    stream = StreamedTraffic(path, None, start, end).stream
+    return list(stream), stream
+
+
+@pytest.mark.parametrize("make", [
+    lambda tmp: AZURE,  # a header, wall-clock times in nanoseconds
+    lambda tmp: MOONCAKE,  # milliseconds, hash_ids
+    # Windows line endings and blank lines between the rows: the same rows
+    lambda tmp: _write(tmp / "crlf.jsonl",
+                       open(MOONCAKE).read().replace("\n", "\r\n\r\n").encode()),
+], ids=["azure", "mooncake", "crlf-blank"])
+def test_bisection_finds_the_rows_reading_finds(tmp_path, monkeypatch, make):
+    """For windows all over a trace, the rows sought by bisection (span 64 bytes) are those
+    read from the top, and so is each row's line number seen by a refusal."""
+    path = make(tmp_path)
+    for start in (0.5, 3.0, 17.0, 29.9, 60.0, 1e6):
+        want, read = _rows(path, start)
+        monkeypatch.setattr(trace_seek, "SPAN", 64)
+        got, sought = _rows(path, start)
+        monkeypatch.undo()
+        assert got == want and sought.count == read.count, start
+        assert sought.line == read.line  # the last line read, numbered from the top
+
+
+def _write(path, data: bytes) -> str:
+    path.write_bytes(data)
+    return str(path)
+
+
+def test_a_refusal_after_a_seek_names_the_line_reading_names(tmp_path, monkeypatch):
+    """A malformed row inside the window, and one a probe reads, are refused naming their
+    line as read from the top; rows before the window no probe reads are not checked."""
+    rows = [json.dumps({"arrival_s": i * 0.1, "prompt_len": 5, "max_tokens": 2})
+            for i in range(400)]
+    rows[300] = '{"arrival_s": 30.0, "prompt_len": 0, "max_tokens": 2}'  # line 301
+    path = _write(tmp_path / "bad.jsonl", ("\n".join(rows) + "\n").encode())
+    with pytest.raises(TraceError, match="line 301 prompt_len: 0 tokens"):
+        _rows(path, 25.0)  # read from the top (the file is under the span)
+    monkeypatch.setattr(trace_seek, "SPAN", 64)
+    with pytest.raises(TraceError, match="line 301 prompt_len: 0 tokens"):
+        _rows(path, 25.0)  # sought: the bad row is in the window
+    with pytest.raises(TraceError, match="line 301 prompt_len: 0 tokens"):
+        _rows(path, 35.0)  # past it, but within the last span read before the window
+    rows[300] = rows[50].replace("5.0", "30.0")  # mended; line 51 broken instead (5.0 s)
+    rows[50] = '{"arrival_s": 5.0, "prompt_len": 0, "max_tokens": 2}'
+    path = _write(tmp_path / "bad.jsonl", ("\n".join(rows) + "\n").encode())
+    got, stream = _rows(path, 35.0)  # far before the window: no probe reads it
+    assert len(got) == 50 and stream.seeked_bytes > 0
+    monkeypatch.undo()
+    with pytest.raises(TraceError, match="line 51 prompt_len: 0 tokens"):
+        _rows(path, 35.0)  # read from the top, it is
 
 
 def _zstd(data: bytes) -> bytes:

@@ -425,16 +425,17 @@ def test_traffic_options_with_a_workload_are_refused_not_ignored(tmp_path, capsy
 
 def test_a_poisson_seeds_host_pool_refusal_names_the_seed():
     """Poisson traffic, served as it is made: a host pool that may run short is refused naming
-    the seed's traffic (not "the trace's replay"): 10 requests/s of up to 100,000 tokens for
-    ten minutes at S 16 hold more than a 1,000 GiB pool's 1,820,444 blocks by step 9,484."""
+    the seed's traffic (not "the trace's replay"): 10 requests/s of up to 100,000 tokens at
+    S 16 can hold 4,754 blocks by engine step 110, more than a 2 GiB pool's 3,640 (a finished
+    request's are freed: the bound is what the requests in flight hold, not what all held)."""
     import subprocess
     import sys
 
     out = subprocess.run([sys.executable, "-m", "hisparse_model", "simulate", "--max-num-seqs",
                           "16", "--max-model-len", "163840", "--traffic", "-", "--minutes", "10",
-                          "--seeds", "1", "--host-pool-gib", "1000"],
+                          "--seeds", "1", "--host-pool-gib", "2"],
                          input=json.dumps({"rate_per_s": 10, "max_tokens": 8, "prompt_len": [
                              {"min": 1, "max": 100000, "weight": 1}]}),
                          capture_output=True, text=True, timeout=120)
-    assert out.returncode == 2 and "may run short serving seed 0's traffic: by engine step" in \
-        out.stderr
+    assert out.returncode == 2 and ("may run short serving seed 0's traffic: by engine step "
+                                    "110 its requests can hold 4754 blocks") in out.stderr

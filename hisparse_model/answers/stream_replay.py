@@ -78,8 +78,10 @@ class StreamedTraffic:
         s = self.stream
         why = ("to the trace's end" if s.ended and s.last_s < minutes * 60 else
                f"to --minutes {minutes:g}" if s.ended else "up to the crash (the rest unread)")
+        sought = (f", the {s.seeked_bytes / 1e6:,.1f} MB before the window found by "
+                  "bisection, not read") if s.seeked_bytes else ""
         return (f"Served: the trace as a stream{self.window_words()}, {s.rows:,} rows read "
-                f"(to trace time {_span(s.trace_s)}), {why}; one replay (the trace fixes every "
+                f"(to trace time {_span(s.trace_s)}){sought}, {why}; one replay (the trace fixes every "
                 "arrival and length: a seed has nothing to vary)")
 
     def as_json(self) -> dict:
@@ -90,7 +92,8 @@ class StreamedTraffic:
                 "max_tokens": self.max_tokens.describe(),
                 "streamed": {"rows_read": s.rows, "rows_replayed": s.count,
                              "trace_s": s.trace_s, "read_to_end": s.ended,
-                             "from_s": s.start_s, "to_s": s.end_s}}
+                             "from_s": s.start_s, "to_s": s.end_s,
+                             "bytes_not_read_before_window": s.seeked_bytes}}
 
 
 @dataclass(frozen=True)

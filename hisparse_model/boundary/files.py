@@ -43,8 +43,9 @@ def over(bound: Bound, name: str) -> InputError:
                       f"({bound.why})")
 
 
-def _raw(path: str, name: str, bound: Bound) -> Iterator[bytes]:
-    """The bytes at ``path`` as they come, ``CHUNK`` at a time (refusals: module docstring)."""
+def _raw(path: str, name: str, bound: Bound, offset: int = 0) -> Iterator[bytes]:
+    """The bytes at ``path`` as they come, ``CHUNK`` at a time (refusals: module docstring),
+    from byte ``offset`` of a regular file (:func:`lines`' ``start``)."""
     if path == "-":
         stream = sys.stdin.buffer if sys.stdin is not None else None
         while stream is not None and (piece := stream.read(CHUNK)):
@@ -59,6 +60,10 @@ def _raw(path: str, name: str, bound: Bound) -> Iterator[bytes]:
         if stat.S_ISDIR(st.st_mode):
             raise InputError(f"{name}: a directory, not a file")
         os.set_blocking(fd, True)
+        if offset:
+            if not stat.S_ISREG(st.st_mode):
+                raise ValueError(f"{name}: a start past byte 0 of a file that is not regular")
+            os.lseek(fd, offset, os.SEEK_SET)
         if stat.S_ISREG(st.st_mode) and st.st_size > bound.bytes:
             if os.pread(fd, 4, 0)[:2] != GZIP_MAGIC and os.pread(fd, 4, 0) != ZSTD_MAGIC:
                 # a compressed file is judged as it inflates
@@ -75,9 +80,13 @@ def _raw(path: str, name: str, bound: Bound) -> Iterator[bytes]:
         os.close(fd)
 
 
-def chunks(path: str, bound: Bound, name: str) -> Iterator[bytes]:
-    """The content at ``path`` (decompressed when gzip), at most ``bound.bytes`` in all."""
-    raw = _raw(path, name, bound)
+def chunks(path: str, bound: Bound, name: str, offset: int = 0) -> Iterator[bytes]:
+    """The content at ``path`` (decompressed when gzip), at most ``bound.bytes`` in all; from
+    byte ``offset`` of a regular file not compressed (:func:`lines`' ``start``), as is."""
+    raw = _raw(path, name, bound, offset)
+    if offset:
+        yield from raw  # the caller checked it is not compressed (inputs/trace_seek.py)
+        return
     first = next(raw, b"")
     while len(first) < 4 and first:  # a pipe may deliver a byte at a time
         more = next(raw, b"")
@@ -203,15 +212,18 @@ def _within(bound: Bound, name: str, count: int) -> None:
                          f"{bound.kind} ({bound.why})")
 
 
-def lines(path: str, bound: Bound, name: str) -> Iterator[tuple[int, bytes]]:
+def lines(path: str, bound: Bound, name: str, start: tuple[int, int] = (0, 0)
+          ) -> Iterator[tuple[int, bytes]]:
     """``(number, line)`` from 1, each without its ``\\n`` (nor a ``\\r`` before it), as they
-    come.  A content with no ``\\n`` at all but ``\\r`` has CR-only line endings and is split
-    at ``\\r``.  A content ending in ``\\n`` ends with an empty line (as ``str.split``
+    come; with ``start`` ``(offset, lines before it)``, from byte ``offset`` of a regular file
+    that is not compressed, where a line starts, numbered on from the lines before it.  A
+    content with no ``\\n`` at all but ``\\r`` has CR-only line endings and is split at
+    ``\\r``.  A content ending in ``\\n`` ends with an empty line (as ``str.split``
     gives it, so that joined again the text is the content).  A line over
     :data:`LINE_BYTES` is refused, and more lines than ``bound.lines`` (counted before
     they are handed on: a file of newlines costs no more than its bound)."""
-    pending, number, seen_newline, split_at_cr = b"", 0, False, False
-    for piece in chunks(path, bound, name):
+    pending, number, seen_newline, split_at_cr = b"", start[1], False, False
+    for piece in chunks(path, bound, name, start[0]):
         pending += piece
         if b"\n" in pending:
             seen_newline = True

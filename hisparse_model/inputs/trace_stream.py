@@ -24,6 +24,7 @@ import stat
 
 from ..boundary.files import InputError
 from ..boundary.limits import MIB, TRACE_STREAM
+from .trace_seek import seekable, window_start
 from .traces import (TraceError, _azure, _cells, _lines, _mooncake_row, _timed_row, text_lines,
                      trace_format)
 
@@ -65,6 +66,8 @@ class TraceStream:
             raise TraceError(str(exc)) from None
         self.format = None if first is None else trace_format(first)
         self._first = first
+        self._t0 = None  # the first row's time, where a seek (--from) skipped the rows after it
+        self.seeked_bytes = 0  # bytes before the window not read (inputs/trace_seek.py)
 
     def _counted(self, numbered):
         for number, line in numbered:
@@ -82,10 +85,48 @@ class TraceStream:
         for r in _lines(self.source, self._first, self._numbered, row):
             yield r, 1.0
 
+    def _parse(self, number: int, text: str):
+        """The row of line ``number`` (not blank), refused as the stream refuses it."""
+        if self.format == "azure":
+            header = [c.strip() for c in _cells(self._first, f"trace {self.source} row 1")]
+            return next(_azure(self.source, header, [(number, text)]))
+        row = _mooncake_row if self.format == "mooncake" else _timed_row
+        return next(_lines(self.source, "", [(number, text)], row))
+
+    def _seek(self) -> None:
+        """Start reading where the window begins (``inputs/trace_seek.py``), where it can."""
+        if not self.start_s or self.start_s <= 0 or not seekable(self.source):
+            return
+        scale = 1e-9 if self.format == "azure" else 1.0
+        rows = text_lines(self.source, f"traffic {self.source}", TRACE_STREAM)
+        try:  # the first row's time: a reader of its own (the stream's has read line 1)
+            data = (item for item in rows if item[1].strip())
+            if self.format == "azure":
+                next(data)  # the header
+            first = next(data, None)
+        finally:
+            rows.close()
+        if first is None:
+            return
+        t0 = self._parse(*first).arrival_s
+        offset, before = window_start(
+            self.source, 0, lambda n, text: (self._parse(n, text).arrival_s - t0) * scale
+            < self.start_s)
+        if offset == 0:
+            return
+        self._numbered.close()
+        self._numbered = self._counted(text_lines(self.source, f"traffic {self.source}",
+                                                  TRACE_STREAM, (offset, before)))
+        self._t0, self.seeked_bytes = t0, offset
+
     def __iter__(self):
         if self.format is None:
             return
-        t0 = base = prev = None
+        try:
+            self._seek()
+        except InputError as exc:
+            raise TraceError(str(exc)) from None
+        t0, base, prev = self._t0, None, None
         prev_line = 0
         start = -math.inf if self.start_s is None else self.start_s
         end = math.inf if self.end_s is None else self.end_s

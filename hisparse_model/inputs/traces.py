@@ -77,13 +77,13 @@ class Trace:
         return self.requests[-1].arrival_s if self.requests else 0.0
 
 
-def text_lines(path: str, name: str, bound=TRACE):
+def text_lines(path: str, name: str, bound=TRACE, start: tuple[int, int] = (0, 0)):
     """``(number, text)`` of each line of the file at ``path``, read once through the input
     boundary (at most ``bound.bytes``, ``TRACE``'s unless given: a streamed trace's is
     ``TRACE_STREAM``; gzip or zstd inflated as it streams, each line bounded), as
     UTF-8 (a byte-order mark on the first line read past); other bytes: one line naming the
-    line."""
-    for number, raw in lines(path, bound, name):
+    line.  ``start``: ``(offset, lines before it)`` of a plain file (``inputs/trace_seek.py``)."""
+    for number, raw in lines(path, bound, name, start):
         try:
             text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
         except UnicodeDecodeError as exc:

@@ -139,13 +139,20 @@ class HostUse:
         self.prompts = list(prompt_lens)
         self.holds: dict = {}  # live request -> blocks it holds (tail included)
         self.until: dict = {}  # finished request -> the last engine step it holds them
+        self.open: list = []  # steps whose output is not processed yet (finished unfilled)
         self.held = 0
         self.peak = 0
         self.short: tuple | None = None  # (engine step, blocks held) where the bound fails
 
     def step(self, st) -> None:
         """Account for one scheduled step (``index``, ``scheduled``, ``num_computed_before``,
-        ``finished``)."""
+        ``finished``, ``returned_at``)."""
+        # a step's ``finished`` is filled when its output is processed (Step.returned_at),
+        # under async scheduling after the step is handed over: read it then
+        for p in [p for p in self.open if p.returned_at is not None]:
+            for i in p.finished:
+                self.until[i] = p.index + 2
+        self.open = [p for p in self.open if p.returned_at is None]
         for i in [i for i, last in self.until.items() if last < st.index]:
             del self.until[i]
             self.held -= self.holds.pop(i)
@@ -157,6 +164,8 @@ class HostUse:
             now = max(blocks + 1, self.holds.get(i, 0))
             self.held += now - self.holds.get(i, 0)
             self.holds[i] = now
+        if getattr(st, "returned_at", 0) is None:  # processed later: read finished then
+            self.open.append(st)
         for i in st.finished:
             self.until[i] = st.index + 2
         self.peak = max(self.peak, self.held)
