@@ -54,6 +54,7 @@ APT_CHROMIUM = ["apt-get", "install", "-y", "-qq", "chromium"]
 EXIT_NOT_PROVISIONED = 2
 NO_TESTS = 5  # pytest: nothing was selected
 QUICK = "not gpu and not browser and not vllm_cpu"  # --quick: the model, CLI and views
+COVERAGE_DIR = "HISPARSE_COVERAGE_DIR"  # [tool.coverage.run] data_file's folder, made absolute
 
 
 def _pytest(name: str, args: list[str], measured: bool = True) -> list[str]:
@@ -176,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         os.remove(old)
     if argv != ["--quick"]:  # a measured run starts from no coverage data
         shutil.rmtree(os.path.join(ROOT, ARTIFACTS, "coverage"), ignore_errors=True)
+    # every measured process writes its data here, whatever its working folder (pyproject.toml)
+    os.environ.setdefault(COVERAGE_DIR, os.path.join(ROOT, ARTIFACTS, "coverage"))
     if not argv and provision():  # the full check: its browser tiers need Chromium
         return EXIT_NOT_PROVISIONED
     status, took = 0, []
