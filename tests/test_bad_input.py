@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hisparse_model.inputs.stall_stacks import jit_warnings
 from hisparse_model import bench, cli, exits
 from hisparse_model.model.knobs import knob_specs
 from hisparse_model.inputs.vllm_flags import all_flags
@@ -677,6 +678,14 @@ RESCANS = [
     ("server.log, a dump of 200,000 request ids without a colon", _observed_dump,
      "HiSparse swap rows exceed stop=3, capacity=2.\n" + UNCLOSED_DUMP.replace(
          "{", "{" + "req-1" * 200_000 + "}"), {}),  # each id's tail is at most 200 characters
+    # a line of 200,000 jit_monitor stamps (3.4 MB, within the 4 MiB line bound): before, a
+    # stamp.*text pattern rescanned the line from each stamp (40,000 stamps: 27 s), so
+    # check --from-log on it ran for minutes; the text after the last one: one warning
+    ("server.log, 200,000 jit_monitor stamps on one line",
+     lambda text: len(jit_warnings(text)), "INFO " + "jit_monitor.py:1]" * 200_000, 0),
+    ("server.log, the same line ending in the warning's text",
+     lambda text: len(jit_warnings(text)),
+     "INFO " + "jit_monitor.py:1]" * 200_000 + " JIT compilation during inference", 1),
 ]
 RESCAN_S = 10.0
 

@@ -26,8 +26,11 @@ COMPILATION, HISPARSE, OTHER = "compilation", "hisparse", "other"
 _BLOCK = re.compile(r"^(?:\(\w+ pid=\d+\) )?Current thread 0x[0-9a-f]+ \(most recent call "
                     r"first\):\n((?:(?:\(\w+ pid=\d+\) )?  File .*\n)+)", re.M)
 _COMPILING = ("vllm/utils/deep_gemm.py", "deep_gemm/_C.py", "deep_jit", "jit_monitor")
-# vLLM's own warning when a kernel is compiled while serving (vllm/utils/jit_monitor.py)
-_JIT_WARNING = re.compile(r"jit_monitor\.py:\d+\].*JIT compilation during inference")
+# vLLM's own warning when a kernel is compiled while serving (vllm/utils/jit_monitor.py): its
+# source stamp, then its text later on the line (found by str.find, then the stamp before it:
+# linear in the line, where ``stamp.*text`` rescans the line from every stamp in it)
+_JIT_STAMP = re.compile(r"jit_monitor\.py:\d+\]")
+_JIT_TEXT = "JIT compilation during inference"
 
 
 def stall_causes(log: str) -> list[dict]:
@@ -73,4 +76,10 @@ def compiled_note(log: str) -> str | None:
 
 def jit_warnings(log: str) -> list[str]:
     """vLLM's warnings of a kernel compiled while serving (the log's lines, as written)."""
-    return [ln.strip() for ln in log.splitlines() if _JIT_WARNING.search(ln)]
+    return [ln.strip() for ln in log.splitlines() if _jit_warning(ln)]
+
+
+def _jit_warning(line: str) -> bool:
+    """Whether ``line`` is a jit_monitor warning: its stamp before its text."""
+    at = line.find(_JIT_TEXT)
+    return at >= 0 and _JIT_STAMP.search(line, 0, at) is not None
