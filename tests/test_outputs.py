@@ -9,6 +9,8 @@ temporary file is left in its folder.
 import errno
 import pathlib
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -35,11 +37,14 @@ def _setup(tmp_path):
     ("hard.jsonl", "is the --traffic file"),  # same inode as the input, another name
     ("input.jsonl", "is the --traffic file"),
     ("missing/x.svg", "no folder"),
+    # "-" is not standard output here: a file named "-" would be written (twice over, with
+    # --plot - --crash-workload -, the second replacing the first)
+    ("-", "--plot -: writes a file (standard output carries the answer)"),
 ])
 def test_check_output(tmp_path, path, said):
     """Each row: accepted (None) or the one line's telling part."""
     _setup(tmp_path)
-    full = path if path.startswith("/") or not path else str(tmp_path / path)
+    full = path if path.startswith("/") or path in ("", "-") else str(tmp_path / path)
     if said is None:
         check_output("--plot", full, {"--traffic": str(tmp_path / "input.jsonl")})
         return
@@ -115,6 +120,33 @@ SIDE = [
     (["live", "--max-num-seqs", "2", "--workload", "{d}/w.log", "--out", "{d}/w.json"],
      "--out's log {d}/w.log: is the --workload file"),
 ]
+
+
+# (command's arguments, stdin redirected from {d}/FILE) -> the one line's telling part: an
+# input given as standard input is the file it is redirected from
+STDIN = [
+    (["simulate", "--max-num-seqs", "2", "--traffic", "-", "--minutes", "1", "--seeds", "1",
+      "--plot", "{d}/tr.json"], "tr.json", "--plot {d}/tr.json: is the --traffic file "
+     "(standard input, redirected from it)"),
+    (["live", "--max-num-seqs", "2", "--workload", "-", "--out", "{d}/w.log"], "w.log",
+     "--out {d}/w.log: is the --workload file (standard input, redirected from it)"),
+]
+
+
+@pytest.mark.parametrize("argv, stdin, said", STDIN)
+def test_no_output_replaces_the_file_standard_input_reads(tmp_path, argv, stdin, said):
+    """``< FILE`` with ``-`` as the input and FILE as an output: refused in one line, exit
+    2, before any work, and FILE is as it was."""
+    (tmp_path / "tr.json").write_text('{"rate_per_s": 1, "prompt_len": 16, "max_tokens": 8}')
+    (tmp_path / "w.log").write_text('{"requests": [{"prompt_len": 2}]}')
+    before = (tmp_path / stdin).read_bytes()
+    with open(tmp_path / stdin) as f:
+        got = subprocess.run([sys.executable, "-m", "hisparse_model",
+                              *[a.format(d=tmp_path) for a in argv]], stdin=f,
+                             capture_output=True, text=True, timeout=120)
+    assert got.returncode == 2 and got.stderr.count("\n") == 1, got.stderr
+    assert said.format(d=tmp_path) in got.stderr
+    assert (tmp_path / stdin).read_bytes() == before
 
 
 @pytest.mark.parametrize("argv, said", SIDE)

@@ -42,6 +42,9 @@ def check_output(flag: str, path: str, inputs: dict[str, str | None] | None = No
     missing folder is made when the file is written (``live --out``)."""
     if not path:
         raise OutputError(f"{flag} '': give a file name")
+    if path == "-":  # not standard output: a file named "-" would be written in its place
+        raise OutputError(f"{flag} -: writes a file (standard output carries the answer); "
+                          "give a file name")
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -58,7 +61,13 @@ def check_output(flag: str, path: str, inputs: dict[str, str | None] | None = No
         if not os.access(path, os.W_OK):
             raise OutputError(f"{flag} {path}: not writable")
     for other, given in (inputs or {}).items():  # by inode, or by path for a new name
-        if given and given != "-" and (
+        if not given:
+            continue
+        if given == "-" and _is_stdin(path):  # standard input redirected from this file
+            raise OutputError(f"{flag} {path}: is the {other} file (standard input, "
+                              "redirected from it); writing it would destroy it (give another "
+                              "file name)")
+        if given != "-" and (
                 _same(path, given) or os.path.realpath(path) == os.path.realpath(given)):
             raise OutputError(f"{flag} {path}: is the {other} file; writing it would "
                               "destroy it (give another file name)")
@@ -82,6 +91,15 @@ def _can_create_in(folder: str) -> bool:
     os.close(fd)
     os.unlink(tmp)
     return True
+
+
+def _is_stdin(path: str) -> bool:
+    """Whether standard input is the file at ``path`` (``< path``: same device and inode)."""
+    try:
+        a, b = os.fstat(0), os.stat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(a.st_mode) and (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 def _same(a: str, b: str) -> bool:
