@@ -9,8 +9,11 @@
   (143, 129) after the command's own clean-up ran: they are raised as :class:`Terminated`,
   so every ``finally`` runs (forked workers killed, temporary files removed); a signal
   ignored when the command started (``nohup``) stays ignored;
-* a reader that leaves (``| head -1``) ends the command quietly with the status it had;
-  an error line written to a pipe nobody reads still gives its status (2, not 1);
+* a reader that leaves (``| head -1``) changes no status: standard output goes quiet
+  (:class:`QuietOutput`: its descriptor then writes to /dev/null) and the command runs to
+  its own status, so ``check --check ... | head -1`` still exits 1 for a crash (before, the
+  status was 0 or 1 by how much of the answer the pipe held when the reader left); an error
+  line written to a pipe nobody reads still gives its status (2, not 1);
 * standard output closed (``>&-``) is refused before anything runs: the answer would be
   lost, so the status is 2 with one line on stderr;
 * standard output on a full disk (``> /dev/full``) or a failing device: one line on stderr,
@@ -96,6 +99,35 @@ def silence(stream) -> None:
         pass
 
 
+class QuietOutput:
+    """Standard output that goes quiet when its reader leaves: a write or flush meeting a
+    broken pipe points the descriptor at /dev/null (:func:`silence`) and the command goes on
+    to its own exit status; everything else is the wrapped stream's."""
+
+    def __init__(self, stream):
+        self._stream, self.reader_left = stream, False
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._left()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._left()
+
+    def _left(self) -> None:
+        self.reader_left = True
+        silence(self._stream)  # what is buffered and what comes next goes to /dev/null
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 def _command(prog: str, argv: list[str]) -> str:
     """``hisparse simulate``: the program and its sub-command, if any."""
     sub = next((a for a in argv if not a.startswith("-")), None)
@@ -116,6 +148,8 @@ def run(prog: str, module, argv: list[str] | None = None) -> int:
     if hasattr(sys.stdout, "reconfigure"):  # PYTHONIOENCODING=ascii: "µs" as "\xb5s"
         sys.stdout.reconfigure(errors="backslashreplace")
     handlers = catch_ending_signals()
+    stdout = sys.stdout
+    sys.stdout = QuietOutput(stdout)
     try:
         main = importlib.import_module(module).main if isinstance(module, str) else module
         status = main(argv)
@@ -127,7 +161,7 @@ def run(prog: str, module, argv: list[str] | None = None) -> int:
         say(f"{_command(prog, argv)}: stopped by {signal.Signals(stop.signum).name}; nothing "
             "more is written")
         status = 128 + stop.signum
-    except BrokenPipeError:  # the reader of stdout left: nothing to report, nobody to tell
+    except BrokenPipeError:  # a pipe other than stdout's (stdout goes quiet, above)
         status = 0
     except OSError as exc:  # standard output on a full disk (> /dev/full) or a failing device
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG):
@@ -138,6 +172,7 @@ def run(prog: str, module, argv: list[str] | None = None) -> int:
         status = EXIT_BAD_INPUT
     finally:
         restore(handlers)
+        sys.stdout = stdout
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

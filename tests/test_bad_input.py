@@ -754,6 +754,23 @@ def test_run_maps_interrupts_and_broken_pipes(capsys):
     assert capsys.readouterr().err == ""
 
 
+def test_a_reader_that_leaves_changes_no_status():
+    """``check --check ... | head -1``: the reader leaves after one line and the command
+    still exits with its own status (1: a crash), every time, with nothing on stderr; before,
+    0 or 1 by how much of the answer the pipe held when the reader left."""
+    connector = ('{"kv_connector": "HiSparseConnector", "kv_role": "kv_both", '
+                 '"kv_connector_extra_config": {"host_pool_gib": 512}}')
+    argv = [*PY, "check", "--check", "--", "vllm", "serve", "deepseek-ai/DeepSeek-V3.2",
+            "--kv-transfer-config", connector]
+    for _ in range(3):
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+        proc.stdout.readline()
+        proc.stdout.close()  # the reader leaves (head -1)
+        assert proc.wait(timeout=120) == 1
+        assert proc.stderr.read() == b""
+        proc.stderr.close()
+
+
 class _GoneStream:
     """A stream whose reader leaves once main's answer is flushed: writes are taken, the
     first flush works, every later one fails as ``error`` does."""
