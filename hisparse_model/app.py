@@ -285,9 +285,22 @@ def run(args) -> int:
               "(another server holds it); choose another port", file=sys.stderr)
         return EXIT_BAD_INPUT
     previous = _catch_stop_signals()
-    tmp = tempfile.mkdtemp(prefix="hisparse-app-")
-    janitor = _janitor(tmp)
     try:
+        return _serve(args, cull, pages)
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP, at any moment from here on
+        print("app: stopping", flush=True)
+        return 0
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _serve(args, cull: int, pages: int) -> int:
+    """Voilà in its temporary folder, watched by the janitor, until it ends or is stopped
+    (KeyboardInterrupt, raised by a stop signal, goes to :func:`run` once all is cleaned)."""
+    tmp, janitor, proc = tempfile.mkdtemp(prefix="hisparse-app-"), None, None
+    try:
+        janitor = _janitor(tmp)
         cmd = voila_command(write_notebook(tmp), args.port, args.ip, not args.no_browser,
                             cull_idle_s=cull)
         write_config(tmp, args.ip, pages)
@@ -295,19 +308,14 @@ def run(args) -> int:
                                 preexec_fn=functools.partial(die_with_parent, os.getpid()))
         janitor.stdin.write(f"{proc.pid}\n".encode())  # its process group, to kill
         janitor.stdin.flush()
-        try:
-            if _wait_listening(proc, args.ip, args.port):  # said only once it is true
-                host = f"[{args.ip}]" if ":" in args.ip else args.ip  # an IPv6 literal
-                print(f"serving the HiSparse dashboards at http://{host}:{args.port}/ "
-                      "(Ctrl-C stops)", flush=True)
-            return _voila_ended(proc.wait())
-        except KeyboardInterrupt:
-            print("app: stopping", flush=True)
-            return 0
-        finally:
-            _stop(proc)
+        if _wait_listening(proc, args.ip, args.port):  # said only once it is true
+            host = f"[{args.ip}]" if ":" in args.ip else args.ip  # an IPv6 literal
+            print(f"serving the HiSparse dashboards at http://{host}:{args.port}/ "
+                  "(Ctrl-C stops)", flush=True)
+        return _voila_ended(proc.wait())
     finally:
+        if proc is not None:
+            _stop(proc)
         shutil.rmtree(tmp, ignore_errors=True)
-        _dismiss(janitor)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        if janitor is not None:
+            _dismiss(janitor)

@@ -4,7 +4,10 @@ import argparse
 import os
 import signal
 import sys
+import tempfile
 import threading
+
+import pytest
 
 from hisparse_model import app
 
@@ -54,6 +57,27 @@ def test_sigterm_stops_the_server_and_exits_0(monkeypatch, capsys, tmp_path):
         alive = False
     assert not alive, "the stand-in server outlived the app"
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+@pytest.mark.parametrize("step", ["write_notebook", "write_config", "voila_command"])
+def test_a_stop_while_the_app_starts_is_a_clean_stop(monkeypatch, capsys, tmp_path, step):
+    """SIGTERM, SIGHUP or Ctrl-C before Voila runs (while the app writes its notebook or
+    config): exit 0 and "app: stopping", as once it serves, its folder gone; before, a stop
+    in those 1-2 s was reported as an interrupt (Ctrl-C, 130), SIGTERM included."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    tempfile.tempdir = None  # mkdtemp reads TMPDIR again
+
+    def stopped(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)  # the app's handler raises KeyboardInterrupt
+        raise AssertionError("the stop signal did not stop the app")
+
+    monkeypatch.setattr(app, step, stopped)
+    try:
+        assert app.run(ARGS) == 0
+    finally:
+        tempfile.tempdir = None
+    assert "app: stopping" in capsys.readouterr().out
+    assert not list(tmp_path.glob("hisparse-app-*"))
 
 
 def test_without_voila_it_says_so_exit_3(monkeypatch, capsys):
