@@ -70,8 +70,13 @@ def _check_sweep_outputs(args, entries) -> None:
     from .engine.processes import side_path
 
     inputs = {"--sweep": args.sweep, **model_inputs(args)}
+    written: dict[str, str] = {}  # each file the sweep writes -> the entry writing it
     for e in entries:
         out = os.path.join(args.out_dir or "recordings", f"{e['name']}.json")
         for path in (out, side_path(out, ".log"), side_path(out, ".failed.json")):
             check_output(f"--out-dir (sweep entry {e['name']!r})", path, inputs,
                          makes_folder=True)
+            other = written.setdefault(os.path.realpath(path), e["name"])
+            if other != e["name"]:  # e.g. 'a' fails into a.failed.json, entry 'a.failed's
+                raise ValueError(f"sweep entries {other!r} and {e['name']!r} both write "
+                                 f"{path}; rename one")

@@ -97,3 +97,16 @@ def test_sweep_for_another_version_is_exit_2(engine, tmp_path, capsys):
     assert cli.main(["live", "--sweep", _sweep(tmp_path, ["0.31.0", "0.32.0"])]) == 2
     assert "'e1'" in capsys.readouterr().err
     assert engine["sweep"] == []
+
+
+def test_sweep_entries_writing_one_file_are_exit_2(engine, tmp_path, capsys):
+    """Entry 'a' writes a.json, a.log and, failing, a.failed.json; entry 'a.failed' writes
+    a.failed.json: one line naming both entries and the file, exit 2, before any GPU probe."""
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps([{"name": n, "knobs": {"max_num_seqs": 2}, "prompt_lens": [2]}
+                                for n in ("a", "a.failed")]))
+    assert cli.main(["live", "--sweep", str(path), "--out-dir", str(tmp_path / "d")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"sweep entries 'a' and 'a.failed' both write {tmp_path / 'd' / 'a.failed.json'}" in err
+    assert engine["sweep"] == []
