@@ -156,7 +156,7 @@ def _simulate_traffic(args, knobs: Knobs) -> int:
     from .answers.forked import workers_for
     from .answers.stream_replay import open_traffic
     from .answers.traffic_risk import estimate, workload_text
-    from .boundary.outputs import write_atomic
+    from .boundary.outputs import write_all
 
     _check_outputs(args)
     traffic = open_traffic(args.traffic, args.rate, args.speed, args.from_s, args.to_s,
@@ -180,10 +180,10 @@ def _simulate_traffic(args, knobs: Knobs) -> int:
         on_clock = serve_on_clock(knobs, traffic, args.minutes, fixed(step.ms, step.line()),
                                   args.seed, args.accepted)
     serving = [r for r in est.crashed if not r.startup]
-    replay = None
+    replay, outputs = None, []  # written together once all are made (write_all)
     if args.crash_workload and serving:
         first = min(serving, key=lambda r: r.crash_step)
-        write_atomic("--crash-workload", args.crash_workload, workload_text(first))
+        outputs.append(("--crash-workload", args.crash_workload, workload_text(first)))
         replay = (f"seed {first.seed}'s requests up to its crash: {args.crash_workload} "
                   "(simulate --workload replays them to the same step)")
     elif serving:
@@ -191,7 +191,8 @@ def _simulate_traffic(args, knobs: Knobs) -> int:
     if args.plot:
         from .views.risk_chart import risk_chart
 
-        write_atomic("--plot", args.plot, risk_chart(est) + "\n")
+        outputs.append(("--plot", args.plot, risk_chart(est) + "\n"))
+    write_all(outputs)
     if args.json:
         out = estimate_json(est)
         if on_clock is not None:

@@ -11,6 +11,7 @@ import pathlib
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -163,3 +164,40 @@ def test_no_output_replaces_a_model_config_or_an_input_beside_it(tmp_path, argv,
     assert got.returncode == 2 and got.stderr.count("\n") == 1
     assert said.format(d=tmp_path) in got.stderr
     assert {p: p.read_bytes() for p in before} == before
+
+
+def test_outputs_are_written_all_or_none(tmp_path, monkeypatch):
+    """write_all: a second output that fails leaves the first unwritten (the old file as it
+    was, no temporary file); a SIGTERM arriving between the renames acts after the last, so
+    both files are new when the command stops (before, 25 of 40 kills between the writes left
+    --crash-workload written and --plot not)."""
+    import signal
+
+    from hisparse_model.boundary import outputs
+    from hisparse_model.exits import Terminated, catch_ending_signals, restore
+
+    a, b = tmp_path / "a.json", tmp_path / "b.svg"
+    a.write_text("old a")
+    with pytest.raises(OutputError, match="--plot .*: no folder"):
+        outputs.write_all([("--crash-workload", str(a), "new a"),
+                           ("--plot", str(tmp_path / "missing" / "b.svg"), "new b")])
+    assert a.read_text() == "old a" and sorted(p.name for p in tmp_path.iterdir()) == ["a.json"]
+
+    real = os.replace
+    calls = []
+
+    def replace_then_terminate(src, dst):
+        real(src, dst)
+        calls.append(dst)
+        if len(calls) == 1:
+            os.kill(os.getpid(), signal.SIGTERM)  # held back until the last rename
+
+    monkeypatch.setattr(outputs.os, "replace", replace_then_terminate)
+    handlers = catch_ending_signals()
+    try:
+        with pytest.raises(Terminated):
+            outputs.write_all([("--crash-workload", str(a), "new a"), ("--plot", str(b), "new b")])
+            time.sleep(1)  # (the signal is delivered as the mask is restored, before this)
+    finally:
+        restore(handlers)
+    assert (a.read_text(), b.read_text()) == ("new a", "new b") and len(calls) == 2

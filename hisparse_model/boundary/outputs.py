@@ -8,7 +8,9 @@ never in place of something that is not a regular file, never over one of its in
   command's inputs (the same file by inode, whatever the name), which writing would destroy.
 * :func:`write_atomic`: a temporary file in the same folder, flushed and synced, then
   ``os.replace``; a full disk or any other failure removes the temporary file and is one line
-  naming the flag (:class:`OutputError`), the old file left as it was.
+  naming the flag (:class:`OutputError`), the old file left as it was.  :func:`write_all`
+  does it for a command's outputs together: all written, or none (a stop signal waits for
+  the renames).
 
 Standard library only.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import stat
 import tempfile
 
@@ -112,26 +115,51 @@ def _same(a: str, b: str) -> bool:
 
 def write_atomic(flag: str, path: str, text: str, makes_folder: bool = False) -> None:
     """Write ``text`` to ``path`` whole or not at all (:func:`check_output` first)."""
-    check_output(flag, path, makes_folder=makes_folder)
-    folder = os.path.dirname(os.path.abspath(path))
-    if makes_folder:
-        os.makedirs(folder, exist_ok=True)
-    tmp = None
+    write_all([(flag, path, text)], makes_folder)
+
+
+# the signals that end a command (exits.py): held back while a group of outputs is renamed
+HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def write_all(outputs: list[tuple[str, str, str]], makes_folder: bool = False) -> None:
+    """Write each ``(flag, path, text)`` whole, all or none: every text goes to a temporary
+    file beside its path first (a failure removes them all, nothing renamed), then the
+    renames run with the ending signals held back, so a SIGTERM arriving meanwhile acts
+    after the last rename (both files, or neither, never one)."""
+    temps: list[tuple[str, str, str]] = []  # (flag, path, temporary file)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".hisparse-", suffix=".tmp", dir=folder)
-        os.fchmod(fd, _mode_for(path))  # mkstemp's 0600 would outlive the rename
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as exc:
-        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
-        raise OutputError(f"{flag} {path}: " + ("the disk is full; nothing was written"
-                                                if full else f"{exc.strerror or exc}")) from None
+        for flag, path, text in outputs:
+            check_output(flag, path, makes_folder=makes_folder)
+            folder = os.path.dirname(os.path.abspath(path))
+            if makes_folder:
+                os.makedirs(folder, exist_ok=True)
+            try:
+                fd, tmp = tempfile.mkstemp(prefix=".hisparse-", suffix=".tmp", dir=folder)
+                temps.append((flag, path, tmp))
+                os.fchmod(fd, _mode_for(path))  # mkstemp's 0600 would outlive the rename
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write(text)
+                    f.flush()
+                    os.fsync(f.fileno())
+            except OSError as exc:
+                full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+                raise OutputError(f"{flag} {path}: " + (
+                    "the disk is full; nothing was written" if full
+                    else f"{exc.strerror or exc}")) from None
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+        try:
+            while temps:
+                flag, path, tmp = temps[0]
+                try:
+                    os.replace(tmp, path)
+                except OSError as exc:
+                    raise OutputError(f"{flag} {path}: {exc.strerror or exc}") from None
+                temps.pop(0)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
     finally:
-        if tmp is not None:
+        for _, _, tmp in temps:
             try:
                 os.remove(tmp)
             except OSError:
