@@ -85,7 +85,9 @@ def hostile(tmp_path_factory) -> dict[str, str]:
     # comment (FCOMMENT, ended by a zero byte) never ends: 17 MiB of it inflates to nothing
     (d / "empty-members.gz").write_bytes(gzip.compress(b"", mtime=0) * 200_000)
     (d / "endless-header.gz").write_bytes(b"\x1f\x8b\x08\x10" + bytes(6) + b"c" * (17 * MIB))
-    return {"empty": str(d / "empty-members.gz"), "header": str(d / "endless-header.gz"),
+    import zstandard  # a test dependency; 200,000 zstd frames that inflate to nothing (~2 MB)
+    (d / "empty-frames.zst").write_bytes(zstandard.ZstdCompressor().compress(b"") * 200_000)
+    return {"empty": str(d / "empty-members.gz"), "zempty": str(d / "empty-frames.zst"), "header": str(d / "endless-header.gz"),
             "big": str(big), "bomb": str(d / "bomb.log.gz"),
             "newlines": str(d / "newlines.log.gz"), "fifo": str(fifo),
             "dir": str(d)}
@@ -124,6 +126,11 @@ READERS = [
      "a gzip stream of more than 16,384 members", 200, 3),  # 64 MiB / 4 KiB
     ("gzip members as a log", ["check", "--from-log", "{empty}"],
      "a gzip stream of more than 32,768 members", 200, 3),
+    # the same of zstd frames (4,000,000 of them took 3.3 s; a bound's worth, minutes)
+    ("zstd frames that inflate to nothing", ["explain", "--file", "{zempty}"],
+     "a zstd stream of more than 32,768 frames", 200, 3),
+    ("zstd frames as traffic", [*SIM, "--traffic", "{zempty}"],
+     "a zstd stream of more than 16,384 frames", 200, 3),
     ("a gzip header that never ends", [*SIM, "--workload", "{header}"],
      "more than 16 MiB of gzip data read, the bound on a JSON file", 200, 3),
     # a FIFO with no writer is read as empty at once (no wait for a writer that never comes)
@@ -187,7 +194,8 @@ def test_lines_split_as_the_readers_always_did(tmp_path, data, want):
 
 
 def test_gzip_members_cut_and_corrupt(tmp_path):
-    """Two members (cat a.gz b.gz) read as one; a cut one and a corrupt one: one line each."""
+    """Two members (cat a.gz b.gz) read as one; a cut one, a corrupt one and one followed by
+    what is not gzip: one line each."""
     path = tmp_path / "f.gz"
     path.write_bytes(gzip.compress(b"a\n") + gzip.compress(b"b\n"))
     assert read_bytes(str(path), LOG, "f") == b"a\nb\n"
@@ -198,8 +206,14 @@ def test_gzip_members_cut_and_corrupt(tmp_path):
     with pytest.raises(InputError, match="a gzip file that cannot be decompressed"):
         read_bytes(str(path), LOG, "f")
 
-    path.write_bytes(gzip.compress(b"a\n") + b"\x00\x00junk")  # trailing bytes: gzip ignores
+    # after the last member: zero bytes (padding) are read past, as gzip and Python's gzip
+    # do; anything else is refused (the rows of a text appended were lost without a word)
+    path.write_bytes(gzip.compress(b"a\n") + bytes(70_000))
     assert read_bytes(str(path), LOG, "f") == b"a\n"
+    for appended in (b"\x00\x00junk", b"b\n", ZSTD_MAGIC + bytes(9), bytes(70_000) + b"c"):
+        path.write_bytes(gzip.compress(b"a\n") + appended)
+        with pytest.raises(InputError, match="bytes after the last gzip member that are not"):
+            read_bytes(str(path), LOG, "f")
 
 
 def test_zstd_frames_cut_corrupt_bombed_and_unreadable(tmp_path, monkeypatch):

@@ -126,11 +126,15 @@ def _inflate(first: bytes, rest: Iterator[bytes], name: str, bound: Bound) -> It
     read without end otherwise), is refused."""
     d = zlib.decompressobj(wbits=31)  # 31: a gzip header and trailer
     read, members, most = 0, 1, max(1, bound.bytes // MEMBER_BYTES)
+    tail = False  # past the last member: only zero bytes (padding) may follow
     for whole in _chain(first, rest):
         read += len(whole)
         if read > bound.bytes:
             raise InputError(f"{name}: more than {_size(bound.bytes)} of gzip data read, the "
                              f"bound on a {bound.kind} ({bound.why})")
+        if tail:
+            _padding(whole, name)
+            continue
         for at in range(0, len(whole), FEED):
             data = whole[at:at + FEED]
             while data:
@@ -143,6 +147,10 @@ def _inflate(first: bytes, rest: Iterator[bytes], name: str, bound: Bound) -> It
                     yield out
                 if d.eof:
                     data = d.unused_data
+                    if data and not data.startswith(GZIP_MAGIC[:len(data)]):
+                        _padding(data + whole[at + FEED:], name)  # after the last member
+                        tail = True
+                        break
                     if data:
                         members += 1
                         if members > most:
@@ -151,10 +159,10 @@ def _inflate(first: bytes, rest: Iterator[bytes], name: str, bound: Bound) -> It
                                 f"{_size(MEMBER_BYTES)} of the {_size(bound.bytes)} bound on a "
                                 f"{bound.kind}; gzip and bgzip write far fewer)")
                         d = zlib.decompressobj(wbits=31)
-                    if data and not data.startswith(GZIP_MAGIC[:len(data)]):
-                        return  # trailing bytes after the last member: gzip ignores them too
                 else:
                     data = d.unconsumed_tail
+            if tail:
+                break
     if not d.eof:
         raise InputError(f"{name}: a gzip file cut short (it ends inside its compressed "
                          "data)")
@@ -165,9 +173,20 @@ def _inflate(first: bytes, rest: Iterator[bytes], name: str, bound: Bound) -> It
 ZSTD_FEED = 512
 
 
+def _padding(data: bytes, name: str) -> None:
+    """Bytes after a gzip stream's last member: zero bytes (a tape's or a block device's
+    padding) are read past, anything else is refused, where ``gzip -d`` only warns and the
+    rows after it would be lost without a word (plain text, or a zstd frame, appended)."""
+    if data.strip(b"\0"):
+        raise InputError(f"{name}: bytes after the last gzip member that are not gzip (text or "
+                         "another format appended?): give the file decompressed, or each part "
+                         "on its own")
+
+
 def _unzstd(first: bytes, rest: Iterator[bytes], name: str, bound: Bound) -> Iterator[bytes]:
     """zstd frames, one after another, inflated :data:`ZSTD_FEED` compressed bytes at a time
-    (each frame's window at most :data:`ZSTD_WINDOW`), compressed bytes bounded as gzip's;
+    (each frame's window at most :data:`ZSTD_WINDOW`), compressed bytes and frames bounded as
+    gzip's bytes and members (frames that inflate to nothing read without end otherwise);
     a corrupt or cut one is one line saying so; without the zstandard module, one line saying
     how to read it."""
     try:
@@ -177,7 +196,7 @@ def _unzstd(first: bytes, rest: Iterator[bytes], name: str, bound: Bound) -> Ite
                          "(pip install zstandard, or give it decompressed: zstd -dc FILE | "
                          "... --traffic -)") from None
     new = zstandard.ZstdDecompressor(max_window_size=ZSTD_WINDOW).decompressobj
-    d, read = new(), 0
+    d, read, frames, most = new(), 0, 1, max(1, bound.bytes // MEMBER_BYTES)
     for whole in _chain(first, rest):
         read += len(whole)
         if read > bound.bytes:
@@ -187,7 +206,13 @@ def _unzstd(first: bytes, rest: Iterator[bytes], name: str, bound: Bound) -> Ite
         while at < len(whole):
             data, at = whole[at:at + ZSTD_FEED], at + ZSTD_FEED
             while data:
-                if d.eof:  # the next frame
+                if d.eof:  # the next frame, counted as gzip's members are
+                    frames += 1
+                    if frames > most:
+                        raise InputError(
+                            f"{name}: a zstd stream of more than {most:,} frames (one per "
+                            f"{_size(MEMBER_BYTES)} of the {_size(bound.bytes)} bound on a "
+                            f"{bound.kind}; zstd writes far fewer)")
                     d = new()
                 try:
                     out = d.decompress(data)
