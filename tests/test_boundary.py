@@ -134,7 +134,10 @@ READERS = [
     ("a gzip header that never ends", [*SIM, "--workload", "{header}"],
      "more than 16 MiB of gzip data read, the bound on a JSON file", 200, 3),
     # a FIFO with no writer is read as empty at once (no wait for a writer that never comes)
-    ("a FIFO no one writes", ["check", "--from-log", "{fifo}"], "the log is empty", 100, 3),
+    ("a FIFO no one writes", ["check", "--from-log", "{fifo}"],
+     "a FIFO that nothing was written to (no writer had it open)", 100, 3),
+    ("a FIFO no one writes, as traffic", [*SIM, "--traffic", "{fifo}"],
+     "start its writer first, or pipe the data to standard input", 100, 3),
     ("a folder", ["check", "--from-log", "{dir}"], "a directory, not a file", 100, 3),
     ("a folder as traffic", [*SIM, "--traffic", "{dir}"], "a directory, not a file", 100, 3),
 ]

@@ -68,13 +68,19 @@ def _raw(path: str, name: str, bound: Bound, offset: int = 0) -> Iterator[bytes]
             if os.pread(fd, 4, 0)[:2] != GZIP_MAGIC and os.pread(fd, 4, 0) != ZSTD_MAGIC:
                 # a compressed file is judged as it inflates
                 raise over(bound, name)
+        fifo, read = stat.S_ISFIFO(st.st_mode), 0
         while True:
             try:
                 piece = os.read(fd, CHUNK)
             except OSError as exc:
                 raise InputError(f"{name}: {exc.strerror or exc}") from None
             if not piece:
+                if fifo and not read:  # opened without waiting: no writer had it open
+                    raise InputError(f"{name}: a FIFO that nothing was written to (no writer "
+                                     "had it open): start its writer first, or pipe the data "
+                                     "to standard input (-)")
                 return
+            read += len(piece)
             yield piece
     finally:
         os.close(fd)
