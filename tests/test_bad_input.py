@@ -226,8 +226,10 @@ def _knob_cases():
             # (K + 2) x index_topk <= 32,768, as it builds the attention layers)
             huge = 2
             zero = 0 if spec.minimum == 0 else 2
+            # and digits Python's int() reads that no file reader does: full-width, 1_0
             for text, status in (("-1", 2), ("0", zero), ("1" + "0" * 30, huge), ("1.5", 2),
-                                 ("abc", 2), ("", 2), ("1e3", 2), ("9" * 5000, 2)):
+                                 ("abc", 2), ("", 2), ("1e3", 2), ("9" * 5000, 2),
+                                 ("\uff12", 2), ("1_0", 2)):
                 yield spec.name, [f, text], status
         elif spec.kind is float:
             # a positive finite number up to its declared maximum (host_pool_gib: 32,768 GiB,
@@ -236,7 +238,8 @@ def _knob_cases():
             top = spec.maximum
             for text, status in (("-1", 2), ("0", 2), (str(top), 0), (f"{top}.5", 2),
                                  ("1e30", 2), ("1e300", 2), ("1.5", 0), ("abc", 2),
-                                 ("", 2), ("nan", 2), ("inf", 2), ("9" * 5000, 2)):
+                                 ("", 2), ("nan", 2), ("inf", 2), ("9" * 5000, 2),
+                                 ("\u0661.5", 2), ("1_0", 2)):
                 yield spec.name, [f, text], status
         elif spec.kind is bool:
             yield spec.name, [f + "=3"], 2  # a switch takes no value

@@ -57,6 +57,8 @@ def parse(text: str, rng: Range, name: str = ""):
     """The number ``text`` says, checked against ``rng`` (ValueError naming ``name``)."""
     text = text.strip()
     try:
+        if not text.isascii() or "_" in text:  # Python reads "１４３" and "1_000" as numbers:
+            raise ValueError  # the files' readers do not, and neither does the command line
         value = int(text) if rng.kind is int else float(text)
     except ValueError:
         kind = "an integer" if rng.kind is int else "a number"
