@@ -23,7 +23,7 @@ from jupyter_server.services.kernels.connection.base import serialize_msg_to_ws_
 
 from app_process import App
 from hisparse_model import app as app_module
-from hisparse_model.app_socket import MAX_MESSAGE_BYTES, V1, v1_problem
+from hisparse_model.app_socket import MAX_MESSAGE_BYTES, MAX_SOCKETS, V1, v1_problem
 
 ANSWER_S = 30  # GET / (a page and its kernel) answered within this: it was never answered
 WATCH_S = 3  # how long Voila's memory is watched after each client (the old bug: > 120 MB)
@@ -201,3 +201,32 @@ def test_page_loads_past_max_pages_are_refused_until_one_goes(tmp_path):
         assert "page refused: 2 page kernels run (--max-pages)" in app.log.read_text()
     finally:
         app.close()
+
+
+def test_sockets_to_one_kernel_are_bounded(app):
+    """MAX_SOCKETS sockets to one page's kernel open; one more is refused (429) before the
+    upgrade; closing one lets the next in (300 sockets held 2,300 of the server's files)."""
+    kernel = app.kernel_of(app.page())
+    url = f"ws://127.0.0.1:{app.port}/api/kernels/{kernel}/channels?session_id=many"
+
+    def connect():
+        return websocket.create_connection(url, subprotocols=[V1], timeout=10)
+
+    sockets = [connect() for _ in range(MAX_SOCKETS)]
+    try:
+        with pytest.raises(websocket.WebSocketBadStatusException) as refused:
+            connect()
+        assert refused.value.status_code == 429
+        sockets.pop().close()
+        deadline = time.monotonic() + ANSWER_S
+        while True:  # the server counts the close when it has read it
+            try:
+                sockets.append(connect())
+                break
+            except websocket.WebSocketBadStatusException as exc:
+                assert exc.status_code == 429 and time.monotonic() < deadline
+                time.sleep(0.2)
+    finally:
+        for ws in sockets:
+            ws.close()
+    assert "kernel websocket refused: 4 already open to kernel" in app.log.read_text()
