@@ -238,6 +238,9 @@ def test_a_zstd_trace_without_zstandard_is_one_line(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("text, message", [
+    # a 401-digit prompt_len: its digits cut in the line (it printed all 400, with commas)
+    ('{"arrival_s": 0, "prompt_len": 1' + "0" * 400 + '}\n',
+     r"line 1 prompt_len: 1000000\d*\.\.\.0+ tokens; must be <= 10,485,760"),
     # the second row 1 s before the first: a stream cannot sort
     ('{"arrival_s": 2, "prompt_len": 5}\n{"arrival_s": 1, "prompt_len": 5}\n',
      "line 2: arrives before line 1; a trace over 1 MiB is replayed as a stream"),
@@ -247,8 +250,9 @@ def test_a_zstd_trace_without_zstandard_is_one_line(tmp_path, monkeypatch):
 def test_a_streamed_row_is_refused_where_it_is_read(tmp_path, text, message):
     path = tmp_path / "bad.jsonl"
     path.write_text(text)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=message) as refused:
         list(StreamedTraffic(str(path)).stream)
+    assert len(str(refused.value)) < 300  # one readable line, whatever the row held
 
 
 @pytest.mark.parametrize("args, message", [

@@ -164,9 +164,10 @@ def _count(value, where: str, least: int = 1, most: int = MODEL_MAX_LEN * 64) ->
     if isinstance(value, bool) or not isinstance(value, int):
         raise TraceError(f"{where}: {value!r} is not a whole number of tokens")
     if value < least:
-        raise TraceError(f"{where}: {value} tokens; must be >= {least}")
+        raise TraceError(f"{where}: {short_repr(value)} tokens; must be >= {least}")
     if value > most:
-        raise TraceError(f"{where}: {value:,} tokens; must be <= {most:,}" + (
+        shown = f"{value:,}" if value < 10**30 else short_repr(value)  # 400 digits: cut
+        raise TraceError(f"{where}: {shown} tokens; must be <= {most:,}" + (
             f" (the model's context: no request generates more)" if most == MAX_OUTPUT_LEN
             else " (64 times the model's context)"))
     return value
