@@ -197,7 +197,7 @@ def test_outputs_are_written_all_or_none(tmp_path, monkeypatch):
     try:
         with pytest.raises(Terminated):
             outputs.write_all([("--crash-workload", str(a), "new a"), ("--plot", str(b), "new b")])
-            time.sleep(1)  # (the signal is delivered as the mask is restored, before this)
+            time.sleep(1)  # (re-sent as the handlers come back: raised before this ends)
     finally:
         restore(handlers)
     assert (a.read_text(), b.read_text()) == ("new a", "new b") and len(calls) == 2

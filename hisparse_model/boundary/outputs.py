@@ -17,11 +17,13 @@ Standard library only.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
 import stat
 import tempfile
+import threading
 
 
 class OutputError(ValueError):
@@ -147,8 +149,7 @@ def write_all(outputs: list[tuple[str, str, str]], makes_folder: bool = False) -
                 raise OutputError(f"{flag} {path}: " + (
                     "the disk is full; nothing was written" if full
                     else f"{exc.strerror or exc}")) from None
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
-        try:
+        with _signals_held():
             while temps:
                 flag, path, tmp = temps[0]
                 try:
@@ -156,14 +157,37 @@ def write_all(outputs: list[tuple[str, str, str]], makes_folder: bool = False) -
                 except OSError as exc:
                     raise OutputError(f"{flag} {path}: {exc.strerror or exc}") from None
                 temps.pop(0)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
     finally:
         for _, _, tmp in temps:
             try:
                 os.remove(tmp)
             except OSError:
                 pass
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """:data:`HELD` signals arriving inside are acted on at its end, as they would have been
+    (each one's own handler, or its default), once.  Python runs signal handlers in the main
+    thread only, so the handlers are swapped there (a mask would hold them back in this
+    thread only, and another thread of the process would take them); in any other thread a
+    signal cannot interrupt the renames anyway."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+    before = {sig: signal.getsignal(sig) for sig in HELD}
+    for sig, handler in before.items():
+        if handler not in (signal.SIG_IGN, None):
+            signal.signal(sig, lambda signum, frame: came.append(signum))
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            if handler not in (signal.SIG_IGN, None):
+                signal.signal(sig, handler)
+        if came:
+            os.kill(os.getpid(), came[0])  # now, to its own handler (or its default)
 
 
 def _mode_for(path: str) -> int:
