@@ -87,8 +87,8 @@ def main(argv=None) -> int:
         rows = write_trace(path, args.mb, 1000 if args.no_crash else 1025)
         print(f"wrote {path}: {rows:,} rows, {os.path.getsize(path) / 1e6:.1f} MB")
     cmd = ["simulate", *KNOBS, "--traffic", path, "--minutes", f"{args.minutes:g}"]
-    if args.no_crash:  # a pool that holds an hour of these prompts (512 GiB runs short)
-        cmd += ["--host-pool-gib", "8192", "--json"]
+    if args.no_crash:  # 512 GiB (KNOBS) holds the requests in flight, finished ones freed
+        cmd += ["--json"]
     if args.window_s:
         return window(path, args.window_s)
     runs = [("streamed", {})] + ([("whole", {"HISPARSE_TRACE_WHOLE": "1"})] if args.whole else [])
@@ -118,7 +118,7 @@ def window(path: str, seconds: float) -> int:
         for line in f:
             if (json.loads(line)["timestamp"] - first) / 1000 >= start:
                 out.write(line)
-    base = ["simulate", *KNOBS, "--host-pool-gib", "8192", "--minutes", "10080", "--json"]
+    base = ["simulate", *KNOBS, "--minutes", "10080", "--json"]
     got = {}
     for name, argv in (("window", [*base, "--traffic", path, "--from", f"{start:.3f}"]),
                        ("own file", [*base, "--traffic", own])):
