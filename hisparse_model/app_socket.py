@@ -26,6 +26,7 @@ Imported only in Voilà's process (it needs jupyter_server, from the notebooks e
 from __future__ import annotations
 
 import json
+import weakref
 
 from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebsocketConnection
 from tornado import web
@@ -78,6 +79,21 @@ def v1_problem(frame) -> str | None:
     return None
 
 
+# kernel id -> the socket handlers claimed for it (weak: a handler gone is no claim).  Counted
+# when a socket is prepared, before anything awaits, so sockets opened at the same moment
+# are counted against each other (the kernel manager counts a socket only once it connected).
+CLAIMS: dict = {}
+
+
+def _live(handler) -> bool:
+    """Whether a claimed socket still holds its place: upgraded and open, or its handshake
+    still under way (a request not finished: tornado's ``_finished``)."""
+    connection = handler.ws_connection
+    if connection is not None:
+        return not connection.is_closing()
+    return not getattr(handler, "_finished", True)
+
+
 class PageSocket(ZMQChannelsWebsocketConnection):
     """jupyter_server's kernel connection, refusing what the page never sends (see above)."""
 
@@ -109,12 +125,14 @@ class PageSocket(ZMQChannelsWebsocketConnection):
             self.log.warning("kernel websocket refused: it does not offer %s", V1)
             self.websocket_handler.set_status(400)  # Finish, not HTTPError: Voila has no
             raise web.Finish()  # 400.html, and its write_error logs a traceback for each
-        open_now = self.multi_kernel_manager.kernel_model(self.kernel_id)["connections"]
+        held = CLAIMS.setdefault(self.kernel_id, weakref.WeakSet())
+        open_now = sum(1 for h in list(held) if _live(h))
         if open_now >= MAX_SOCKETS:
             self.log.warning("kernel websocket refused: %d already open to kernel %s",
                              open_now, self.kernel_id)
             self.websocket_handler.set_status(TOO_MANY)
             raise web.Finish()
+        held.add(self.websocket_handler)  # before any await: handshakes at once count too
         await super().prepare()
 
     def handle_incoming_message(self, incoming_msg) -> None:

@@ -207,10 +207,12 @@ def test_sockets_to_one_kernel_are_bounded(app):
     """MAX_SOCKETS sockets to one page's kernel open; one more is refused (429) before the
     upgrade; closing one lets the next in (300 sockets held 2,300 of the server's files)."""
     kernel = app.kernel_of(app.page())
-    url = f"ws://127.0.0.1:{app.port}/api/kernels/{kernel}/channels?session_id=many"
+    url = f"ws://127.0.0.1:{app.port}/api/kernels/{kernel}/channels?session_id="
+    count = iter(range(1000))
 
-    def connect():
-        return websocket.create_connection(url, subprotocols=[V1], timeout=10)
+    def connect():  # a session of its own each (one session's new socket closes its old one)
+        return websocket.create_connection(url + f"many{next(count)}", subprotocols=[V1],
+                                           timeout=10)
 
     sockets = [connect() for _ in range(MAX_SOCKETS)]
     try:
@@ -230,3 +232,34 @@ def test_sockets_to_one_kernel_are_bounded(app):
         for ws in sockets:
             ws.close()
     assert "kernel websocket refused: 4 already open to kernel" in app.log.read_text()
+
+
+def test_sockets_opened_at_once_are_bounded_too(app):
+    """Twenty sockets to one kernel opened at the same moment (threads released together):
+    at most MAX_SOCKETS open (before, each handshake read the count before any had
+    connected, and all twenty were accepted)."""
+    import threading
+
+    kernel = app.kernel_of(app.page())
+    url = f"ws://127.0.0.1:{app.port}/api/kernels/{kernel}/channels?session_id=burst"
+    start, opened, refused = threading.Barrier(20), [], []
+
+    def one(i):
+        start.wait()
+        try:
+            opened.append(websocket.create_connection(url + str(i), subprotocols=[V1],
+                                                      timeout=30))
+        except websocket.WebSocketBadStatusException as exc:
+            refused.append(exc.status_code)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    try:
+        assert len(opened) <= MAX_SOCKETS and len(opened) + len(refused) == 20
+        assert set(refused) == {429}
+    finally:
+        for ws in opened:
+            ws.close()
