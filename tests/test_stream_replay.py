@@ -257,12 +257,25 @@ def test_a_streamed_row_is_refused_where_it_is_read(tmp_path, text, message):
 
 @pytest.mark.parametrize("args, message", [
     (dict(rate=2.0, start_s=1.0), "--from/--to: a window of a trace replayed at its own times"),
-    (dict(start_s=5.0, end_s=5.0), "--from 5 --to 5: the window ends before it starts"),
+    (dict(start_s=5.0, end_s=5.0), "--from 5 --to 5: an empty window"),
     (dict(start_s=0.0, whole=True), "--from/--to: the clock fitted by --step-cost-from-log"),
 ])
 def test_a_window_is_refused_where_it_cannot_apply(args, message):
     with pytest.raises(TrafficError, match=message.replace("+", r"\+")):
         open_traffic(AZURE, **args)
+
+
+@pytest.mark.parametrize("where", ["past the end", "between two rows"])
+def test_a_window_with_no_row_is_refused_not_answered(tmp_path, where):
+    """A window past the trace's end, or in the minute between its 400th row and its last,
+    holds no request: refused in one line as the same (no) rows cut into their own file are
+    ("no requests"), where it answered "crashed: 0 of 1 seeds" and passed --check."""
+    path = _timed(tmp_path, "w.jsonl", 400, 5, last=65)
+    times = [json.loads(line)["arrival_s"] for line in open(path)]
+    gap = (times[-2] - times[0], times[-1] - times[0])  # 60 s with no row
+    start, end = (gap[1] + 10, None) if where == "past the end" else (gap[0] + 1, gap[1] - 1)
+    with pytest.raises(TrafficError, match=r"--from/--to: no row of traffic .* in the window"):
+        estimate(Knobs(**S64), StreamedTraffic(path, None, start, end), 60, seeds=1)
 
 
 def test_a_window_of_no_trace_is_refused(tmp_path):

@@ -259,6 +259,12 @@ def serve_stream(job: tuple) -> StreamedRun:
             ticks.tick(st.index)
     finally:
         ticks.done()
+    stream = traffic.stream
+    if stream.count == 0 and (stream.start_s is not None or stream.end_s is not None):
+        # as the same (no) rows cut into their own file: "no requests", not "no crash"
+        raise TrafficError(f"--from/--to: no row of traffic {traffic.source} in the window "
+                           f"(the rows read end at trace time {stream.trace_s:g} s); a window "
+                           "is trace seconds after the trace's first row")
     run.refused, run.accepted = arrivals.refused, arrivals.accepted
     short = host.refusal(found[0] if found else None, getattr(traffic, "what", REPLAY))
     if short:
@@ -347,8 +353,8 @@ def open_traffic(path: str, rate: float | None = None, speed: float | None = Non
                            "--step-cost-from-calibration serves a trace held whole; cut the "
                            "window into its own file")
     if start_s is not None and end_s is not None and end_s <= start_s:
-        raise TrafficError(f"--from {start_s:g} --to {end_s:g}: the window ends before it "
-                           "starts")
+        raise TrafficError(f"--from {start_s:g} --to {end_s:g}: an empty window (--to must "
+                           "be after --from)")
     if rate is None and not whole and streams(path, window):
         if speed is not None and not 0 < speed <= MAX_SPEED:
             raise TrafficError(f"--speed {speed:g}: must be a number > 0 and <= {MAX_SPEED:g}")
