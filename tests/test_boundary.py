@@ -134,10 +134,11 @@ READERS = [
     ("a gzip header that never ends", [*SIM, "--workload", "{header}"],
      "more than 16 MiB of gzip data read, the bound on a JSON file", 200, 3),
     # a FIFO with no writer is read as empty at once (no wait for a writer that never comes)
+    # waited for FIFO_WAIT_S (10 s) of wall time, not CPU: then refused, no hang
     ("a FIFO no one writes", ["check", "--from-log", "{fifo}"],
-     "a FIFO that nothing was written to (no writer had it open)", 100, 3),
+     "a FIFO that no writer opened within 10 s", 100, 3),
     ("a FIFO no one writes, as traffic", [*SIM, "--traffic", "{fifo}"],
-     "start its writer first, or pipe the data to standard input", 100, 3),
+     "start its writer, or pipe the data to standard input", 100, 3),
     ("a folder", ["check", "--from-log", "{dir}"], "a directory, not a file", 100, 3),
     ("a folder as traffic", [*SIM, "--traffic", "{dir}"], "a directory, not a file", 100, 3),
 ]
@@ -241,6 +242,32 @@ def test_zstd_frames_cut_corrupt_bombed_and_unreadable(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "zstandard", None)  # as if it were not installed
     with pytest.raises(InputError, match="pip install zstandard"):
         read_bytes(str(path), LOG, "f")
+
+
+def test_a_fifo_read_before_its_writer_starts_waits_for_it(tmp_path):
+    """A reader started before the FIFO's writer (the usual order is a race) reads what the
+    writer, started 1.5 s later, writes; a writer that closes it without a byte is said so
+    (both were refused at once as "nothing was written to")."""
+    fifo = tmp_path / "late.fifo"
+    os.mkfifo(fifo)
+
+    def write_later(data):
+        time.sleep(1.5)
+        with open(fifo, "wb") as w:
+            w.write(data)
+
+    for data in (b"a\nb\n", b""):
+        writer = threading.Thread(target=write_later, args=(data,))
+        writer.start()
+        try:
+            if data:
+                assert read_bytes(str(fifo), LOG, "f") == data
+            else:
+                with pytest.raises(InputError, match="a FIFO that nothing was written to "
+                                                     r"\(its writer closed it\)"):
+                    read_bytes(str(fifo), LOG, "f")
+        finally:
+            writer.join(10)
 
 
 def test_a_pipe_that_gives_one_byte_first_is_still_seen_as_gzip(tmp_path):

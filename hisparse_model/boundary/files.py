@@ -17,6 +17,7 @@ in a second).  Every refusal is an :class:`InputError` naming the input and the 
 from __future__ import annotations
 
 import os
+import select
 import stat
 import sys
 import zlib
@@ -69,21 +70,37 @@ def _raw(path: str, name: str, bound: Bound, offset: int = 0) -> Iterator[bytes]
                 # a compressed file is judged as it inflates
                 raise over(bound, name)
         fifo, read = stat.S_ISFIFO(st.st_mode), 0
+        if fifo:
+            _await_writer(fd, name)
         while True:
             try:
                 piece = os.read(fd, CHUNK)
             except OSError as exc:
                 raise InputError(f"{name}: {exc.strerror or exc}") from None
             if not piece:
-                if fifo and not read:  # opened without waiting: no writer had it open
-                    raise InputError(f"{name}: a FIFO that nothing was written to (no writer "
-                                     "had it open): start its writer first, or pipe the data "
-                                     "to standard input (-)")
+                if fifo and not read:  # its writer closed it without a byte
+                    raise InputError(f"{name}: a FIFO that nothing was written to (its writer "
+                                     "closed it): check the command writing it, or pipe the "
+                                     "data to standard input (-)")
                 return
             read += len(piece)
             yield piece
     finally:
         os.close(fd)
+
+
+FIFO_WAIT_S = 10  # a FIFO opened before its writer: how long the reader waits for it
+
+
+def _await_writer(fd: int, name: str) -> None:
+    """Wait up to :data:`FIFO_WAIT_S` for a FIFO's writer to write or close (it is opened
+    without waiting, so one that no process ever opens does not hang the command); as ``cat``
+    would, a reader started first reads what a writer started a moment later writes."""
+    waiting = select.poll()
+    waiting.register(fd, select.POLLIN | select.POLLHUP)  # data, or a writer come and gone
+    if not waiting.poll(FIFO_WAIT_S * 1000):
+        raise InputError(f"{name}: a FIFO that no writer opened within {FIFO_WAIT_S} s: start "
+                         "its writer, or pipe the data to standard input (-)")
 
 
 def chunks(path: str, bound: Bound, name: str, offset: int = 0) -> Iterator[bytes]:
