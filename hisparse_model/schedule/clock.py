@@ -14,10 +14,10 @@ This module is the one place that turns the first into the second:
   arrival. Batches run back to back (each starts when the one before it ends: the sum of
   their costs); with async scheduling (the scheduler's ``asyn``, vLLM's default) a batch is
   scheduled as the one before it starts, the engine core keeping two batches in its queue:
-  it schedules and launches the next batch, then blocks on the older one's output
-  (vllm/v1/engine/core.py:696-731 `Try to schedule a new batch if the batch queue is not
-  full`, :740 `Block until the next result is available`), so a request arriving while a
-  batch runs joins the batch after the next. Without it, a batch is scheduled as it starts.
+  it schedules and launches the next batch (vllm/v1/engine/core.py:689
+  `Try to schedule a new batch`), then blocks on the older one's output
+  (vllm/v1/engine/core.py:739 `Block until the next result is available`), so a request
+  arriving while a batch runs joins the batch after the next. Without it, a batch is scheduled as it starts.
   An idle engine waits for the next arrival and schedules at once. It keeps each step's
   start and end and each request's finish (the end of the batch whose output finishes it).
 
