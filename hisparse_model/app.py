@@ -52,6 +52,7 @@ import tempfile
 import time
 
 from .answers.forked import die_with_parent
+from .boundary.numbers import ascii_int
 
 # The bound on page kernels (app_kernels.py needs jupyter_server; the CLI reads these without)
 DEFAULT_MAX_PAGES = 16  # page kernels at once (~4 GB at most): app_kernels.PageKernels
@@ -88,15 +89,15 @@ if b"done" not in told:
 def add_parser(subparsers) -> None:
     """The ``app`` sub-command and its flags."""
     p = subparsers.add_parser("app", help="serve every dashboard as one web page (Voila)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+    p.add_argument("--port", type=ascii_int, default=DEFAULT_PORT,
                    help=f"port to serve on (default: {DEFAULT_PORT})")
     p.add_argument("--ip", default="127.0.0.1",
                    help="address to bind (default: 127.0.0.1, this machine only)")
     p.add_argument("--no-browser", action="store_true", help="do not open a browser")
-    p.add_argument("--cull-idle", type=int, default=CULL_IDLE_S, metavar="SECONDS",
+    p.add_argument("--cull-idle", type=ascii_int, default=CULL_IDLE_S, metavar="SECONDS",
                    help="shut down a kernel whose page is closed after this many idle seconds "
                         f"(default: {CULL_IDLE_S})")
-    p.add_argument("--max-pages", type=int, default=DEFAULT_MAX_PAGES, metavar="N",
+    p.add_argument("--max-pages", type=ascii_int, default=DEFAULT_MAX_PAGES, metavar="N",
                    help="pages served at once, each with its own kernel; a page load past it "
                         f"is answered 503 (default: {DEFAULT_MAX_PAGES})")
     p.set_defaults(run_app=run)

@@ -12,7 +12,7 @@ import argparse
 import math
 import os
 
-from .boundary.numbers import Range, parse
+from .boundary.numbers import Range, ascii_int, parse
 from .model.knobs import VLLM_VERSIONS, Knobs, knob_specs, picked_backend
 from .inputs.vllm_flags import KNOB_FLAGS
 
@@ -87,7 +87,7 @@ def option_ranges() -> dict[str, Range]:
 
 def _int_list(text: str) -> list[int]:
     try:
-        values = [int(x) for x in text.split(",") if x.strip()]
+        values = [ascii_int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"prompt_lens must be comma-separated integers, got {text!r}")

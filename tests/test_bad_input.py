@@ -736,6 +736,11 @@ def test_app_start_up_errors(monkeypatch):
     # no page at all, or more kernels (processes) than a machine holds
     answer(["app", "--max-pages", 0], 2, "--max-pages 0: 1 to 1000")
     answer(["app", "--max-pages", 1001], 2, "--max-pages 1001: 1 to 1000")
+    # digits Python's int() reads and no file reader does: refused, not served on port 8866
+    answer(["app", "--port", "\uff18\uff18\uff16\uff16"], 2, "argument --port: invalid int")
+    answer(["app", "--max-pages", "1_0"], 2, "argument --max-pages: invalid int value: '1_0'")
+    answer(["predict", "--max-num-seqs", 143, "--prompt-lens", "\uff12,3"], 2,
+           "prompt_lens must be comma-separated integers")
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     status, out, err = main(["app"])
     assert status == 3

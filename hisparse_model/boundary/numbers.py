@@ -53,6 +53,19 @@ class Range(NamedTuple):
         return value
 
 
+def ascii_int(text: str) -> int:
+    """``int(text)`` for ASCII digits only (Python's ``int`` reads a full-width ``１４３`` and
+    ``1_0``; no file reader here does): ValueError otherwise.  Named ``int`` for argparse's
+    "invalid int value" line."""
+    text = text.strip()
+    if not text.isascii() or "_" in text:
+        raise ValueError(f"invalid literal for int(): {text!r}")
+    return int(text)
+
+
+ascii_int.__name__ = "int"
+
+
 def parse(text: str, rng: Range, name: str = ""):
     """The number ``text`` says, checked against ``rng`` (ValueError naming ``name``)."""
     text = text.strip()
