@@ -259,8 +259,9 @@ def serve_stream(job: tuple) -> StreamedRun:
             ticks.tick(st.index)
     finally:
         ticks.done()
-    stream = traffic.stream
-    if stream.count == 0 and (stream.start_s is not None or stream.end_s is not None):
+    stream = traffic.stream  # a trace's rows, or Poisson arrivals made as they come
+    if isinstance(stream, TraceStream) and stream.count == 0 and (
+            stream.start_s is not None or stream.end_s is not None):
         # as the same (no) rows cut into their own file: "no requests", not "no crash"
         raise TrafficError(f"--from/--to: no row of traffic {traffic.source} in the window "
                            f"(the rows read end at trace time {stream.trace_s:g} s); a window "
