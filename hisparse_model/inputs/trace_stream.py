@@ -18,6 +18,7 @@ whole (the bench's baseline).
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import stat
@@ -76,22 +77,27 @@ class TraceStream:
 
     def _raw(self):
         """(time in the row's unit, prompt, output, ids, scale to seconds) in file order."""
-        if self.format == "azure":
-            header = [c.strip() for c in _cells(self._first, f"trace {self.source} row 1")]
-            for r in _azure(self.source, header, self._numbered):
-                yield r, 1e-9
-            return
-        row = _mooncake_row if self.format == "mooncake" else _timed_row
-        for r in _lines(self.source, self._first, self._numbered, row):
-            yield r, 1.0
+        scale = 1e-9 if self.format == "azure" else 1.0
+        for r in self._rows(self._numbered, self._first):
+            yield r, scale
 
     def _parse(self, number: int, text: str):
         """The row of line ``number`` (not blank), refused as the stream refuses it."""
+        return next(self._rows([(number, text)]))
+
+    def _rows(self, numbered, first: str = ""):
+        """The rows of ``numbered`` lines in this trace's format; ``first``: a JSON format's
+        first line, read before them (an Azure trace's first line is its header)."""
         if self.format == "azure":
-            header = [c.strip() for c in _cells(self._first, f"trace {self.source} row 1")]
-            return next(_azure(self.source, header, [(number, text)]))
+            yield from _azure(self.source, self._header, numbered)
+            return
         row = _mooncake_row if self.format == "mooncake" else _timed_row
-        return next(_lines(self.source, "", [(number, text)], row))
+        yield from _lines(self.source, first, numbered, row)
+
+    @functools.cached_property
+    def _header(self) -> list[str]:
+        """An Azure trace's column names (its first line), read once."""
+        return [c.strip() for c in _cells(self._first, f"trace {self.source} row 1")]
 
     def _seek(self) -> None:
         """Start reading where the window begins (``inputs/trace_seek.py``), where it can."""
