@@ -53,6 +53,7 @@ class Served:
 def serve_on_clock(knobs: Knobs, traffic: Traffic, minutes: float, cost: StepCost,
                    seed: int = 0, accepted=None) -> Served:
     """Serve one seed of ``traffic`` over ``minutes`` on ``cost``'s clock (module docstring)."""
+    from ..model.host_pool import HostUse
     from ..model.plan import plan
     from ..model.step_record import step_error
     from ..schedule.scheduler import _Sim
@@ -65,11 +66,13 @@ def serve_on_clock(knobs: Knobs, traffic: Traffic, minutes: float, cost: StepCos
     p = plan(knobs)
     sim = _Sim(scheduler_config(knobs, p), work, acceptance(accepted))
     clock = TimedArrivals([t for t, *_ in rows], cost)
+    host = HostUse(knobs, [r.prompt_len for r in work.requests], sim.evicting())  # evicts
     crash_s, crash_scheduled, steps, engine_s = None, {}, 0, 0.0
     for st, start in clock.steps(sim, work):
         steps += 1
         engine_s += clock.now_s - start
         del sim.steps[:]  # nothing reads the list: memory stays flat over a long replay
+        host.step(st)
         if step_error(p, st):
             crash_s, crash_scheduled = start, dict(st.scheduled)
             break

@@ -28,6 +28,13 @@ class SeedRun:
     startup: bool = False  # the engine died at start-up, before any traffic
     blocks: tuple = ()  # each accepted request's shared prompt blocks (a trace's hash_ids)
     short: HostPoolShort | None = None  # the host pool may run short: the model declines
+    evicted: int = 0  # cached prefix blocks the host pool evicted (schedule/host_cache.py)
+    evicted_from: int | None = None  # the engine step of the first eviction
+
+    def cached_from(self, cache) -> None:
+        """What the host pool's cache (``HostCache`` or None) evicted while this was served."""
+        if cache is not None:
+            self.evicted, self.evicted_from = cache.evicted, cache.first_step
 
     @property
     def crashed(self) -> bool:
@@ -61,7 +68,8 @@ class SeedRun:
     def as_json(self, step_ms: float) -> dict:
         return {"seed": self.seed, "crashed": self.crashed, "minute": self.minute(step_ms),
                 "crash_step": self.crash_step, "kind": self.kind, "tokens": self.tokens,
-                "error": self.error, "requests": self.served, "refused": self.refused}
+                "error": self.error, "requests": self.served, "refused": self.refused,
+                "host_evicted": {"blocks": self.evicted, "from_step": self.evicted_from}}
 
 
 def prompt_of(i: int, n: int, blocks=None):

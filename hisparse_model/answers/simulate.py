@@ -43,7 +43,7 @@ from ..model.kv_pool import serving_shortfall
 from .lost import Lost, returned_and_lost
 from ..model.plan import Plan, plan
 from ..model.reproduction import ASSUMPTIONS
-from ..schedule.scheduler import schedule
+from ..schedule.scheduler import _Sim
 from ..schedule.scheduler_config import acceptance, scheduler_config
 from ..model.startup import startup_batches
 from ..model.step_record import RankStep, StepResult, route_step  # noqa: F401 - the step record
@@ -142,6 +142,16 @@ def host_refusal(knobs: Knobs, per_rank: list[list], served: list, crash) -> Non
                                                                short.lay)
 
 
+def _rank_schedule(knobs: Knobs, cfg, work: Workload, accepted) -> list:
+    """One rank's every step, its host pool's cached prefixes evicted as vLLM evicts them
+    (``schedule/host_cache.py``; the pool's refusal is :func:`host_refusal`'s)."""
+    sim = _Sim(cfg, work, acceptance(accepted))
+    host = HostUse(knobs, [r.prompt_len for r in work.requests], sim.evicting())
+    for st in sim.lazily(work):
+        host.step(st)
+    return sim.steps
+
+
 def _lockstep(per_rank: list[list]):
     """(engine step, each rank's scheduler step or None) of every step some rank scheduled."""
     if len(per_rank) == 1:
@@ -176,7 +186,7 @@ def simulate(knobs: Knobs, workload: Workload, accepted=None) -> Schedule:
     if out.startup_error:
         return out  # no rank ever serves
     cfg = scheduler_config(knobs, p)
-    per_rank = [schedule(cfg, w, acceptance(accepted)) for w in served]
+    per_rank = [_rank_schedule(knobs, cfg, w, accepted) for w in served]
     resident = [True] * n  # all_context_pages_resident before any real step
     crash = None
     for i, sts in _lockstep(per_rank):

@@ -43,6 +43,7 @@ class StreamedTraffic:
         self.stream = TraceStream(path, speed or 1.0, start_s, end_s)
         self.source, self.speed, self.trace_format = path, speed or 1.0, self.stream.format
         self.keep, self.progress = keep, progress
+        self.past_minutes = False  # the replay met a row at or past --minutes (StreamArrivals)
 
     def serve(self, job: tuple):
         """``traffic_risk.serve_seed``'s run of this trace: :func:`serve_stream`."""
@@ -73,11 +74,12 @@ class StreamedTraffic:
         return (f", the window --from {s.start_s or 0:g} s --to "
                 + ("its end" if s.end_s is None else f"{s.end_s:g} s") + " of trace time")
 
-    def served_words(self, minutes: float) -> str:
+    def served_words(self, minutes: float, crashed: bool) -> str:
         """What the replay read: its rows and trace time, and why it stopped."""
         s = self.stream
-        why = ("to the trace's end" if s.ended and s.last_s < minutes * 60 else
-               f"to --minutes {minutes:g}" if s.ended else "up to the crash (the rest unread)")
+        why = ("up to the crash (the rest unread)" if crashed else
+               "to the trace's end" if s.ended and s.last_s < minutes * 60 else
+               f"to --minutes {minutes:g} (the rest unread)")
         sought = (f", the {s.seeked_bytes / 1e6:,.1f} MB before the window found by "
                   "bisection, not read") if s.seeked_bytes else ""
         return (f"Served: the trace as a stream{self.window_words()}, {s.rows:,} rows read "
@@ -143,6 +145,7 @@ class StreamArrivals:
         from ..schedule.prefix_keys import LazyKeys, prompt_keys  # noqa: F401 - prompt_keys: eager
         from ..schedule.scheduler import _Req
 
+        self.traffic = traffic
         self.rows, self.end, self.per_step = iter(traffic.stream), minutes * 60.0, step_ms / 1000
         self.limit, self.apc, self.keep = max_model_len, apc, [] if traffic.keep else None
         self.minutes, self.generated = minutes, getattr(traffic, "generated", False)
@@ -159,6 +162,7 @@ class StreamArrivals:
         self.next = None
         for t, n, m, b in self.rows:
             if t >= self.end:
+                self.traffic.past_minutes = True
                 return
             if refused_at_door(n, m, self.limit):
                 self.refused += 1
@@ -243,7 +247,7 @@ def serve_stream(job: tuple) -> StreamedRun:
     sim = _Sim(scheduler_config(knobs, p), _Stand, acceptance(accepted))
     arrivals = StreamArrivals(traffic, minutes, step_ms, knobs.max_model_len, sim.apc)
     sim.reqs = arrivals.fresh
-    host = HostUse(knobs, ())
+    host = HostUse(knobs, (), sim.evicting())
     host.prompts = arrivals.prompts
     seen, found, ticks = set(), None, _Ticks(traffic.progress, arrivals)
     forget = _Forget(sim, seen, arrivals)
@@ -267,6 +271,7 @@ def serve_stream(job: tuple) -> StreamedRun:
                            f"(the rows read end at trace time {stream.trace_s:g} s); a window "
                            "is trace seconds after the trace's first row")
     run.refused, run.accepted = arrivals.refused, arrivals.accepted
+    run.cached_from(sim.cache)
     short = host.refusal(found[0] if found else None, getattr(traffic, "what", REPLAY))
     if short:
         run.short = HostPoolShort(str(short), short.step, short.need, short.lay)

@@ -54,7 +54,10 @@ TRAFFIC_ASSUMPTIONS = (
     "traffic: Poisson arrivals at the given rate, lengths drawn independently from the file "
     "(a trace with arrival times: its own times and lengths, replayed once), each request "
     "its own prompt (no shared prefix), except a trace's requests with hash_ids, whose "
-    "equal 512-token blocks are equal content that prefix caching reuses; every engine step "
+    "equal 512-token blocks are equal content that prefix caching reuses; the host pool "
+    "keeps cached prefix blocks until the blocks in use need their room, then evicts the "
+    "least recently freed first, as vLLM does, but decides when from its bound on the "
+    "blocks in use, so it may forget a prefix earlier than vLLM; every engine step "
     "takes step_ms "
     "(assumed; the engine's real step time varies with the batch: a burst of long prompts "
     "is served slower than a measured mean step says, so a server the model finds idle may "
@@ -78,11 +81,13 @@ def generate(traffic: Traffic, minutes: float, seed: int, step_ms: float,
 
 
 
-def first_crash(knobs: Knobs, workload: Workload, accepted=None, what="this workload"):
+def first_crash(knobs: Knobs, workload: Workload, accepted=None, what="this workload",
+                run: SeedRun | None = None):
     """``(engine step, error, scheduler Step, requests scheduled before it)`` of the first
     crash serving ``workload`` on one rank after a clean start-up (as ``simulate`` finds
     it), or None; ValueError where the host pool may run short first (``what``: the
-    workload, as the refusal names it)."""
+    workload, as the refusal names it); ``run``: the seed whose evictions to note
+    (``SeedRun.cached_from``)."""
     from ..model.plan import plan
     from ..schedule.scheduler import _Sim
     from ..schedule.scheduler_config import acceptance, scheduler_config
@@ -95,7 +100,7 @@ def first_crash(knobs: Knobs, workload: Workload, accepted=None, what="this work
         return None  # only 0.31.0's routing sends more than C rows to swap_in (verdict.py 3)
     sim = _Sim(scheduler_config(knobs, p), workload, acceptance(accepted))
     seen: set[int] = set()  # requests some earlier step scheduled (their chunks)
-    host = HostUse(knobs, [r.prompt_len for r in workload.requests])
+    host = HostUse(knobs, [r.prompt_len for r in workload.requests], sim.evicting())
     found = None
     for st in sim.lazily(workload):
         del sim.steps[:]  # nothing reads the list: keep memory flat over an hour
@@ -104,6 +109,8 @@ def first_crash(knobs: Knobs, workload: Workload, accepted=None, what="this work
             found = st.index, error, st, seen
             break
         seen.update(st.scheduled)
+    if run is not None:  # what the host pool evicted on the way
+        run.cached_from(sim.cache)
     # short of host blocks before the crash, the schedule is not the model's to say; the
     # pool it suggests is the peak of the whole schedule, the least that lets it answer
     short = host.refusal(found[0] if found else None, what)
@@ -310,7 +317,7 @@ def serve_seed(job: tuple, seed: int) -> SeedRun:
         work = run.workload()
         what = REPLAY if traffic.replayed else f"seed {seed}'s traffic"
         try:
-            found = first_crash(knobs, work, accepted, what=what)
+            found = first_crash(knobs, work, accepted, what=what, run=run)
         except HostPoolShort as short:  # every seed is served: the pool for all is named
             run.short = short
             return run

@@ -84,7 +84,7 @@ SIM_CONFIG = {"acc", "S", "B", "L", "K", "asyn", "apc", "plan_on_cache", "hit_ca
               "cache_on_update", "can_skip_drafts", "reqs"}
 SIM_BOOKKEEPING = {"steps", "peak", "seqs_bound_at"}
 SIM_STATE = {"waiting", "running", "queue", "finished_ids", "published", "to_send",
-             "prev_sent", "inflight"}
+             "prev_sent", "inflight", "cache"}
 _REQ_STATE = attrgetter(*(f for f in _Req.__slots__ if f not in ("P", "M", "keys")))
 
 
@@ -106,7 +106,8 @@ def _state(sim: _Sim, index: int) -> tuple:
     return (index, len(w), w[0].i if w else -1, tuple(r.i for r in sim.running), tuple(queue),
             sim.finished_ids, sim.inflight, tuple(r.i for r in sim.to_send),
             tuple(r.i for r in sim.prev_sent), len(sim.published),
-            tuple(_REQ_STATE(reached[i]) for i in sorted(reached)), dict(sim.published))
+            tuple(_REQ_STATE(reached[i]) for i in sorted(reached)), dict(sim.published),
+            None if sim.cache is None else sim.cache.state())
 
 
 def _route_key(p: Plan) -> tuple:

@@ -130,8 +130,10 @@ class HostUse:
     is the model's; :attr:`short` is the first step where it does not hold.
     """
 
-    def __init__(self, knobs, prompt_lens):
-        """``prompt_lens``: each request's prompt length, by its index."""
+    def __init__(self, knobs, prompt_lens, cache=None):
+        """``prompt_lens``: each request's prompt length, by its index; ``cache``: the
+        scheduler's cached prefix blocks (``schedule/host_cache.py``), evicted after each
+        step to the room the requests leave in the pool (None: never evicted)."""
         self.k, self.gib, self.limit = knobs.num_speculative_tokens, knobs.host_pool_gib, \
             knobs.max_model_len
         self.lay = layout(knobs)
@@ -143,6 +145,7 @@ class HostUse:
         self.held = 0
         self.peak = 0
         self.short: tuple | None = None  # (engine step, blocks held) where the bound fails
+        self.cache = cache
 
     def step(self, st) -> None:
         """Account for one scheduled step (``index``, ``scheduled``, ``num_computed_before``,
@@ -156,14 +159,21 @@ class HostUse:
         for i in [i for i, last in self.until.items() if last < st.index]:
             del self.until[i]
             self.held -= self.holds.pop(i)
+        # the hottest loop of a long replay (every running request, every step): locals only
+        holds, before, k, limit, held = self.holds, st.num_computed_before, self.k, \
+            self.limit, self.held
         for i, n in st.scheduled.items():
-            tokens = min(st.num_computed_before[i] + n + self.k, self.limit)
-            blocks = _cdiv(tokens, BLOCK_SIZE)
-            if i not in self.holds:  # admitted now: the whole prompt must fit
-                blocks = max(blocks, _cdiv(self.prompts[i], BLOCK_SIZE))
-            now = max(blocks + 1, self.holds.get(i, 0))
-            self.held += now - self.holds.get(i, 0)
-            self.holds[i] = now
+            tokens = before[i] + n + k
+            blocks = _cdiv(tokens if tokens < limit else limit, BLOCK_SIZE) + 1  # + the tail
+            had = holds.get(i)
+            if had is None:  # admitted now: the whole prompt must fit
+                prompt = _cdiv(self.prompts[i], BLOCK_SIZE) + 1
+                holds[i] = now = blocks if blocks > prompt else prompt
+                held += now
+            elif blocks > had:  # a request never gives blocks back while it runs
+                holds[i] = blocks
+                held += blocks - had
+        self.held = held
         if getattr(st, "returned_at", 0) is None:  # processed later: read finished then
             self.open.append(st)
         for i in st.finished:
@@ -171,6 +181,8 @@ class HostUse:
         self.peak = max(self.peak, self.held)
         if self.short is None and self.held > self.blocks - 1:
             self.short = (st.index, self.held)
+        if self.cache is not None:  # the null block, the blocks held, then cached prefixes
+            self.cache.evict(self.blocks - 1 - self.held, st.index)
 
     def refusal(self, before: int | None = None, what: str = "this workload"
                 ) -> HostPoolShort | None:

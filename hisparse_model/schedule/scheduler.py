@@ -127,6 +127,9 @@ class _Sim:
         # the most requests running after any schedule() so far, and the first engine step
         # whose admission stopped on max_num_seqs with budget and waiting requests left
         self.peak, self.seqs_bound_at = 0, None
+        # the host pool's cached blocks and their eviction (host_cache.py), where a serving
+        # loop bounds the pool (host_pool.HostUse); None: the pool holds every prefix
+        self.cache = None
 
     # -- HiSparse host tier (tracked with prefix caching only: it feeds hits) --
     def _cache_blocks(self, r, num_tokens):
@@ -157,7 +160,14 @@ class _Sim:
     def _mark(self, r, upto, copy):
         for key in r.keys[r.nsent:upto]:
             self.published[key] = copy or self.published.get(key, False)
+        if self.cache is not None and upto > r.nsent:  # its blocks, held until it frees them
+            self.cache.hold(r.keys[r.nsent:upto])
         r.nsent = max(r.nsent, upto)
+
+    def _release(self, r):
+        """vLLM frees a finished request's host blocks: cached ones join the eviction queue."""
+        if self.cache is not None:
+            self.cache.release(r.keys[:r.nsent])
 
     def _complete(self, done):
         """Transfers complete (vllm/v1/hisparse/coordinator.py:735 `def _complete_host_writes`):
@@ -170,6 +180,7 @@ class _Sim:
             if not r.alive and r.pub and not r.pending:
                 self._mark(r, min(r.ready, r.pub_pages), False)
                 r.pub = False
+                self._release(r)  # the detached publication frees its blocks
         for r in dict.fromkeys(done):
             if r.alive and r.pub:
                 self._mark(r, min(r.pub_pages, r.ready), True)
@@ -191,8 +202,20 @@ class _Sim:
         m -= 1 if self.K and m else 0
         # vllm/v1/hisparse/coordinator.py:189 `def commit_computed_blocks`
         r.planned = r.ready = r.nsent = m
+        if self.cache is not None:
+            self.cache.hold(r.keys[:m])
         r.copies_ok = all(published[key] for key in r.keys[:m])
         return m << 6
+
+    def evicting(self):
+        """The host pool's cached blocks, followed from now on (``host_cache.py``): a
+        serving loop that bounds the pool hands it to ``host_pool.HostUse``, which evicts
+        them; None without prefix caching (nothing is cached)."""
+        if self.apc and self.cache is None:
+            from .host_cache import HostCache
+
+            self.cache = HostCache(self.published)
+        return self.cache
 
     # -- the engine loop ----------------------------------------------------
     def has_requests(self) -> bool:
@@ -372,6 +395,8 @@ class _Sim:
                 st.finished.append(r.i)
                 if apc:  # vllm/v1/hisparse/coordinator.py:791-818 `def free(self`
                     r.alive, r.pub = False, r.pub and r.pending > 0
+                    if not r.pub:  # else its publication holds them until it completes
+                        self._release(r)
         if stopped:  # vllm/v1/core/sched/scheduler.py:2236 `remove_all(self.running`
             self.running = [r for r in self.running if not r.done]
             self.finished_ids = True

@@ -26,7 +26,7 @@ def _replay_words(est: Estimate) -> str:
     """What a replay served: the trace's first --minutes, or the whole of a shorter one."""
     t = est.traffic
     if getattr(t, "streamed", False):
-        return t.served_words(est.minutes)
+        return t.served_words(est.minutes, bool(est.crashed))
     whole = t.arrivals_s[-1] < est.minutes * 60
     span = (f"the whole trace ({len(t.arrivals_s):,} requests over "
             f"{_minutes(t.arrivals_s[-1] / 60)}, within --minutes {est.minutes:g})" if whole
@@ -56,6 +56,14 @@ def estimate_lines(est: Estimate, replay: str | None = None, served=None) -> lis
                      f"({100 * est.refused / arrived:.0f} %): prompt and max_tokens together "
                      f"past max_model_len {k.max_model_len:,}, which vLLM's server answers "
                      f"HTTP 400; the rest served")
+    evicting = [r for r in est.runs if r.evicted]
+    if evicting:  # schedule/host_cache.py: where the model's hits may part from vLLM's
+        first = min(evicting, key=lambda r: r.evicted_from)
+        lines.append(f"Host pool: full of cached prefixes in {count(len(evicting), 'seed')}; "
+                     f"it evicted {sum(r.evicted for r in evicting):,} cached blocks, least "
+                     f"recently freed first, from engine step {first.evicted_from:,} (seed "
+                     f"{first.seed}); the model decides when from its bound on the blocks in "
+                     "use, so a prefix hit near that edge may be one vLLM still had")
     lines.append("")
     crashed = est.crashed
     lines.append(f"Crashed within {_minutes(est.minutes)}: {len(crashed)} of {n} seeds "

@@ -1,0 +1,81 @@
+"""The host pool's cached prefix blocks and their eviction, least recently freed first.
+
+A published host block (``_Sim.published``: a prefix key a later request can hit) stays in
+vLLM's host pool after its request is done: the pool frees it to the *end* of its free
+queue, where cached blocks wait in the order they were freed, while a freed block that was
+never cached goes to the front (vllm/v1/core/block_pool.py:800 `FIFO reuse of cached blocks
+for LRU eviction behavior`); a request's blocks are freed tail page first
+(vllm/v1/core/single_type_kv_cache_manager.py:589 `free_blocks(reversed(`, and the
+publication of a finished request's last pages, vllm/v1/hisparse/coordinator.py:788
+`free_blocks(reversed(blocks))`).  A hit takes its blocks out of the queue
+(vllm/v1/core/block_pool.py:755 `def touch`) until the hitting request frees them again.
+A new block comes from the front (vllm/v1/core/block_pool.py:684 `popleft_n`), and a cached
+block handed out is forgotten (vllm/v1/core/block_pool.py:692 `_maybe_evict_cached_block`):
+so cached blocks are evicted only once every other block is in use, least recently freed
+first.
+
+:class:`HostCache` keeps that queue for the published keys: which live requests hold each
+key (a hit, or a page the request computed and published), and the keys no live request
+holds, in the order they were freed.  :meth:`HostCache.evict` forgets the oldest of them
+while they and the blocks the requests hold fill more than the pool
+(``host_pool.HostUse`` calls it after each step with the room its bound leaves).
+
+Where it differs from vLLM, and why the answer says so: the blocks in use are the model's
+bound (``HostUse``: a tail block per request, a finished request's blocks two steps longer),
+never fewer than vLLM's, so the model evicts at the step vLLM does or earlier; and two
+requests that computed the same prefix at once hold two blocks of one key in vLLM, one
+entry here.  A prefix hit near the eviction edge may therefore be forgotten a little
+earlier than on the server.  Without eviction (the pool holds every prefix ever published)
+the model is exact as before; :attr:`HostCache.evicted` and :attr:`HostCache.first_step` say
+whether and from when it evicted.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+
+class HostCache:
+    """Published prefix keys held by live requests, and the others in the order freed."""
+
+    def __init__(self, published: dict):
+        self.published = published  # the scheduler's key -> GPU copy recorded
+        self.holders: dict = {}  # key -> live requests holding its block
+        self.free: OrderedDict = OrderedDict()  # keys no live request holds, oldest first
+        self.evicted = 0  # keys forgotten so far
+        self.first_step: int | None = None  # the engine step of the first eviction
+
+    def hold(self, keys) -> None:
+        """A request holds these keys' blocks (hit or published by it)."""
+        holders, free = self.holders, self.free
+        for key in keys:
+            holders[key] = holders.get(key, 0) + 1
+            if key in free:
+                del free[key]
+
+    def release(self, keys) -> None:
+        """A request frees the blocks of ``keys`` (those it held), tail first."""
+        holders, free, published = self.holders, self.free, self.published
+        for key in reversed(keys):
+            left = holders.get(key, 0) - 1
+            if left > 0:
+                holders[key] = left
+                continue
+            holders.pop(key, None)
+            if key in published:
+                free[key] = None
+                free.move_to_end(key)
+
+    def evict(self, room: int, step: int) -> None:
+        """Forget the least recently freed keys until at most ``room`` remain cached."""
+        free, published = self.free, self.published
+        while len(free) > max(room, 0):
+            key, _ = free.popitem(last=False)
+            published.pop(key, None)
+            self.evicted += 1
+            if self.first_step is None:
+                self.first_step = step
+
+    def state(self) -> tuple:
+        """What later steps read (``verdict._state`` compares runs)."""
+        return tuple(self.free), tuple(sorted(self.holders.items())), self.evicted

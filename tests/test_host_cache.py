@@ -1,0 +1,107 @@
+"""The host pool's cached prefix blocks and their eviction (schedule/host_cache.py, wired through
+host_pool.HostUse into every serving loop: simulate, simulate --traffic, the stream, the clock).
+
+Invariant: a published prefix block stays findable until the blocks in use leave no room for
+it, and then the least recently freed cached block goes first (a request's tail page before
+its head); a block a live request holds is never evicted.
+"""
+
+import pytest
+
+from hisparse_model.answers.seed_run import SeedRun
+from hisparse_model.answers.simulate import simulate
+from hisparse_model.answers.traffic_risk import first_crash
+from hisparse_model.model.host_pool import host_blocks
+from hisparse_model.model.knobs import Knobs
+from hisparse_model.model.kv_layout import layout
+from hisparse_model.schedule.host_cache import HostCache
+from hisparse_model.schedule.workload import Workload
+
+# (operations, room) -> (keys still cached, oldest first; keys evicted)
+# "h": a request holds keys, "r": frees them (tail first), then evict to `room`.
+# a: one request publishes 1, 2, 3 and frees them: queued 3, 2, 1 (tail first); room 2
+#    evicts 3, the tail page, first.
+# b: two requests hold 1; one frees it: still held, not queued; room 0 evicts nothing held.
+# c: 1, 2 freed (queued 2, 1), a hit takes 2 out of the queue (touch), frees it again: it is
+#    now the most recent: 1, 2; room 1 evicts 1.
+# d: room at or below 0 (the requests fill the pool) evicts every cached block.
+TABLE = [
+    ([("h", (1, 2, 3)), ("r", (1, 2, 3))], 2, ((2, 1), (3,))),
+    ([("h", (1,)), ("h", (1,)), ("r", (1,))], 0, ((), ())),
+    ([("h", (1, 2)), ("r", (1, 2)), ("h", (2,)), ("r", (2,))], 1, ((2,), (1,))),
+    ([("h", (1, 2)), ("r", (1, 2))], -3, ((), (2, 1))),
+]
+
+
+@pytest.mark.parametrize("ops, room, expect", TABLE)
+def test_cached_blocks_go_least_recently_freed_first(ops, room, expect):
+    """Freed blocks queue tail first; a hit takes a block out until it is freed again;
+    eviction pops the front, never a held block, and forgets the key."""
+    published = {key: True for key in range(1, 4)}
+    cache = HostCache(published)
+    for op, keys in ops:
+        (cache.hold if op == "h" else cache.release)(keys)
+    cache.evict(room, step=7)
+    kept, gone = expect
+    assert tuple(cache.free) == kept
+    assert all(key not in published for key in gone)
+    assert cache.evicted == len(gone)
+    assert cache.first_step == (7 if gone else None)
+
+
+def _workload(fillers: int, holder: bool = False) -> Workload:
+    """Prompt X (69 tokens: one full block, 8 outputs) at step 0; ``fillers`` prompts of their
+    own (200 tokens, 1 output) 10 steps apart; prompt X again 10 steps after the last.
+    ``holder``: at step 10 a request Z sharing X's block (64 + 100 tokens, 60 outputs) that
+    runs while the fillers do, the fillers from step 20 and X again at step 100."""
+    x = list(range(1000, 1069))
+    reqs = [{"prompt_token_ids": x, "max_tokens": 8, "arrival_step": 0}]
+    if holder:
+        reqs.append({"prompt_token_ids": x[:64] + list(range(3000, 3100)), "max_tokens": 60,
+                     "arrival_step": 10})
+    first = 20 if holder else 10
+    reqs += [{"prompt_token_ids": list(range(5000 + 1000 * k, 5200 + 1000 * k)),
+              "max_tokens": 1, "arrival_step": first + 10 * k} for k in range(fillers)]
+    again = 100 if holder else 10 * (fillers + 1)
+    reqs.append({"prompt_token_ids": x, "max_tokens": 1, "arrival_step": again})
+    return Workload.from_json(reqs)
+
+
+# vLLM 0.31.0, S 4: C = 4, so a step that routes 5 tokens alone crashes.  The second X hits
+# X's cached block (64 tokens, its GPU copy recorded while X ran) and computes 69 - 64 = 5
+# tokens alone: the crash, if the block is still cached.
+# A 0.01 GiB pool: int(0.01 x 2**30) // 589,824 = 18 blocks, 17 besides the null block.
+# X holds cdiv(69, 64) + 1 (tail) = 3 blocks and publishes 1; a filler holds
+# cdiv(200, 64) + 1 = 5 and publishes 3 once done.  Filler k runs beside 1 + 3 x (k - 1)
+# cached blocks with room for 17 - 5 = 12: filler 5 (step 50) finds 13 and evicts one, X's,
+# the least recently freed; at the second X's step (60, 3 held, room 14) the 12 left and
+# filler 5's 3 make 15: one more evicted.  With 4 fillers nothing is evicted: crash at step
+# 50.  A 1 GiB pool (1,820 blocks) never evicts: crash at step 60.
+# With Z: X frees its block (step 8), Z hits it at step 10 and holds it until its end
+# (~step 70), so it leaves the queue; fillers 1-3 (steps 20, 30, 40) each free 3 blocks
+# two steps after their one step.  At step 42 Z holds cdiv(196, 64) + 1 = 5 and filler 3
+# still 5: room 17 - 10 = 7 for 6 + 3 = 9 cached, 2 evicted (filler 1's, freed first).  X's
+# block, freed by Z last, is the most recent: X again at step 100 hits it and crashes.
+# (pool GiB, fillers, Z) -> (crash step or None, blocks evicted, step of the first eviction)
+EVICTION = [
+    (0.01, 4, False, (50, 0, None)),
+    (0.01, 5, False, (None, 2, 50)),
+    (1.0, 5, False, (60, 0, None)),
+    (0.01, 3, True, (100, 2, 42)),
+]
+
+
+@pytest.mark.parametrize("gib, fillers, holder, expect", EVICTION)
+def test_an_evicted_prefix_is_computed_again(gib, fillers, holder, expect):
+    """The cached-prefix crash happens only while the prefix is still cached: once the
+    fillers' blocks push it out of a small host pool, the prompt computes 69 tokens and
+    takes the all-resident path; a block a running request holds is not pushed out;
+    simulate and the traffic loop agree."""
+    knobs = Knobs(max_num_seqs=4, host_pool_gib=gib)
+    assert host_blocks(0.01, layout(knobs)) == 18
+    run = SeedRun(0, (), 0)
+    found = first_crash(knobs, _workload(fillers, holder), run=run)
+    crash, evicted, first = expect
+    assert (None if found is None else found[0], run.evicted, run.evicted_from) == expect
+    served = simulate(knobs, _workload(fillers, holder))
+    assert [s.step for s in served.steps if s.error] == ([] if crash is None else [crash])
