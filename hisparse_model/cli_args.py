@@ -221,9 +221,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "serve log with --enable-logging-iteration-details: each batch "
                          "costs base + per prefill token + per decode token; --json lists "
                          "each request's finish")
-    traffic.add_argument("--step-cost-from-calibration", metavar="FILE.json", default=None,
-                         help="the same, with the cost fitted to a calibration sweep measured "
-                         "in the engine (python -m hisparse_model.engine.calibrate)")
+    traffic.add_argument("--step-cost-from-calibration", metavar="FILE", default=None,
+                         help="the same, with the cost fitted to batches measured in the "
+                         "engine: a served replay's timed batches (serve_run --time-steps: its "
+                         "steps folder or steps-<pid>.jsonl) or a calibration sweep's JSON "
+                         "(python -m hisparse_model.engine.calibrate)")
     traffic.add_argument("--jobs", type=ranged(ranges["--jobs"]), default=None,
                          help="seeds served at once (default and most: one per CPU core)")
     traffic.add_argument("--plot", metavar="FILE.svg", default=None,

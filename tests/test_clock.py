@@ -337,3 +337,80 @@ def test_a_calibration_row_that_is_no_batch_is_refused_in_one_line(tmp_path):
     assert got.returncode == 2 and got.stderr.strip().splitlines() == [
         f"hisparse simulate: error: --step-cost-from-calibration {bad}: row 0: not a measured "
         "batch (phase, prefill, decode, context, ms)"]
+
+
+# The next batch's cost before it starts (schedule/clock.py): request 0 (100 tokens, 3 outputs)
+# at 0 s, request 1 (50 tokens, 1 output) at 0.005 s, 10 ms a batch of its own.  Async: batch
+# A (0-10 ms) prefills request 0; B, scheduled at 0, decodes it; C, scheduled as B starts
+# (10 ms), admits request 1 (50 prompt tokens) beside request 0's last decode; both finish at
+# C's end.  admit 40: B lasts max(10, 40) = 40 ms, C runs 50-60 ms: 0.06 s.  next prefill
+# 0.1 ms a token: B lasts 10 + 0.1 x 50 = 15 ms, C 25-35 ms: 0.035 s.  Both: max(15, 40) =
+# 40: 0.06 s.  admit 5 (under B's own 10 ms): nothing moves, 0.03 s.  A after the idle engine
+# has no batch before it: request 0's own admission stretches nothing.
+# (admit_ms, next_prefill_ms) -> finish of both requests
+AHEAD = [((40, 0), 0.06), ((0, 0.1), 0.035), ((40, 0.1), 0.06), ((5, 0), 0.03)]
+
+
+@pytest.mark.parametrize("version", ["0.31.0", "0.34.0"])
+@pytest.mark.parametrize("terms, finish", AHEAD)
+def test_a_batch_pays_for_the_next_ones_preparation(tmp_path, version, terms, finish):
+    """The batch before one that admits a request lasts at least admit_ms, and every batch
+    costs next_prefill_ms more per prompt token of the batch after it."""
+    traffic = _trace(tmp_path, [{"arrival_s": a, "prompt_len": n, "max_tokens": m}
+                                for a, n, m in [(0.0, 100, 3), (0.005, 50, 1)]])
+    admit, ahead = terms
+    got = serve_on_clock(Knobs(vllm_version=version, max_num_seqs=4), traffic, 1,
+                         StepCost(10, admit_ms=admit, next_prefill_ms=ahead))
+    assert got.steps == 3
+    assert {i: round(f, 9) for i, f in got.finish_s.items()} == {0: finish, 1: finish}
+
+
+def _served_rows(cost, admit):
+    """Timed rows built from a known served cost: batches of (prefill, decode, context,
+    requests) in order, each period its own terms + the next batch's prompt tokens, at
+    least ``admit`` before a batch that schedules more requests."""
+    plan = [(0, 4, 4000, 4), (800, 4, 5000, 5), (0, 5, 5200, 5), (3000, 5, 9000, 5),
+            (0, 5, 9100, 5), (0, 4, 7000, 4), (500, 4, 7600, 5), (0, 5, 7700, 5),
+            (0, 5, 7800, 5), (2000, 0, 2000, 1), (0, 6, 9800, 6), (0, 6, 9900, 6)]
+    rows = [{"phase": "served", "prefill": 100, "decode": 0, "context": 100, "requests": 1,
+             "ms": None, "after_idle": True}]  # the first batch: no period
+    for (p, d, c, n), nxt in zip(plan, plan[1:] + [(0, 1, 1, 1)]):
+        ms = cost.base_ms + cost.prefill_ms * p + cost.decode_ms * d + cost.context_ms * c \
+            + cost.next_prefill_ms * nxt[0]
+        if nxt[3] > n:
+            ms = max(ms, admit)
+        rows.append({"phase": "served", "prefill": p, "decode": d, "context": c, "requests": n,
+                     "ms": ms, "after_idle": False})
+    return rows
+
+
+def test_a_fit_to_served_batches_gives_the_cost_back():
+    """Periods built from 2 ms + 1 us a prompt token + 100 us a decode token + 0.1 us a context
+    token + 5 us a next prompt token, at least 40 ms before an admission, fit to that cost."""
+    from hisparse_model.answers.clock_fit import fit_served
+
+    known = StepCost(2, 0.001, 0.1, 0.0001, next_prefill_ms=0.005)
+    got = fit_served(_served_rows(known, 40.0), "table")
+    assert (got.base_ms, got.prefill_ms, got.decode_ms, got.context_ms,
+            got.next_prefill_ms) == pytest.approx((2, 0.001, 0.1, 0.0001, 0.005), rel=1e-6)
+    assert got.admit_ms == pytest.approx(40.0)
+
+
+# a served steps file -> its refusal (one line, naming the option and the line)
+BAD_STEPS = [
+    ('{"prefill": 1}\n', r"line 1: not a timed batch"),
+    ("not json\n", r"line 1: not JSON"),
+    ('{"prefill": 1, "decode": 0, "context": 1, "requests": 1, "ms": -3, "after_idle": false}\n',
+     r"line 1: not a timed batch"),
+    ('{"prefill": 1, "decode": 0, "context": 1, "requests": 1, "ms": 3, "after_idle": false}\n',
+     r"measured batches: 0, a fit needs 5"),
+]
+
+
+@pytest.mark.parametrize("text, said", BAD_STEPS)
+def test_a_bad_steps_file_is_refused_in_one_line(tmp_path, text, said):
+    """A served steps file that is not the timer's rows is refused naming the line."""
+    path = tmp_path / "steps-1.jsonl"
+    path.write_text(text)
+    with pytest.raises(ClockFitError, match=r"^--step-cost-from-calibration .*" + said):
+        from_calibration(str(path))

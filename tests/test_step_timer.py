@@ -74,6 +74,7 @@ def test_rows_say_what_each_batch_computed_and_took():
     assert got[2][:4] == (0, 1, 101, 1) and abs(got[2][4] - 15) < 1e-6 and not got[2][5]
     assert got[3][:4] == (0, 1, 503, 1) and abs(got[3][4] - 970) < 1e-6 and got[3][5] is True
     assert [r["phase"] for r in timer.rows] == ["start"] * 4
+    assert [r["admits"] for r in timer.rows] == [2, 0, 0, 0]  # a and b first in batch 1
 
 
 

@@ -18,6 +18,8 @@ four unknowns, solved in closed form.
 
 from __future__ import annotations
 
+import os
+import statistics
 from itertools import combinations
 
 from ..schedule.clock import StepCost
@@ -55,24 +57,66 @@ def fit_batches(batches, source: str) -> StepCost:
 def _fit(rows, source: str, said: str) -> StepCost:
     """Least squares over rows ``(count, prefill, decode, context, target)`` with no negative
     coefficient (module docstring)."""
+    base, p, d, c = _nonnegative(rows, source)
+    return StepCost(base, p, d, c, said)
+
+
+def _nonnegative(rows, source: str) -> list[float]:
+    """The coefficients of the terms ``row[:-1]`` that best give ``row[-1]``, none negative:
+    every subset of the terms is tried, the largest that fits with none negative kept."""
+    n = len(rows[0]) - 1
     best = None
-    for k in (4, 3, 2, 1):  # every subset of the terms, largest first
-        for used in combinations(range(4), k):
-            coef = _least_squares([[r[j] for j in used] for r in rows], [r[4] for r in rows])
+    for k in range(n, 0, -1):  # every subset of the terms, largest first
+        for used in combinations(range(n), k):
+            coef = _least_squares([[r[j] for j in used] for r in rows], [r[n] for r in rows])
             if coef is None or min(coef) < 0:
                 continue
-            full = [0.0] * 4
+            full = [0.0] * n
             for j, c in zip(used, coef):
                 full[j] = c
-            err = sum((sum(f * x for f, x in zip(full, r)) - r[4]) ** 2 for r in rows)
+            err = sum((sum(f * x for f, x in zip(full, r)) - r[n]) ** 2 for r in rows)
             if best is None or err < best[0] - 1e-9:
                 best = (err, full)
         if best is not None:
             break
     if best is None:
         raise ClockFitError(f"{source}: the measurements fit no step cost of positive terms")
-    base, p, d, c = best[1]
-    return StepCost(base, p, d, c, said)
+    return best[1]
+
+
+ADMIT_GPU_MS = 20.0  # a batch whose own work is shorter shows the admission floor alone
+
+
+def _admits(row: dict, before: dict) -> bool:
+    """Whether batch ``row`` admitted a request: its ``admits`` count where the timer wrote
+    one, else whether it scheduled more requests than the batch before (a sure sign; an
+    admission beside a finish is missed)."""
+    if "admits" in row:
+        return row["admits"] > 0
+    return row["requests"] > before["requests"]
+
+
+def fit_served(rows, source: str) -> StepCost:
+    """The :class:`StepCost` of the served engine's batches (``engine/step_timer.py`` rows, in
+    the engine's order; ``schedule/clock.py`` says what the terms mean).  The linear terms and
+    the next batch's prompt tokens are fitted to every period measured after a busy batch and
+    followed by a busy batch that admits nothing; ``admit_ms`` is the median period of the
+    batches before an admitting one whose own terms say under ``ADMIT_GPU_MS``."""
+    pairs = [(r, n) for r, n in zip(rows, rows[1:])
+             if r.get("ms") is not None and not r["after_idle"] and not n["after_idle"]]
+    plain = [(1.0, float(r["prefill"]), float(r["decode"]), float(r["context"]),
+              float(n["prefill"]), float(r["ms"])) for r, n in pairs if not _admits(n, r)]
+    if len(plain) < MIN_SECONDS + 2:
+        raise ClockFitError(f"{source}: measured batches: {len(plain)}, a fit needs "
+                            f"{MIN_SECONDS + 2}")
+    base, p, d, c, q = _nonnegative(plain, source)
+    own = StepCost(base, p, d, c)
+    floors = sorted(float(r["ms"]) for r, n in pairs if _admits(n, r)
+                    and own.base_ms + p * r["prefill"] + d * r["decode"] + c * r["context"]
+                    < ADMIT_GPU_MS)
+    admit = statistics.median(floors) if floors else 0.0
+    return StepCost(base, p, d, c, f"fitted to {len(plain)} batches measured in the served "
+                    f"engine and {len(floors)} before an admission, {source}", admit, q)
 
 
 def _least_squares(x: list[list[float]], y: list[float]) -> list[float] | None:
@@ -111,9 +155,13 @@ def from_log(path: str) -> StepCost:
 
 def from_calibration(path: str) -> StepCost:
     """The step cost fitted to a calibration sweep's JSON (``engine/calibrate.py``): the
-    batches of each phase's second pass with a period measured after a busy one."""
+    batches of each phase's second pass with a period measured after a busy one; or to a
+    served replay's timed batches (:func:`from_served`: its ``steps`` folder, the run's folder
+    or one ``steps-<pid>.jsonl``)."""
     from ..schedule.workload import read_json_file
 
+    if os.path.isdir(path) or path.endswith(".jsonl"):
+        return from_served(path)
     data = read_json_file(path, "--step-cost-from-calibration", ClockFitError)
     rows = data.get("rows") if isinstance(data, dict) else None
     if not isinstance(rows, list):
@@ -132,3 +180,49 @@ def from_calibration(path: str) -> StepCost:
                 isinstance(ms, (int, float)) and 0 < ms < 1e7:
             chosen.append(r)
     return fit_batches(chosen, f"--step-cost-from-calibration {path}")
+
+
+MAX_SERVED_ROWS = 1_000_000  # batches read from a served replay's timer (hours of serving)
+
+
+def from_served(path: str) -> StepCost:
+    """:func:`fit_served` of the batches a served replay's engine timed
+    (``serve_run --time-steps``): ``path`` is a ``steps-<pid>.jsonl``, or a folder holding
+    them (a run's ``steps`` folder or the run's folder)."""
+    import json
+
+    what = f"--step-cost-from-calibration {path}"
+    if os.path.isdir(path):
+        folder = os.path.join(path, "steps") if os.path.isdir(os.path.join(path, "steps")) \
+            else path
+        files = sorted(os.path.join(folder, f) for f in os.listdir(folder)
+                       if f.startswith("steps-") and f.endswith(".jsonl"))
+        if len(files) != 1:
+            raise ClockFitError(f"{what}: {len(files)} steps-<pid>.jsonl files in {folder}, "
+                                "one wanted (one engine's batches, in its order)")
+        path = files[0]
+    rows = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for k, line in enumerate(f, 1):
+                if k > MAX_SERVED_ROWS:
+                    raise ClockFitError(f"{what}: more than {MAX_SERVED_ROWS:,} batches")
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    raise ClockFitError(f"{what}: line {k}: not JSON") from None
+                ok = isinstance(r, dict) and all(
+                    isinstance(r.get(f), int) and not isinstance(r.get(f), bool)
+                    and 0 <= r[f] < 10**12 for f in ("prefill", "decode", "context",
+                                                     "requests"))
+                ms = r.get("ms") if ok else None
+                if not ok or isinstance(r.get("after_idle"), bool) is False or not (
+                        ms is None or (isinstance(ms, (int, float)) and 0 < ms < 1e9)):
+                    raise ClockFitError(f"{what}: line {k}: not a timed batch (prefill, "
+                                        "decode, context, requests, ms, after_idle)")
+                rows.append(r)
+    except OSError as exc:
+        raise ClockFitError(f"{what}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ClockFitError(f"{what}: not UTF-8 text") from None
+    return fit_served(rows, what)

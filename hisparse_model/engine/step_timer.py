@@ -18,8 +18,9 @@ that runs the engine core in-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``):
   model's clock puts on a batch (``schedule/clock.py``). A batch after the engine ran out of
   requests is marked ``after_idle`` (its period holds the idle time): a fit leaves it out.
 
-Every row: ``{"phase", "prefill", "decode", "context", "requests", "ms", "after_idle", "t"}``
-(``t``: the wall clock, seconds since the epoch, when the output came back).
+Every row: ``{"phase", "prefill", "decode", "context", "requests", "admits", "ms",
+"after_idle", "t"}`` (``admits``: requests scheduled for the first time; ``t``: the wall clock,
+seconds since the epoch, when the output came back).
 
 In a served replay (``serve_run.py --time-steps``) the engine core runs in its own process:
 :func:`time_steps_to`, called by the server's ``sitecustomize`` in every one of its Python
@@ -52,12 +53,16 @@ class StepTimer:
         self._pending: dict[int, dict] = {}  # id(SchedulerOutput) -> composition
         self._last: float | None = None  # when the previous output came back
         self._idle = True  # the engine had no request after the previous output
+        self._seen: set = set()  # requests some batch scheduled (admits: the others)
 
     def scheduled(self, scheduler, output) -> None:
         """After ``schedule``: the batch's composition, kept until its output is back."""
         tokens = getattr(output, "num_scheduled_tokens", None) or {}
-        prefill = decode = context = 0
+        prefill = decode = context = admits = 0
         for rid, n in tokens.items():
+            if rid not in self._seen:
+                self._seen.add(rid)
+                admits += 1
             req = scheduler.requests[rid]
             before = req.num_computed_tokens - n
             if before < req.num_prompt_tokens:
@@ -68,7 +73,7 @@ class StepTimer:
         if tokens:
             self._pending[id(output)] = {"phase": self.phase, "prefill": prefill,
                                          "decode": decode, "context": context,
-                                         "requests": len(tokens)}
+                                         "requests": len(tokens), "admits": admits}
 
     def returned(self, output) -> None:
         """At the entry of ``update_from_output``: the batch's period ends now."""

@@ -20,6 +20,15 @@ This module is the one place that turns the first into the second:
   arriving while a batch runs joins the batch after the next. Without it, a batch is scheduled as it starts.
   An idle engine waits for the next arrival and schedules at once. It keeps each step's
   start and end and each request's finish (the end of the batch whose output finishes it).
+* What the next batch costs before it starts.  With two batches in flight the period from one
+  batch's output to the next holds the host's preparation of the batch after it, so the served
+  engine's periods (``tests/recorded/serve/h100-timed-2026-12-06/``) follow the *next* batch's
+  prompt tokens (5-7 us each, against 0.6-1.7 us in their own batch) and a batch before one
+  that admits a request (schedules it for the first time) lasts about 40 ms where its own
+  composition says 3-15.  So a batch costs ``next_prefill_ms`` more per prompt token of the
+  batch after it, and at least ``admit_ms`` when that batch admits a request (both 0 unless
+  measured: :attr:`StepCost.next_prefill_ms`, :attr:`StepCost.admit_ms`); a batch after an
+  idle engine has no batch before it to stretch.
 
 Assumed: the batches of the engine loop run one after another, each for its cost, with no
 gap while work is queued (async scheduling hides the scheduler's own time behind the GPU's:
@@ -42,6 +51,8 @@ class StepCost:
     decode_ms: float = 0.0  # per decode / verify token
     context_ms: float = 0.0  # per token attended to (computed before + new), all requests
     source: str = "fixed --step-ms"
+    admit_ms: float = 0.0  # the least period of a batch before one that admits a request
+    next_prefill_ms: float = 0.0  # per prompt token of the batch after it (its preparation)
 
     def ms(self, step) -> float:
         """The cost of ``step`` (a scheduler ``Step``)."""
@@ -57,7 +68,11 @@ class StepCost:
                                          (self.context_ms, 1e6, "ns", "context token")):
             if value:
                 out.append(f"{value * scale:.3g} {unit} per {what}")
-        return " + ".join(out)
+        if self.next_prefill_ms:
+            out.append(f"{self.next_prefill_ms * 1e3:.3g} us per prefill token of the next batch")
+        floor = (f", at least {self.admit_ms:.3g} ms for the batch before one that admits a "
+                 "request") if self.admit_ms else ""
+        return " + ".join(out) + floor
 
     def line(self) -> str:
         """One line for the command line: the formula and its source."""
@@ -66,6 +81,7 @@ class StepCost:
     def as_json(self) -> dict:
         return {"base_ms": self.base_ms, "prefill_ms_per_token": self.prefill_ms,
                 "decode_ms_per_token": self.decode_ms, "context_ms_per_token": self.context_ms,
+                "admit_ms": self.admit_ms, "next_prefill_ms_per_token": self.next_prefill_ms,
                 "source": self.source}
 
 
@@ -101,6 +117,8 @@ class TimedArrivals:
         self.starts: dict[int, float] = {}  # engine step -> when its batch starts
         self.finish_s: dict[int, float] = {}  # request -> when the batch finishing it ends
         self._open: list = []  # (step, end_s) whose output is not processed yet
+        self._admitted = 0  # requests scheduled so far: the scheduler admits in arrival order
+        self._before = None  # the batch before the next one, (its start, its _open entry)
 
     def get(self, step, default=()):
         end = bisect.bisect_right(self.times, self.sched_s if self.ahead else self.now_s,
@@ -113,6 +131,7 @@ class TimedArrivals:
         """The engine is idle: wait for the next arrival (None: none left)."""
         if self.released >= len(self.times):
             return None
+        self._before = None  # nothing runs before the next batch: no floor to stretch
         self.now_s = max(self.now_s, self.times[self.released])
         self.sched_s = self.now_s
         return step + 1
@@ -121,20 +140,38 @@ class TimedArrivals:
         """``sim.lazily(workload)`` with the clock running: yields each step and its start."""
         self.ahead = sim.asyn
         for st in sim.lazily(workload, self):
+            top = max(st.scheduled, default=-1) + 1
+            admits = top > self._admitted  # the scheduler admits in arrival order
+            self._admitted = max(top, self._admitted)
+            self._stretch(st, admits)
             start = self.now_s
             self.sched_s = start  # the next batch is scheduled as this one starts (async)
             self.starts[st.index] = start
             self.now_s = start + self.cost.ms(st) / 1000.0
-            self._open.append((st, self.now_s))
+            self._open.append([st, self.now_s])
+            self._before = (start, self._open[-1])
             self._harvest()
             yield st, start
         self._harvest(everything=True)
 
+    def _stretch(self, st, admits: bool) -> None:
+        """The batch before ``st`` pays for its preparation (module docstring)."""
+        cost = self.cost
+        if self._before is None or not (cost.admit_ms or cost.next_prefill_ms):
+            return
+        start, entry = self._before
+        end = entry[1] + cost.next_prefill_ms * features(st)[0] / 1000.0
+        if admits:
+            end = max(end, start + cost.admit_ms / 1000.0)
+        if end > entry[1]:
+            entry[1] = self.now_s = end
+
     def _harvest(self, everything: bool = False) -> None:
         keep = []
-        for st, end in self._open:
+        for entry in self._open:  # [step, end]: the same list _stretch may still move
+            st, end = entry
             if st.returned_at is None and not everything:
-                keep.append((st, end))
+                keep.append(entry)
                 continue
             for r in st.finished:
                 self.finish_s[r] = end
