@@ -27,6 +27,7 @@ from hisparse_model.boundary import http as fetch_http
 from hisparse_model.boundary.files import ZSTD_MAGIC, InputError, lines, read_bytes
 from hisparse_model.boundary.limits import (HTTP_SECONDS, JSON, LINE_BYTES, LOG, METRICS, MIB,
                                            RECORDING, TRACE, TRACE_ROWS, TRACE_STREAM)
+from hisparse_model.boundary.limits import STEPS as STEPS_FILE
 from hisparse_model.inputs.step_time import StepTimeError, from_log, from_metrics
 from hisparse_model.inputs.traces import read_trace
 from hisparse_flags import connector_flags
@@ -477,9 +478,10 @@ def test_azure_columns_in_any_order_or_case_read_as_azure(tmp_path, header):
 def test_the_bounds_are_what_the_docs_state():
     """The bounds table of docs/inputs.md is the declarations' values."""
     readme = (ROOT / "docs" / "inputs.md").read_text()
-    for bound in (LOG, TRACE, TRACE_STREAM, METRICS, JSON, RECORDING):
+    for bound in (LOG, TRACE, TRACE_STREAM, METRICS, JSON, RECORDING, STEPS_FILE):
         assert f"| {bound.kind} | {bound.bytes // MIB} MiB" in readme, bound.kind
     assert f"{LOG.lines:,} lines" in readme and f"{TRACE.lines:,} lines" in readme
+    assert f"{STEPS_FILE.lines:,} lines" in readme
     assert f"{TRACE_ROWS:,} requests" in readme and f"{HTTP_SECONDS:g} s for" in readme
     assert f"at most {LINE_BYTES // MIB} MiB" in readme
 

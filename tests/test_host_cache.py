@@ -105,3 +105,34 @@ def test_an_evicted_prefix_is_computed_again(gib, fillers, holder, expect):
     assert (None if found is None else found[0], run.evicted, run.evicted_from) == expect
     served = simulate(knobs, _workload(fillers, holder))
     assert [s.step for s in served.steps if s.error] == ([] if crash is None else [crash])
+
+
+# Forgotten keys (a prompt of its own, never named again) keep their places as counted runs.
+# Request A frees 1, 2, 3 (places 0, 1, 2, tail first: 3, 2, 1), B frees 4, 5 (places 3, 4:
+# 5, 4), C frees 6 (place 5).  Forget A and C: runs [0, 3] and [5, 1], keys 4, 5 named.
+# room 3 (6 cached): evict 3 from the front: A's run (places 0-2); left 5, 4 and C's run.
+# room 1: then 5, 4 go too (places 3, 4), C's run stays.  Forget B as well: its places 3, 4
+# join A's run and C's: one run [0, 6]; room 4 evicts 2 of it: [2, 4].
+def test_forgotten_blocks_keep_their_place_as_counted_runs():
+    """A forgotten prompt's cached blocks still fill the pool and go in their turn; runs that
+    touch merge, so a replay of prompts of their own holds a few runs, not a key a block."""
+    cache = HostCache({key: True for key in range(1, 7)})
+    for keys in ((1, 2, 3), (4, 5), (6,)):
+        cache.hold(keys)
+        cache.release(keys)
+    cache.forget((1, 2, 3))
+    cache.forget((6,))
+    assert cache.runs == [[0, 3], [5, 1]] and list(cache.free) == [5, 4]
+    cache.evict(3, step=1)
+    assert cache.runs == [[5, 1]] and list(cache.free) == [5, 4] and cache.evicted == 3
+    cache.evict(1, step=2)
+    assert cache.runs == [[5, 1]] and list(cache.free) == [] and cache.cached == 1
+    merged = HostCache({key: True for key in range(1, 7)})
+    for keys in ((1, 2, 3), (4, 5), (6,)):
+        merged.hold(keys)
+        merged.release(keys)
+    for keys in ((1, 2, 3), (6,), (4, 5)):
+        merged.forget(keys)
+    assert merged.runs == [[0, 6]] and not merged.published
+    merged.evict(4, step=3)
+    assert merged.runs == [[2, 4]] and merged.cached == 4 and merged.first_step == 3

@@ -110,10 +110,8 @@ def fit_served(rows, source: str) -> StepCost:
         raise ClockFitError(f"{source}: measured batches: {len(plain)}, a fit needs "
                             f"{MIN_SECONDS + 2}")
     base, p, d, c, q = _nonnegative(plain, source)
-    own = StepCost(base, p, d, c)
-    floors = sorted(float(r["ms"]) for r, n in pairs if _admits(n, r)
-                    and own.base_ms + p * r["prefill"] + d * r["decode"] + c * r["context"]
-                    < ADMIT_GPU_MS)
+    floors = [float(r["ms"]) for r, n in pairs if _admits(n, r)
+              and base + p * r["prefill"] + d * r["decode"] + c * r["context"] < ADMIT_GPU_MS]
     admit = statistics.median(floors) if floors else 0.0
     return StepCost(base, p, d, c, f"fitted to {len(plain)} batches measured in the served "
                     f"engine and {len(floors)} before an admission, {source}", admit, q)
@@ -182,20 +180,25 @@ def from_calibration(path: str) -> StepCost:
     return fit_batches(chosen, f"--step-cost-from-calibration {path}")
 
 
-MAX_SERVED_ROWS = 1_000_000  # batches read from a served replay's timer (hours of serving)
-
-
 def from_served(path: str) -> StepCost:
     """:func:`fit_served` of the batches a served replay's engine timed
     (``serve_run --time-steps``): ``path`` is a ``steps-<pid>.jsonl``, or a folder holding
-    them (a run's ``steps`` folder or the run's folder)."""
+    one (a run's ``steps`` folder or the run's folder); read line by line within
+    ``limits.STEPS``."""
     import json
+
+    from ..boundary.files import InputError, lines
+    from ..boundary.limits import STEPS
 
     what = f"--step-cost-from-calibration {path}"
     if os.path.isdir(path):
         folder = os.path.join(path, "steps") if os.path.isdir(os.path.join(path, "steps")) \
             else path
-        files = sorted(os.path.join(folder, f) for f in os.listdir(folder)
+        try:
+            names = os.listdir(folder)
+        except OSError as exc:
+            raise ClockFitError(f"{what}: {exc.strerror or exc}") from None
+        files = sorted(os.path.join(folder, f) for f in names
                        if f.startswith("steps-") and f.endswith(".jsonl"))
         if len(files) != 1:
             raise ClockFitError(f"{what}: {len(files)} steps-<pid>.jsonl files in {folder}, "
@@ -203,26 +206,28 @@ def from_served(path: str) -> StepCost:
         path = files[0]
     rows = []
     try:
-        with open(path, encoding="utf-8") as f:
-            for k, line in enumerate(f, 1):
-                if k > MAX_SERVED_ROWS:
-                    raise ClockFitError(f"{what}: more than {MAX_SERVED_ROWS:,} batches")
-                try:
-                    r = json.loads(line)
-                except ValueError:
-                    raise ClockFitError(f"{what}: line {k}: not JSON") from None
-                ok = isinstance(r, dict) and all(
-                    isinstance(r.get(f), int) and not isinstance(r.get(f), bool)
-                    and 0 <= r[f] < 10**12 for f in ("prefill", "decode", "context",
-                                                     "requests"))
-                ms = r.get("ms") if ok else None
-                if not ok or isinstance(r.get("after_idle"), bool) is False or not (
-                        ms is None or (isinstance(ms, (int, float)) and 0 < ms < 1e9)):
-                    raise ClockFitError(f"{what}: line {k}: not a timed batch (prefill, "
-                                        "decode, context, requests, ms, after_idle)")
-                rows.append(r)
-    except OSError as exc:
-        raise ClockFitError(f"{what}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise ClockFitError(f"{what}: not UTF-8 text") from None
+        for k, line in lines(path, STEPS, what):
+            if not line.strip():
+                continue
+            try:
+                r = json.loads(line)
+            except ValueError:
+                raise ClockFitError(f"{what}: line {k}: not JSON") from None
+            if not _timed_batch(r):
+                raise ClockFitError(f"{what}: line {k}: not a timed batch (prefill, decode, "
+                                    "context, requests: counts; ms: a period or null; "
+                                    "after_idle: true or false)")
+            rows.append(r)
+    except InputError as exc:
+        raise ClockFitError(str(exc)) from None
     return fit_served(rows, what)
+
+
+def _timed_batch(r) -> bool:
+    """Whether ``r`` is one row of ``engine/step_timer.py`` (the fields the fit reads)."""
+    if not isinstance(r, dict) or not isinstance(r.get("after_idle"), bool):
+        return False
+    counts = all(type(r.get(f)) is int and 0 <= r[f] < 10**12
+                 for f in ("prefill", "decode", "context", "requests"))
+    ms = r.get("ms")
+    return counts and (ms is None or (type(ms) in (int, float) and 0 < ms < 1e9))

@@ -290,8 +290,9 @@ def serve_stream(job: tuple) -> StreamedRun:
 class _Forget:
     """Drops what no later step reads of a request whose output is processed: the host pool's
     prompt, the crash kind's ``seen``, its state, and, for a prompt of its own (no
-    ``hash_ids``: no other request names its blocks), its published host blocks once its
-    transfers are done (``_Sim._complete`` publishes a finished request's last pages)."""
+    ``hash_ids``: no other request names its blocks), its published host blocks' keys once its
+    transfers are done (``_Sim._complete`` publishes a finished request's last pages): they
+    stay in the host pool's cache as a count (``HostCache.forget``)."""
 
     def __init__(self, sim, seen: set, arrivals: StreamArrivals):
         self.sim, self.seen, self.arrivals = sim, seen, arrivals
@@ -312,14 +313,13 @@ class _Forget:
                 if own and r.keys:
                     self.closing.append(r)
         self.waiting = keep
-        if self.closing:
-            published, still = self.sim.published, []
+        if self.closing:  # their blocks stay cached in the pool, counted, not keyed
+            cache, still = self.sim.cache, []
             for r in self.closing:
                 if r.pending or r.pub:
                     still.append(r)
                     continue
-                for key in r.keys:
-                    published.pop(key, None)
+                cache.forget(r.keys)
             self.closing = still
 
 

@@ -32,17 +32,23 @@ whether and from when it evicted.
 
 from __future__ import annotations
 
+import bisect
 from collections import OrderedDict
 
 
 class HostCache:
-    """Published prefix keys held by live requests, and the others in the order freed."""
+    """Published prefix keys held by live requests, and the cached blocks no live request
+    holds, in the order freed: a key each, and runs of blocks no later request can name
+    (:meth:`forget`), counted, not keyed."""
 
     def __init__(self, published: dict):
         self.published = published  # the scheduler's key -> GPU copy recorded
         self.holders: dict = {}  # key -> live requests holding its block
-        self.free: OrderedDict = OrderedDict()  # keys no live request holds, oldest first
-        self.evicted = 0  # keys forgotten so far
+        self.free: OrderedDict = OrderedDict()  # key no live request holds -> its place
+        self.runs: list = []  # [first place, blocks]: nameless cached blocks, by place
+        self.cached = 0  # blocks cached: the keys of ``free`` and the runs' blocks
+        self.place = 0  # the free queue's next place (one a block freed)
+        self.evicted = 0  # blocks evicted so far
         self.first_step: int | None = None  # the engine step of the first eviction
 
     def hold(self, keys) -> None:
@@ -52,6 +58,7 @@ class HostCache:
             holders[key] = holders.get(key, 0) + 1
             if key in free:
                 del free[key]
+                self.cached -= 1
 
     def release(self, keys) -> None:
         """A request frees the blocks of ``keys`` (those it held), tail first."""
@@ -63,19 +70,68 @@ class HostCache:
                 continue
             holders.pop(key, None)
             if key in published:
-                free[key] = None
-                free.move_to_end(key)
+                if key in free:
+                    del free[key]
+                    self.cached -= 1
+                free[key] = self.place
+                self.place += 1
+                self.cached += 1
+
+    def forget(self, keys) -> None:
+        """``keys`` (a finished request's, freed) can never be named again (a prompt of its
+        own): their cached blocks stay in the queue, where they were, as a count."""
+        free, published = self.free, self.published
+        places = []
+        for key in keys:
+            published.pop(key, None)
+            place = free.pop(key, None)
+            if place is not None:
+                places.append(place)
+        places.sort()
+        first = 0
+        for k in range(1, len(places) + 1):  # each stretch of consecutive places: one run
+            if k == len(places) or places[k] != places[k - 1] + 1:
+                self._run(places[first], k - first)
+                first = k
+
+    def _run(self, place: int, blocks: int) -> None:
+        """Put a run of ``blocks`` nameless blocks from ``place`` among the others, merged
+        with a neighbour it touches."""
+        runs = self.runs
+        i = bisect.bisect_left(runs, [place, 0])
+        if i and runs[i - 1][0] + runs[i - 1][1] == place:
+            runs[i - 1][1] += blocks
+            i -= 1
+        else:
+            runs.insert(i, [place, blocks])
+        if i + 1 < len(runs) and runs[i][0] + runs[i][1] == runs[i + 1][0]:
+            runs[i][1] += runs.pop(i + 1)[1]
 
     def evict(self, room: int, step: int) -> None:
-        """Forget the least recently freed keys until at most ``room`` remain cached."""
-        free, published = self.free, self.published
-        while len(free) > max(room, 0):
-            key, _ = free.popitem(last=False)
+        """Evict the least recently freed cached blocks until at most ``room`` remain."""
+        free, runs, published = self.free, self.runs, self.published
+        over = self.cached - max(room, 0)
+        if over <= 0:
+            return
+        if self.first_step is None:
+            self.first_step = step
+        self.cached -= over
+        self.evicted += over
+        while over:
+            key = next(iter(free), None)
+            if runs and (key is None or runs[0][0] < free[key]):
+                take = min(over, runs[0][1])
+                runs[0][0] += take
+                runs[0][1] -= take
+                if not runs[0][1]:
+                    runs.pop(0)
+                over -= take
+                continue
+            del free[key]
             published.pop(key, None)
-            self.evicted += 1
-            if self.first_step is None:
-                self.first_step = step
+            over -= 1
 
     def state(self) -> tuple:
         """What later steps read (``verdict._state`` compares runs)."""
-        return tuple(self.free), tuple(sorted(self.holders.items())), self.evicted
+        return (tuple(self.free.items()), tuple(map(tuple, self.runs)),
+                tuple(sorted(self.holders.items())), self.evicted)
