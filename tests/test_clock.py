@@ -397,20 +397,47 @@ def test_a_fit_to_served_batches_gives_the_cost_back():
 
 
 # a served steps file -> its refusal (one line, naming the option and the line)
+_ROW = '{"prefill": 1, "decode": 0, "context": 1, "requests": 1, "ms": 3, "after_idle": false}'
 BAD_STEPS = [
-    ('{"prefill": 1}\n', r"line 1: not a timed batch"),
-    ("not json\n", r"line 1: not JSON"),
-    ('{"prefill": 1, "decode": 0, "context": 1, "requests": 1, "ms": -3, "after_idle": false}\n',
-     r"line 1: not a timed batch"),
-    ('{"prefill": 1, "decode": 0, "context": 1, "requests": 1, "ms": 3, "after_idle": false}\n',
-     r"measured batches: 0, a fit needs 5"),
+    ('{"prefill": 1}\n{"prefill": 2}\n', r"line 1: decode None: not a count"),
+    ("not json\n", r"line 1: not JSON \(a served replay's steps"),
+    (_ROW + "\n" + _ROW.replace('"ms": 3', '"ms": -3') + "\n", r"line 2: ms -3: not a period"),
+    (_ROW + "\n" + _ROW.replace('"decode": 0', '"decode": true') + "\n",
+     r"line 2: decode True: not a count"),
+    (_ROW + "\n" + _ROW.replace("false}", '"no"}') + "\n", r"line 2: after_idle 'no': not true"),
+    (_ROW + "\n" + _ROW + "\n", r"measured batches: 1, a fit needs 5"),
+    ('{"rows": 3}', r'no "rows" list'),
 ]
 
 
 @pytest.mark.parametrize("text, said", BAD_STEPS)
 def test_a_bad_steps_file_is_refused_in_one_line(tmp_path, text, said):
-    """A served steps file that is not the timer's rows is refused naming the line."""
-    path = tmp_path / "steps-1.jsonl"
+    """A calibration file that is neither the timer's rows nor a sweep is refused naming the
+    line and the field, whatever the file is called."""
+    path = tmp_path / "measured.txt"
     path.write_text(text)
     with pytest.raises(ClockFitError, match=r"^--step-cost-from-calibration .*" + said):
         from_calibration(str(path))
+
+
+def test_steps_are_told_by_their_content_and_a_folder_names_its_file(tmp_path):
+    """Served rows piped in (no .jsonl name) fit as from the file; a folder with no or two
+    steps files is refused naming the folder; the run folder finds its steps folder."""
+    import shutil
+    import tarfile
+
+    with tarfile.open(SERVE / "h100-timed-2026-12-06" / "x6t143.tgz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    run = tmp_path / "x6t143"
+    steps = next((run / "steps").glob("steps-*.jsonl"))
+    renamed = tmp_path / "batches.txt"
+    shutil.copy(steps, renamed)
+    import dataclasses
+
+    assert dataclasses.replace(from_calibration(str(renamed)), source="") == \
+        dataclasses.replace(from_calibration(str(run)), source="")
+    shutil.copy(steps, run / "steps" / "steps-2.jsonl")
+    with pytest.raises(ClockFitError, match=r"steps: 2 steps-<pid>\.jsonl files, one wanted"):
+        from_calibration(str(run))
+    with pytest.raises(ClockFitError, match=r": 0 steps-<pid>\.jsonl files"):
+        from_calibration(str(tmp_path))

@@ -136,3 +136,54 @@ def test_forgotten_blocks_keep_their_place_as_counted_runs():
     assert merged.runs == [[0, 6]] and not merged.published
     merged.evict(4, step=3)
     assert merged.runs == [[2, 4]] and merged.cached == 4 and merged.first_step == 3
+
+
+def _small_trace(tmp_path):
+    """40 Mooncake rows 0.5 s apart, 300-token prompts (4 full blocks), 8 outputs, each its own
+    512-token hash id but for every fifth, which repeats id 0 (a shared prefix)."""
+    import json
+
+    path = tmp_path / "small.jsonl"
+    path.write_text("".join(json.dumps({"timestamp": 500 * i, "input_length": 300,
+                                        "output_length": 8,
+                                        "hash_ids": [0 if i % 5 == 0 else i]}) + "\n"
+                            for i in range(40)))
+    return str(path)
+
+
+# (pool GiB, extra options) -> whether the text has a Host pool line; 0.05 GiB holds
+# int(0.05 x 2**30) // 589,824 = 91 blocks: 40 prompts publish 4 blocks each, 160 > 91.
+EVICTING_RUNS = [
+    (0.05, [], True),
+    (1.0, [], False),
+    (0.05, ["--rate", "2", "--seeds", "3"], True),
+]
+
+
+@pytest.mark.parametrize("gib, extra, evicts", EVICTING_RUNS)
+def test_the_answer_says_what_the_host_pool_evicted(tmp_path, gib, extra, evicts):
+    """The text's Host pool line renders --json's host_evicted (one replay: its count and
+    first step; seeds: the sum, the most in one, the earliest), and is absent without it."""
+    import json
+    import subprocess
+    import sys
+
+    base = [sys.executable, "-m", "hisparse_model", "simulate", "--max-num-seqs", "4",
+            "--max-model-len", "320", "--host-pool-gib", str(gib), "--traffic",
+            _small_trace(tmp_path), "--minutes", "1", *extra]
+    text = subprocess.run(base, capture_output=True, text=True).stdout
+    seeds = json.loads(subprocess.run(base + ["--json"], capture_output=True,
+                                      text=True).stdout)["seeds"]
+    line = [x for x in text.splitlines() if x.startswith("Host pool:")]
+    blocks = [s["host_evicted"]["blocks"] for s in seeds]
+    assert bool(line) == evicts == any(blocks)
+    if not evicts:
+        return
+    first = min((s["host_evicted"]["from_step"], s["seed"]) for s in seeds
+                if s["host_evicted"]["blocks"])
+    if len(seeds) == 1:
+        assert f"the replay evicted {blocks[0]:,} cached blocks from engine step {first[0]:,}," \
+            in line[0]
+    else:
+        assert (f"evicted {sum(blocks):,} cached blocks in all (at most {max(blocks):,} in one), "
+                f"the first at engine step {first[0]:,} (seed {first[1]})") in line[0]

@@ -337,3 +337,47 @@ def test_a_streamed_replay_on_the_command_line(tmp_path):
     # 230 s at 25 ms per step: engine step 9,200, after the 20,001 requests that arrived
     assert crash == ["  seed 0: crashed at 3.8 min (engine step 9200, a 65-token lone_prompt "
                      "step, after 20001 requests)"]
+
+
+# (options on the Azure excerpt, 200 rows over 3.3 min, read as a stream with --from 0)
+#   -> why the Served line says it stopped, and --json's stopped_at / read_to_end
+# --to 3: the row past 3 s ends the window; --minutes 0.05 (3 s): the first row past it ends
+# the replay; --minutes 10: every row read; S 143 x6 at 8.9 ms: request 72 crashes at 31 s.
+STOPS = [
+    (["--max-num-seqs", "128", "--to", "3"], "to the window's end (--to 3 s; the rest unread)",
+     "the window's end", False),
+    (["--max-num-seqs", "128", "--minutes", "0.05"], "to --minutes 0.05 (the rest unread)",
+     "--minutes", False),
+    (["--max-num-seqs", "128", "--minutes", "10"], "to the trace's end", "the trace's end",
+     True),
+    (["--max-num-seqs", "143", "--speed", "6", "--step-ms", "8.9"],
+     "up to the crash (the rest unread)", "the crash", False),
+]
+
+
+@pytest.mark.parametrize("options, words, stopped, to_end", STOPS)
+def test_the_served_line_says_why_the_replay_stopped(options, words, stopped, to_end):
+    """A window's end is not the trace's end, nor is --minutes; a crash is said first."""
+    base = [sys.executable, "-m", "hisparse_model", "simulate", "--max-num-batched-tokens",
+            "8192", "--max-model-len", "8192", "--host-pool-gib", "6", "--traffic", AZURE,
+            "--from", "0", *options]
+    text = subprocess.run(base, cwd=ROOT, capture_output=True, text=True)
+    served = next(line for line in text.stdout.splitlines() if line.startswith("Served:"))
+    assert f"), {words};" in served, served
+    got = json.loads(subprocess.run(base + ["--json"], cwd=ROOT, capture_output=True,
+                                    text=True).stdout)["traffic"]["streamed"]
+    assert got["stopped_at"] == stopped
+    assert got["read_to_end"] is to_end
+
+
+def test_a_trace_held_whole_says_its_replay_ended_at_the_crash():
+    """Under 1 MiB and with no window the trace is held whole; its Served line says the crash
+    ended the replay too (S 143 x6 at 8.9 ms: request 72 at 31 s of the trace's 33 s)."""
+    out = subprocess.run([sys.executable, "-m", "hisparse_model", "simulate",
+                          "--max-num-seqs", "143", "--max-num-batched-tokens", "8192",
+                          "--max-model-len", "8192", "--host-pool-gib", "6", "--traffic", AZURE,
+                          "--speed", "6", "--step-ms", "8.9", "--minutes", "1"],
+                         cwd=ROOT, capture_output=True, text=True).stdout
+    served = next(line for line in out.splitlines() if line.startswith("Served:"))
+    assert served.startswith("Served: the whole trace (200 requests over 33 s, within "
+                             "--minutes 1), up to the crash (the rest not served), one replay")

@@ -152,82 +152,103 @@ def from_log(path: str) -> StepCost:
 
 
 def from_calibration(path: str) -> StepCost:
-    """The step cost fitted to a calibration sweep's JSON (``engine/calibrate.py``): the
-    batches of each phase's second pass with a period measured after a busy one; or to a
-    served replay's timed batches (:func:`from_served`: its ``steps`` folder, the run's folder
-    or one ``steps-<pid>.jsonl``)."""
-    from ..schedule.workload import read_json_file
+    """The step cost fitted to batches measured in the engine, told apart by their content: a
+    served replay's timed batches (JSON Lines, ``engine/step_timer.py``: :func:`fit_served`;
+    ``path`` may be the run's folder or its ``steps`` folder) or a calibration sweep's JSON
+    (``engine/calibrate.py``: the batches of each phase's second pass with a period measured
+    after a busy one).  Read once through the input boundary (``limits.STEPS``: standard
+    input, a FIFO, gzip)."""
+    import json
 
-    if os.path.isdir(path) or path.endswith(".jsonl"):
-        return from_served(path)
-    data = read_json_file(path, "--step-cost-from-calibration", ClockFitError)
-    rows = data.get("rows") if isinstance(data, dict) else None
+    from ..boundary.files import InputError, read_bytes
+    from ..boundary.limits import STEPS
+
+    if os.path.isdir(path):
+        path = _steps_file(path)
+    what = f"--step-cost-from-calibration {path}"
+    try:
+        text = read_bytes(path, STEPS, what).decode("utf-8")
+    except InputError as exc:
+        raise ClockFitError(str(exc)) from None
+    except UnicodeDecodeError:
+        raise ClockFitError(f"{what}: not UTF-8 text") from None
+    try:
+        whole = json.loads(text)
+    except ValueError:
+        whole = None  # JSON Lines: a served replay's batches
+    if isinstance(whole, dict) and "rows" in whole:
+        return _sweep(whole["rows"], what)
+    lines = text.splitlines()
+    if len(lines) > STEPS.lines:
+        raise ClockFitError(f"{what}: more than {STEPS.lines:,} lines, the bound on a "
+                            f"{STEPS.kind} ({STEPS.why})")
+    rows = []
+    for k, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+        except ValueError:
+            raise ClockFitError(f"{what}: line {k}: not JSON (a served replay's steps-<pid>.jsonl "
+                                "or a calibration sweep's JSON with a \"rows\" list)") from None
+        bad = _not_a_timed_batch(r)
+        if bad:
+            raise ClockFitError(f"{what}: line {k}: {bad}")
+        rows.append(r)
+    return fit_served(rows, what)
+
+
+def _sweep(rows, what: str) -> StepCost:
+    """:func:`fit_batches` of a calibration sweep's rows (``from_calibration``)."""
     if not isinstance(rows, list):
-        raise ClockFitError(f"--step-cost-from-calibration {path}: no \"rows\" list (a file "
-                            "written by python -m hisparse_model.engine.calibrate)")
+        raise ClockFitError(f"{what}: no \"rows\" list (a file written by python -m "
+                            "hisparse_model.engine.calibrate)")
     chosen = []
     for k, r in enumerate(rows):
         ok = isinstance(r, dict) and all(
             isinstance(r.get(f), (int, float)) and not isinstance(r.get(f), bool)
             and 0 <= r[f] < 1e12 for f in ("prefill", "decode", "context"))
         if not ok or not isinstance(r.get("phase"), str):
-            raise ClockFitError(f"--step-cost-from-calibration {path}: row {k}: not a measured "
-                                "batch (phase, prefill, decode, context, ms)")
+            raise ClockFitError(f"{what}: row {k}: not a measured batch (phase, prefill, "
+                                "decode, context, ms)")
         ms = r.get("ms")
         if r["phase"].endswith(":2") and r.get("after_idle") is False and \
                 isinstance(ms, (int, float)) and 0 < ms < 1e7:
             chosen.append(r)
-    return fit_batches(chosen, f"--step-cost-from-calibration {path}")
+    return fit_batches(chosen, what)
 
 
-def from_served(path: str) -> StepCost:
-    """:func:`fit_served` of the batches a served replay's engine timed
-    (``serve_run --time-steps``): ``path`` is a ``steps-<pid>.jsonl``, or a folder holding
-    one (a run's ``steps`` folder or the run's folder); read line by line within
-    ``limits.STEPS``."""
-    import json
-
-    from ..boundary.files import InputError, lines
-    from ..boundary.limits import STEPS
-
-    what = f"--step-cost-from-calibration {path}"
-    if os.path.isdir(path):
-        folder = os.path.join(path, "steps") if os.path.isdir(os.path.join(path, "steps")) \
-            else path
-        try:
-            names = os.listdir(folder)
-        except OSError as exc:
-            raise ClockFitError(f"{what}: {exc.strerror or exc}") from None
-        files = sorted(os.path.join(folder, f) for f in names
-                       if f.startswith("steps-") and f.endswith(".jsonl"))
-        if len(files) != 1:
-            raise ClockFitError(f"{what}: {len(files)} steps-<pid>.jsonl files in {folder}, "
-                                "one wanted (one engine's batches, in its order)")
-        path = files[0]
-    rows = []
+def _steps_file(folder: str) -> str:
+    """The one ``steps-<pid>.jsonl`` of a served run's folder or of its ``steps`` folder."""
+    inner = os.path.join(folder, "steps")
+    if os.path.isdir(inner):
+        folder = inner
     try:
-        for k, line in lines(path, STEPS, what):
-            if not line.strip():
-                continue
-            try:
-                r = json.loads(line)
-            except ValueError:
-                raise ClockFitError(f"{what}: line {k}: not JSON") from None
-            if not _timed_batch(r):
-                raise ClockFitError(f"{what}: line {k}: not a timed batch (prefill, decode, "
-                                    "context, requests: counts; ms: a period or null; "
-                                    "after_idle: true or false)")
-            rows.append(r)
-    except InputError as exc:
-        raise ClockFitError(str(exc)) from None
-    return fit_served(rows, what)
+        names = os.listdir(folder)
+    except OSError as exc:
+        raise ClockFitError(f"--step-cost-from-calibration {folder}: "
+                            f"{exc.strerror or exc}") from None
+    files = sorted(os.path.join(folder, f) for f in names
+                   if f.startswith("steps-") and f.endswith(".jsonl"))
+    if len(files) != 1:
+        raise ClockFitError(f"--step-cost-from-calibration {folder}: {len(files)} "
+                            "steps-<pid>.jsonl files, one wanted (one engine's batches, in its "
+                            "order)")
+    return files[0]
 
 
-def _timed_batch(r) -> bool:
-    """Whether ``r`` is one row of ``engine/step_timer.py`` (the fields the fit reads)."""
-    if not isinstance(r, dict) or not isinstance(r.get("after_idle"), bool):
-        return False
-    counts = all(type(r.get(f)) is int and 0 <= r[f] < 10**12
-                 for f in ("prefill", "decode", "context", "requests"))
+def _not_a_timed_batch(r) -> str | None:
+    """Why ``r`` is not one row of ``engine/step_timer.py`` (the fields the fit reads), or
+    None."""
+    if not isinstance(r, dict):
+        return "not a timed batch (a JSON object of prefill, decode, context, requests, ms, " \
+               "after_idle)"
+    for f in ("prefill", "decode", "context", "requests"):
+        if type(r.get(f)) is not int or not 0 <= r[f] < 10**12:
+            return f"{f} {r.get(f)!r:.40}: not a count (a whole number, 0 or more)"
+    if not isinstance(r.get("after_idle"), bool):
+        return f"after_idle {r.get('after_idle')!r:.40}: not true or false"
     ms = r.get("ms")
-    return counts and (ms is None or (type(ms) in (int, float) and 0 < ms < 1e9))
+    if ms is not None and not (type(ms) in (int, float) and 0 < ms < 1e9):
+        return f"ms {ms!r:.40}: not a period (milliseconds over 0, or null)"
+    return None

@@ -78,8 +78,9 @@ class StreamedTraffic:
         """What the replay read: its rows and trace time, and why it stopped."""
         s = self.stream
         why = ("up to the crash (the rest unread)" if crashed else
-               "to the trace's end" if s.ended and s.last_s < minutes * 60 else
-               f"to --minutes {minutes:g} (the rest unread)")
+               f"to --minutes {minutes:g} (the rest unread)" if self.past_minutes else
+               f"to the window's end (--to {s.end_s:g} s; the rest unread)" if s.past_window
+               else "to the trace's end")
         sought = (f", the {s.seeked_bytes / 1e6:,.1f} MB before the window found by "
                   "bisection, not read") if s.seeked_bytes else ""
         return (f"Served: the trace as a stream{self.window_words()}, {s.rows:,} rows read "
@@ -93,7 +94,11 @@ class StreamedTraffic:
                 "prompt_len": self.prompt_len.describe(),
                 "max_tokens": self.max_tokens.describe(),
                 "streamed": {"rows_read": s.rows, "rows_replayed": s.count,
-                             "trace_s": s.trace_s, "read_to_end": s.ended,
+                             "trace_s": s.trace_s,
+                             "read_to_end": s.ended and not s.past_window,
+                             "stopped_at": "the window's end" if s.past_window else
+                             "--minutes" if self.past_minutes else
+                             "the trace's end" if s.ended else "the crash",
                              "from_s": s.start_s, "to_s": s.end_s,
                              "bytes_not_read_before_window": s.seeked_bytes}}
 

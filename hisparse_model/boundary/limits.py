@@ -36,7 +36,7 @@ JSON = Bound("JSON file", 16 * MIB, "a workload of 100,000 requests or any engin
              "fits in a few MiB")
 METRICS = Bound("/metrics body", 16 * MIB, "a vLLM server's /metrics is some 100 KiB")
 RECORDING = Bound("recording", 64 * MIB, "the largest committed recording is some MiB")
-STEPS = Bound("served steps file", 256 * MIB, "a served engine's timer writes some 170 bytes a "
+STEPS = Bound("calibration file", 256 * MIB, "a served engine's timer writes some 170 bytes a "
               "batch: an hour at 300 batches a second is about 180 MiB", 1_500_000)
 
 LINE_BYTES = 4 * MIB  # one line of a log or a trace: a start-up's config line is ~10 KiB

@@ -59,6 +59,7 @@ class TraceStream:
                  end_s: float | None = None):
         self.source, self.speed, self.start_s, self.end_s = path, speed, start_s, end_s
         self.rows, self.line, self.trace_s, self.ended = 0, 0, 0.0, False
+        self.past_window = False  # it stopped at a row past --to, not at the file's end
         self.count, self.prompt, self.output, self.last_s = 0, None, None, 0.0
         try:
             self._numbered = self._counted(text_lines(path, f"traffic {path}", TRACE_STREAM))
@@ -153,7 +154,7 @@ class TraceStream:
                 if self.trace_s < start:
                     continue
                 if self.trace_s >= end:
-                    self.ended = True
+                    self.ended = self.past_window = True
                     return
                 if base is None:
                     base = a

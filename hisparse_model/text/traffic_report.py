@@ -31,8 +31,9 @@ def _replay_words(est: Estimate) -> str:
     span = (f"the whole trace ({len(t.arrivals_s):,} requests over "
             f"{_minutes(t.arrivals_s[-1] / 60)}, within --minutes {est.minutes:g})" if whole
             else f"the first {_minutes(est.minutes)} of the trace (--minutes)")
-    return (f"Served: {span}, one replay (the trace fixes every arrival and length: a seed "
-            "has nothing to vary)")
+    cut = ", up to the crash (the rest not served)" if est.crashed else ""
+    return (f"Served: {span}{cut}, one replay (the trace fixes every arrival and length: a "
+            "seed has nothing to vary)")
 
 
 def estimate_lines(est: Estimate, replay: str | None = None, served=None) -> list[str]:
@@ -59,11 +60,18 @@ def estimate_lines(est: Estimate, replay: str | None = None, served=None) -> lis
     evicting = [r for r in est.runs if r.evicted]
     if evicting:  # schedule/host_cache.py: where the model's hits may part from vLLM's
         first = min(evicting, key=lambda r: r.evicted_from)
-        lines.append(f"Host pool: full of cached prefixes in {count(len(evicting), 'seed')}; "
-                     f"it evicted {sum(r.evicted for r in evicting):,} cached blocks, least "
-                     f"recently freed first, from engine step {first.evicted_from:,} (seed "
-                     f"{first.seed}); the model decides when from its bound on the blocks in "
-                     "use, so a prefix hit near that edge may be one vLLM still had")
+        if t.replayed:
+            where = (f"the replay evicted {first.evicted:,} cached blocks from engine step "
+                     f"{first.evicted_from:,}")
+        else:
+            most = max(r.evicted for r in evicting)
+            where = (f"{count(len(evicting), 'seed')} of {n} evicted "
+                     f"{sum(r.evicted for r in evicting):,} cached blocks in all (at most "
+                     f"{most:,} in one), the first at engine step {first.evicted_from:,} (seed "
+                     f"{first.seed})")
+        lines.append(f"Host pool: full of cached prefixes, {where}, least recently freed "
+                     "first; the model decides when from its bound on the blocks in use, so "
+                     "a prefix hit near that edge may be one vLLM still had")
     lines.append("")
     crashed = est.crashed
     lines.append(f"Crashed within {_minutes(est.minutes)}: {len(crashed)} of {n} seeds "
