@@ -105,6 +105,7 @@ def test_an_evicted_prefix_is_computed_again(gib, fillers, holder, expect):
     assert (None if found is None else found[0], run.evicted, run.evicted_from) == expect
     served = simulate(knobs, _workload(fillers, holder))
     assert [s.step for s in served.steps if s.error] == ([] if crash is None else [crash])
+    assert served.host_evicted == [(evicted, first)]  # up to the crash, as the traffic loop
 
 
 # Forgotten keys (a prompt of its own, never named again) keep their places as counted runs.
@@ -187,3 +188,26 @@ def test_the_answer_says_what_the_host_pool_evicted(tmp_path, gib, extra, evicts
     else:
         assert (f"evicted {sum(blocks):,} cached blocks in all (at most {max(blocks):,} in one), "
                 f"the first at engine step {first[0]:,} (seed {first[1]})") in line[0]
+
+
+def test_simulate_says_what_its_host_pool_evicted(tmp_path):
+    """simulate --workload's text and --json say what the host pool evicted (EVICTION's second
+    row: 2 blocks from step 50, no crash) and nothing where it evicted none (the first)."""
+    import json
+    import subprocess
+    import sys
+
+    for fillers, line, blocks in ((5, "host pool: full of cached prefixes, the host pool "
+                                   "evicted 2 cached blocks from engine step 50,", 2),
+                                  (4, None, 0)):
+        path = tmp_path / f"w{fillers}.json"
+        path.write_text(json.dumps(_workload(fillers).as_json()))
+        base = [sys.executable, "-m", "hisparse_model", "simulate", "--max-num-seqs", "4",
+                "--host-pool-gib", "0.01", "--workload", str(path)]
+        text = subprocess.run(base, capture_output=True, text=True).stdout
+        said = [x for x in text.splitlines() if x.startswith("host pool:")]
+        assert said == ([] if line is None else [said[0]]) and (line is None or
+                                                                said[0].startswith(line))
+        got = json.loads(subprocess.run(base + ["--json"], capture_output=True,
+                                        text=True).stdout)["host_evicted"]
+        assert got == [{"blocks": blocks, "from_step": 50 if blocks else None}]

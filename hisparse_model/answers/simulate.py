@@ -80,6 +80,8 @@ class Schedule:
     finished: list[int] = field(default_factory=list)  # what the callers received
     accepted: object = None
     lost: list[Lost] = field(default_factory=list)  # outputs lost at the crash
+    # each rank's host pool: (cached blocks evicted, the engine step of the first or None)
+    host_evicted: list = field(default_factory=list)
 
     @property
     def num_ranks(self) -> int:
@@ -142,14 +144,17 @@ def host_refusal(knobs: Knobs, per_rank: list[list], served: list, crash) -> Non
                                                                short.lay)
 
 
-def _rank_schedule(knobs: Knobs, cfg, work: Workload, accepted) -> list:
+def _rank_schedule(knobs: Knobs, cfg, work: Workload, accepted) -> tuple:
     """One rank's every step, its host pool's cached prefixes evicted as vLLM evicts them
-    (``schedule/host_cache.py``; the pool's refusal is :func:`host_refusal`'s)."""
+    (``schedule/host_cache.py``; the pool's refusal is :func:`host_refusal`'s), and that
+    cache (None without prefix caching)."""
     sim = _Sim(cfg, work, acceptance(accepted))
     host = HostUse(knobs, [r.prompt_len for r in work.requests], sim.evicting())
+    if sim.cache is not None:
+        sim.cache.trail = []
     for st in sim.lazily(work):
         host.step(st)
-    return sim.steps
+    return sim.steps, sim.cache
 
 
 def _lockstep(per_rank: list[list]):
@@ -186,7 +191,8 @@ def simulate(knobs: Knobs, workload: Workload, accepted=None) -> Schedule:
     if out.startup_error:
         return out  # no rank ever serves
     cfg = scheduler_config(knobs, p)
-    per_rank = [_rank_schedule(knobs, cfg, w, accepted) for w in served]
+    ranked = [_rank_schedule(knobs, cfg, w, accepted) for w in served]
+    per_rank = [steps for steps, _ in ranked]
     resident = [True] * n  # all_context_pages_resident before any real step
     crash = None
     for i, sts in _lockstep(per_rank):
@@ -202,6 +208,8 @@ def simulate(knobs: Knobs, workload: Workload, accepted=None) -> Schedule:
             crash = i  # that rank is dead; what the others do next is not modelled
             break
     host_refusal(knobs, per_rank, served, crash)
+    out.host_evicted = [(0, None) if cache is None else cache.by_step(crash)
+                        for _, cache in ranked]  # up to the crash: nothing runs after it
     # What each rank's caller receives (lost.py); at a crash every rank stops in that step
     # (the survivors wait in its collectives), so no rank hands back the step before it.
     for rank, local in enumerate(members):

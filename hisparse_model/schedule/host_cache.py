@@ -50,6 +50,7 @@ class HostCache:
         self.place = 0  # the free queue's next place (one a block freed)
         self.evicted = 0  # blocks evicted so far
         self.first_step: int | None = None  # the engine step of the first eviction
+        self.trail: list | None = None  # [(engine step, evicted by then)] where kept (a list)
 
     def hold(self, keys) -> None:
         """A request holds these keys' blocks (hit or published by it)."""
@@ -117,6 +118,8 @@ class HostCache:
             self.first_step = step
         self.cached -= over
         self.evicted += over
+        if self.trail is not None:
+            self.trail.append((step, self.evicted))
         while over:
             key = next(iter(free), None)
             if runs and (key is None or runs[0][0] < free[key]):
@@ -130,6 +133,14 @@ class HostCache:
             del free[key]
             published.pop(key, None)
             over -= 1
+
+    def by_step(self, step: int | None) -> tuple:
+        """``(blocks evicted, first step)`` up to engine step ``step`` (None: all), from the
+        trail (kept by a caller that asks this: ``answers/simulate.py``)."""
+        if step is None or self.trail is None:
+            return self.evicted, self.first_step
+        done = [n for s, n in self.trail if s <= step]
+        return (done[-1], self.first_step) if done else (0, None)
 
     def state(self) -> tuple:
         """What later steps read (``verdict._state`` compares runs)."""

@@ -232,6 +232,7 @@ def schedule_json(sched, advice: list[dict] | None = None) -> dict:
         "crash": crash,
         "finished": sorted(sched.finished),
         "lost": [x.as_dict() for x in sched.lost],
+        "host_evicted": [{"blocks": n, "from_step": s} for n, s in sched.host_evicted],
         "advice": advice or [],
         "assumptions": list(sched.assumptions),
         "error_surface": error_surface(sched.knobs, crash and crash["error"],
@@ -371,4 +372,18 @@ def format_schedule(sched, *, full: bool = False, advice: list[dict] | None = No
     lines.append(f"finished: {len(sched.finished)} of {n} "
                  f"(what the caller{'s' if many else ''} received)")
     lines.append(lost_line(sched.lost, crash, cli_request))
+    lines += evicted_lines(sched.host_evicted)
     return "\n".join(lines + closing_lines(advice, sched.assumptions))
+
+
+def evicted_lines(per_rank: list) -> list[str]:
+    """What each rank's host pool evicted (``schedule/host_cache.py``), or nothing."""
+    out = []
+    for rank, (blocks, first) in enumerate(per_rank):
+        if blocks:
+            who = f"rank {rank}'s host pool" if len(per_rank) > 1 else "the host pool"
+            out.append(f"host pool: full of cached prefixes, {who} evicted {blocks:,} cached "
+                       f"blocks from engine step {first:,}, least recently freed first (the "
+                       "model decides when from its bound on the blocks in use: a prefix hit "
+                       "near that edge may be one vLLM still had)")
+    return out
