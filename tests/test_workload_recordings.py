@@ -275,15 +275,15 @@ def test_skip_drafts_fires_in_some_steps_only(name, kinds):
 def test_without_skip_drafts_the_model_adds_rows(monkeypatch, name):
     """A model that drafts after every 0.33.0 step disagrees with these recordings."""
     sim = importlib.import_module("hisparse_model.answers.simulate")
-    real = sim.schedule
+    real = sim._rank_schedule  # one rank's steps and its host cache
 
     def always_drafting(*args, **kwargs):
-        steps = real(*args, **kwargs)
+        steps, cache = real(*args, **kwargs)
         for st in steps:
             st.drafts = True
-        return steps
+        return steps, cache
 
-    monkeypatch.setattr(sim, "schedule", always_drafting)
+    monkeypatch.setattr(sim, "_rank_schedule", always_drafting)
     rec = RECORDINGS[IDS.index(name)]
     assert any(d.startswith("routing row") for d in compare_workload_recording(rec))
 
@@ -292,18 +292,18 @@ def test_without_skip_drafts_the_model_adds_rows(monkeypatch, name):
 def test_skip_drafts_on_v032_misses_rows(monkeypatch, name033, name032):
     """A model that skips 0.32.0's draft steps where 0.33.0 skipped them disagrees with 0.32.0."""
     sim = importlib.import_module("hisparse_model.answers.simulate")
-    real = sim.schedule
+    real = sim._rank_schedule  # one rank's steps and its host cache
     skipped = {step for step, kind in SKIP_DRAFTS[name033].items() if kind == "skipped"}
     assert skipped  # 0.33.0 skipped some steps (hand arithmetic above)
 
     def skipping_like_v033(*args, **kwargs):
-        steps = real(*args, **kwargs)
+        steps, cache = real(*args, **kwargs)
         for st in steps:
             if st.index in skipped:
                 st.drafts = False
-        return steps
+        return steps, cache
 
-    monkeypatch.setattr(sim, "schedule", skipping_like_v033)
+    monkeypatch.setattr(sim, "_rank_schedule", skipping_like_v033)
     rec = RECORDINGS[IDS.index(name032)]
     assert any(d.startswith("routing row") for d in compare_workload_recording(rec))
 
