@@ -441,3 +441,16 @@ def test_steps_are_told_by_their_content_and_a_folder_names_its_file(tmp_path):
         from_calibration(str(run))
     with pytest.raises(ClockFitError, match=r": 0 steps-<pid>\.jsonl files"):
         from_calibration(str(tmp_path))
+
+
+def test_a_replay_whose_every_request_is_refused_says_so_on_the_clock(tmp_path):
+    """On the fitted clock's path too, a trace whose every request the door refuses (three
+    400-token prompts with 8 outputs, max_model_len 320: 408 > 320) is refused in one line
+    saying why, not as an empty workload."""
+    from hisparse_model.answers.traffic_risk import TrafficError
+
+    traffic = _trace(tmp_path, [{"arrival_s": a, "prompt_len": 400, "max_tokens": 8}
+                                for a in (0.0, 1.0, 2.0)])
+    with pytest.raises(TrafficError, match=r"every request within --minutes 1 \(3\) is refused "
+                       r"at the server's door .* max_model_len 320\): nothing is served"):
+        serve_on_clock(Knobs(max_num_seqs=4), traffic, 1, fixed(10))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ..model.knobs import Knobs
 from ..schedule.clock import StepCost, TimedArrivals
 from .arrivals import accepted_arrivals
-from .traffic_risk import SeedRun, Traffic
+from .traffic_risk import SeedRun, Traffic, TrafficError
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,11 @@ def serve_on_clock(knobs: Knobs, traffic: Traffic, minutes: float, cost: StepCos
     from ..schedule.scheduler_config import acceptance, scheduler_config
 
     rows, refused = accepted_arrivals(traffic, minutes, seed, knobs.max_model_len)
+    if not rows:  # as the traffic estimate says it (traffic_risk.check_traffic_knobs)
+        raise TrafficError(f"traffic {getattr(traffic, 'source', 'traffic')}: every request "
+                           f"within --minutes {minutes:g} ({refused:,}) is refused at the "
+                           "server's door (its prompt and max_tokens together past "
+                           f"max_model_len {knobs.max_model_len:,}): nothing is served")
     blocks = tuple(b for *_, b in rows) if traffic.blocks else ()
     work = SeedRun(seed, tuple((0, n, m) for _, n, m, _ in rows), refused,
                    blocks=blocks).workload()
