@@ -86,12 +86,13 @@ def hostile(tmp_path_factory) -> dict[str, str]:
     # comment (FCOMMENT, ended by a zero byte) never ends: 17 MiB of it inflates to nothing
     (d / "empty-members.gz").write_bytes(gzip.compress(b"", mtime=0) * 200_000)
     (d / "endless-header.gz").write_bytes(b"\x1f\x8b\x08\x10" + bytes(6) + b"c" * (17 * MIB))
+    (d / "steps.jsonl").write_bytes(b"\n" * 1_500_001)  # one line past a calibration file's
     import zstandard  # a test dependency; 200,000 zstd frames that inflate to nothing (~2 MB)
     (d / "empty-frames.zst").write_bytes(zstandard.ZstdCompressor().compress(b"") * 200_000)
     return {"empty": str(d / "empty-members.gz"), "zempty": str(d / "empty-frames.zst"), "header": str(d / "endless-header.gz"),
             "big": str(big), "bomb": str(d / "bomb.log.gz"),
             "newlines": str(d / "newlines.log.gz"), "fifo": str(fifo),
-            "dir": str(d)}
+            "steps": str(d / "steps.jsonl"), "dir": str(d)}
 
 
 LINE = f"line 1 is longer than {LINE_BYTES // MIB} MiB"
@@ -110,6 +111,10 @@ READERS = [
      "more than 16 MiB, the bound on a JSON file", 200, 3),
     ("check --engine-args /dev/zero", ["check", "--engine-args", "/dev/zero"],
      "more than 16 MiB, the bound on a JSON file", 200, 3),
+    # a calibration file is read whole (1.5 MB here) and its lines counted before one is read
+    ("a calibration file of 1,500,001 empty lines", [*SIM, "--traffic", AZURE,
+                                                     "--step-cost-from-calibration", "{steps}"],
+     "more than 1,500,000 lines, the bound on a calibration file", 200, 3),
     # 9 GiB > 8 GiB, a streamed trace's bound (issue 63; a trace over 1 MiB is streamed):
     # refused from its size, in under 2 s (issue 51: a 200 MB one took 110 s and 7.9 GB)
     ("a 9 GiB trace", [*SIM, "--traffic", "{big}"],

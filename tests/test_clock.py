@@ -73,7 +73,7 @@ def test_a_batch_costs_what_it_computes():
     """base + prefill tokens x p + decode tokens x d + context tokens x c: a step with a
     100-token prompt chunk (50 computed before) and two decodes (context 10 and 20 before):
     2 + 100 x 0.01 + 2 x 0.5 + (150 + 11 + 21) x 0.001 = 2 + 1 + 1 + 0.182 = 4.182 ms."""
-    from hisparse_model.schedule.scheduler import Step
+    from hisparse_model.schedule.step import Step
 
     st = Step(0, {0: 100, 1: 1, 2: 1}, {0: "prefill", 1: "decode", 2: "decode"},
               {0: 50, 1: 10, 2: 20})

@@ -12,7 +12,7 @@ from hisparse_model.model.knobs import Knobs
 from hisparse_model.answers.lost import COMPUTED, RUNNING, Lost, lost_line, returned_and_lost
 from hisparse_model.model.plan import plan
 from hisparse_model.text.report import cli_request
-from hisparse_model.schedule.scheduler import Step
+from hisparse_model.schedule.step import Step
 from hisparse_model.views.traffic_charts import request_name
 
 

@@ -11,7 +11,8 @@ import json
 import pytest
 
 from hisparse_model.model.routing import decode_tokens
-from hisparse_model.schedule.scheduler import SchedulerConfig, Step, acceptance, schedule
+from hisparse_model.schedule.scheduler import SchedulerConfig, acceptance, schedule
+from hisparse_model.schedule.step import Step
 from hisparse_model.schedule.workload import Workload, WorkloadError, load_workload, synthetic
 
 BIG = 8192  # a token budget no prompt here reaches

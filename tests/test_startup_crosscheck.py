@@ -492,7 +492,7 @@ def model_serving_step(version: str, kn: dict, n: int, kind: str) -> list[dict]:
     """simulate's routed batches of a verify step of n requests, q tokens each, or of a
     mixed one (the last request a first prefill chunk of q + 1 tokens instead)."""
     from hisparse_model.model.plan import plan
-    from hisparse_model.schedule.scheduler import Step
+    from hisparse_model.schedule.step import Step
     from hisparse_model.answers.simulate import route_step
 
     p = plan(model_knobs(version, kn))

@@ -18,7 +18,8 @@ import sys
 
 import pytest
 
-from hisparse_model.answers.stream_replay import StreamedTraffic, open_traffic, progress_line
+from hisparse_model.answers.stream_progress import progress_line
+from hisparse_model.answers.stream_replay import StreamedTraffic, open_traffic
 from hisparse_model.answers.traffic_risk import TrafficError, estimate, load_traffic
 from hisparse_model.inputs import trace_seek
 from hisparse_model.inputs.traces import TraceError

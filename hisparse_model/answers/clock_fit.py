@@ -160,7 +160,7 @@ def from_calibration(path: str) -> StepCost:
     input, a FIFO, gzip)."""
     import json
 
-    from ..boundary.files import InputError, read_bytes
+    from ..boundary.files import InputError, read_bytes, within
     from ..boundary.limits import STEPS
 
     if os.path.isdir(path):
@@ -179,9 +179,10 @@ def from_calibration(path: str) -> StepCost:
     if isinstance(whole, dict) and "rows" in whole:
         return _sweep(whole["rows"], what)
     lines = text.splitlines()
-    if len(lines) > STEPS.lines:
-        raise ClockFitError(f"{what}: more than {STEPS.lines:,} lines, the bound on a "
-                            f"{STEPS.kind} ({STEPS.why})")
+    try:
+        within(STEPS, what, len(lines))
+    except InputError as exc:
+        raise ClockFitError(str(exc)) from None
     rows = []
     for k, line in enumerate(lines, 1):
         if not line.strip():

@@ -57,7 +57,7 @@ def returned_and_lost(steps, crash_step: int | None,
                       arrival_steps: list[int]) -> tuple[list[int], list[Lost]]:
     """(requests the caller saw finish, lost requests) of a served workload.
 
-    ``steps``: the scheduler model's steps (:class:`hisparse_model.schedule.scheduler.Step`,
+    ``steps``: the scheduler model's steps (:class:`hisparse_model.schedule.step.Step`,
     each with ``finished`` and ``returned_at``), at least up to the crash;
     ``crash_step``: the engine step whose forward raised (None: no crash);
     ``arrival_steps``: each request's ``arrival_step``.

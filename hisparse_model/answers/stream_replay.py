@@ -19,8 +19,6 @@ its busiest minute.  With ``--crash-workload`` the accepted rows are kept to wri
 
 from __future__ import annotations
 
-import sys
-import time
 from dataclasses import dataclass
 
 from ..boundary.files import InputError
@@ -29,6 +27,7 @@ from ..inputs.traffic_file import TrafficError
 from ..schedule.workload import PROMPT_IDS, Workload
 from .arrivals import _arrivals, refused_at_door, too_many
 from .seed_run import REPLAY, SeedRun, prompt_of
+from .stream_progress import Ticks, progress_line, span
 
 
 class StreamedTraffic:
@@ -84,7 +83,7 @@ class StreamedTraffic:
         sought = (f", the {s.seeked_bytes / 1e6:,.1f} MB before the window found by "
                   "bisection, not read") if s.seeked_bytes else ""
         return (f"Served: the trace as a stream{self.window_words()}, {s.rows:,} rows read "
-                f"(to trace time {_span(s.trace_s)}){sought}, {why}; one replay (the trace fixes every "
+                f"(to trace time {span(s.trace_s)}){sought}, {why}; one replay (the trace fixes every "
                 "arrival and length: a seed has nothing to vary)")
 
     def as_json(self) -> dict:
@@ -118,11 +117,6 @@ class _Read:
             return "none read"
         return (f"{self.count:,} rows' values read ({self.range[0]} to {self.range[1]}), each "
                 "in the trace's order")
-
-
-def _span(seconds: float) -> str:
-    return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min" \
-        if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 @dataclass
@@ -254,7 +248,7 @@ def serve_stream(job: tuple) -> StreamedRun:
     sim.reqs = arrivals.fresh
     host = HostUse(knobs, (), sim.evicting())
     host.prompts = arrivals.prompts
-    seen, found, ticks = set(), None, _Ticks(traffic.progress, arrivals)
+    seen, found, ticks = set(), None, Ticks(traffic.progress)
     forget = _Forget(sim, seen, arrivals)
     try:
         for st in sim.lazily(_Stand, arrivals):
@@ -328,23 +322,6 @@ class _Forget:
             self.closing = still
 
 
-class _Ticks:
-    """The progress line on standard error: rows read, trace time, engine steps (module
-    ``progress`` callable given by the command line; nothing without one)."""
-
-    def __init__(self, progress, arrivals: StreamArrivals):
-        self.progress, self.arrivals, self.n = progress, arrivals, 0
-
-    def tick(self, step: int) -> None:
-        self.n += 1
-        if self.progress is not None and not self.n & 1023:
-            self.progress(step)
-
-    def done(self) -> None:
-        if self.progress is not None:
-            self.progress(None)
-
-
 def open_traffic(path: str, rate: float | None = None, speed: float | None = None,
                  start_s: float | None = None, end_s: float | None = None, *,
                  whole: bool = False, keep: bool = False, progress: bool = False):
@@ -380,27 +357,3 @@ def open_traffic(path: str, rate: float | None = None, speed: float | None = Non
             raise TrafficError(f"--from/--to: traffic {path} is no trace with arrival times "
                                "(Azure CSV, Mooncake, JSON Lines with arrival_s)")
     return load_traffic(path, rate, speed)
-
-
-def progress_line(traffic: StreamedTraffic, out=None, after_s: float = 2.0,
-                  every_s: float = 0.5):
-    """A callable the replay calls with each engine step (None: done): after ``after_s``
-    seconds, at most every ``every_s``, one line rewritten in place on ``out`` (standard
-    error): rows read, trace time, engine steps; cleared when done."""
-    start, last, shown = time.monotonic(), [0.0], [False]
-
-    def show(step):
-        w = out or sys.stderr
-        if step is None:
-            if shown[0]:
-                w.write("\r\033[K")
-                w.flush()
-            return
-        now = time.monotonic()
-        if now - start < after_s or now - last[0] < every_s:
-            return
-        last[0], shown[0], s = now, True, traffic.stream
-        w.write(f"\r{traffic.source}: {s.rows:,} rows read, trace time {_span(s.trace_s)}, "
-                f"engine step {step:,}\033[K")
-        w.flush()
-    return show

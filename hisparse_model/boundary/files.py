@@ -254,7 +254,8 @@ def read_bytes(path: str, bound: Bound, name: str) -> bytes:
     return b"".join(chunks(path, bound, name))
 
 
-def _within(bound: Bound, name: str, count: int) -> None:
+def within(bound: Bound, name: str, count: int) -> None:
+    """Refuses ``count`` lines of ``name`` past ``bound.lines`` (the one sentence for it)."""
     if bound.lines and count > bound.lines:
         raise InputError(f"{name}: more than {bound.lines:,} lines, the bound on a "
                          f"{bound.kind} ({bound.why})")
@@ -276,7 +277,7 @@ def lines(path: str, bound: Bound, name: str, start: tuple[int, int] = (0, 0)
         if b"\n" in pending:
             seen_newline = True
             *done, pending = pending.split(b"\n")
-            _within(bound, name, number + len(done))
+            within(bound, name, number + len(done))
             for line in done:
                 number += 1
                 _short(line, number, name)
@@ -285,14 +286,14 @@ def lines(path: str, bound: Bound, name: str, start: tuple[int, int] = (0, 0)
             if not seen_newline and b"\r" in pending:  # CR-only: split it there
                 split_at_cr = True
                 *done, pending = pending.split(b"\r")
-                _within(bound, name, number + len(done))
+                within(bound, name, number + len(done))
                 for line in done:
                     number += 1
                     _short(line, number, name)
                     yield number, line
             _short(pending, number + 1, name)
     if not seen_newline and (split_at_cr or b"\r" in pending):
-        _within(bound, name, number + pending.count(b"\r") + 1)
+        within(bound, name, number + pending.count(b"\r") + 1)
         for line in pending.split(b"\r"):
             number += 1
             _short(line, number, name)

@@ -98,7 +98,7 @@ def step_error(p: Plan, st) -> str | None:
 
 def route_step(p: Plan, st, rank: int = 0) -> RankStep:
     """Dispatch and route one rank's own scheduler step
-    (a :class:`~hisparse_model.schedule.scheduler.Step`) as rank ``rank``."""
+    (a :class:`~hisparse_model.schedule.step.Step`) as rank ``rank``."""
     qlens = st.runner_query_lens()
     n = sum(qlens)
     d = dispatch(p, n, len(qlens), max(qlens), decode_graph_eligible(st))
