@@ -186,6 +186,10 @@ def _simulate_traffic(args, knobs: Knobs) -> int:
         outputs.append(("--crash-workload", args.crash_workload, workload_text(first)))
         replay = (f"seed {first.seed}'s requests up to its crash: {args.crash_workload} "
                   "(simulate --workload replays them to the same step)")
+    elif args.crash_workload:  # asked for, but no request crashed a server: nothing to write
+        replay = (f"--crash-workload {args.crash_workload}: not written: " + (
+            "the server dies at start-up, before any request" if est.crashed else
+            "no seed crashed the server"))
     elif serving:
         replay = "--crash-workload FILE.json writes the earliest crash's requests as a workload"
     if args.plot:
@@ -197,6 +201,8 @@ def _simulate_traffic(args, knobs: Knobs) -> int:
         out = estimate_json(est)
         if on_clock is not None:
             out["on_the_clock"] = on_clock.as_json()
+        if args.crash_workload:
+            out["crash_workload"] = {"path": args.crash_workload, "written": bool(serving)}
         print(json.dumps(out))
     else:
         print("\n".join(estimate_lines(est, replay, on_clock)))

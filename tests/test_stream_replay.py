@@ -382,3 +382,54 @@ def test_a_trace_held_whole_says_its_replay_ended_at_the_crash():
     served = next(line for line in out.splitlines() if line.startswith("Served:"))
     assert served.startswith("Served: the whole trace (200 requests over 33 s, within "
                              "--minutes 1), up to the crash (the rest not served), one replay")
+
+
+def _azure_seconds() -> list[float]:
+    """The Azure excerpt's rows as seconds after its first (read here with csv and datetime,
+    not the package's reader)."""
+    import csv
+    from datetime import datetime
+
+    with open(AZURE, newline="") as f:
+        stamps = [datetime.strptime(row["TIMESTAMP"][:26], "%Y-%m-%d %H:%M:%S.%f")
+                  for row in csv.DictReader(f)]
+    return [(t - stamps[0]).total_seconds() for t in stamps]
+
+
+# (options after --from 0 unless a --from is given) -> (rows read, skipped, the last read
+# ahead). A window [a, b) reads the rows before b, dropping those before a, and the one row
+# at or past b that ends it; --minutes m (speed 1) reads the rows before 60 m and the first
+# at or past it; the trace's end reads all 200 and none ahead.
+def _before(s: float) -> int:
+    return sum(1 for t in _azure_seconds() if t < s)
+
+
+COUNTS = [
+    (["--to", "3"], lambda: (_before(3) + 1, 0, True)),
+    (["--minutes", "0.05"], lambda: (_before(3) + 1, 0, True)),
+    (["--minutes", "10"], lambda: (200, 0, False)),
+    (["--from", "5", "--to", "182"], lambda: (_before(182) + 1, _before(5), True)),
+]
+
+
+@pytest.mark.parametrize("options, expected", COUNTS)
+def test_the_rows_read_are_counted_as_read_skipped_and_read_ahead(options, expected):
+    """rows_read = the rows skipped before the window + those replayed (+ the one read ahead
+    where the replay stopped before the trace's end), and the Served line says each part."""
+    where = [] if "--from" in options else ["--from", "0"]
+    base = [sys.executable, "-m", "hisparse_model", "simulate", "--max-num-seqs", "128",
+            "--max-num-batched-tokens", "8192", "--max-model-len", "8192", "--host-pool-gib",
+            "6", "--traffic", AZURE, *where, *options]
+    rows, skipped, ahead = expected()
+    got = json.loads(subprocess.run(base + ["--json"], cwd=ROOT, capture_output=True,
+                                    text=True).stdout)["traffic"]["streamed"]
+    assert (got["rows_read"], got["rows_skipped_before_window"], got["last_row_read_ahead"]) \
+        == (rows, skipped, ahead)
+    assert got["rows_read"] == skipped + got["rows_replayed"] + (
+        ahead and got["stopped_at"] == "the window's end")  # a row past --to is not handed on
+    served = next(line for line in subprocess.run(base, cwd=ROOT, capture_output=True,
+                                                  text=True).stdout.splitlines()
+                  if line.startswith("Served:"))
+    assert f"{rows:,} rows read (to trace time " in served
+    assert (f"; {skipped:,} before the window, skipped" in served) == bool(skipped)
+    assert ("; the last read ahead of the clock, not served)" in served) == ahead

@@ -270,6 +270,38 @@ def test_cli_traffic_writes_a_workload_simulate_replays(tmp_path, capsys):
     assert sched["crash"] == {"step": first["crash_step"], "error": first["error"]}
 
 
+# (--max-num-seqs, --vllm, the line said, written) for 0.5 requests/s of 3-token prompts
+# over 5 minutes: S 2 crashes a seed serving (C = 2 < 3 tokens: the verdict's lone prompt);
+# S 4 (C = 4 >= 3) serves them all; S 1 dies at start-up (a 2-token capture, C = 1)
+NOT_WRITTEN = [
+    ("4", "0.31.0", "--crash-workload OUT: not written: no seed crashed the server", False),
+    ("1", "0.31.0", "--crash-workload OUT: not written: the server dies at start-up, before "
+                    "any request", False),
+    ("2", "0.31.0", "seed 0's requests up to its crash: OUT (simulate --workload replays "
+                    "them to the same step)", True),
+]
+
+
+@pytest.mark.parametrize("seqs,version,line,written", NOT_WRITTEN)
+def test_crash_workload_says_when_there_is_none_to_write(tmp_path, capsys, seqs, version, line,
+                                                         written):
+    """--crash-workload writes the earliest serving crash's requests, or writes nothing and
+    says why, in words and in --json."""
+    path = _file(tmp_path, {"rate_per_s": 0.5, "prompt_len": 3})
+    out = str(tmp_path / "crash.json")
+    argv = ["simulate", "--vllm", version, "--max-num-seqs", seqs, "--traffic", path,
+            "--minutes", "5", "--seeds", "1", "--crash-workload", out, "--jobs", "1"]
+    cli.main(argv)
+    said = [text.strip() for text in capsys.readouterr().out.splitlines()]
+    assert line.replace("OUT", out) in said, said
+    assert os.path.exists(out) == written
+    if written:
+        os.remove(out)
+    cli.main([*argv, "--json"])
+    assert json.loads(capsys.readouterr().out)["crash_workload"] == {"path": out,
+                                                                     "written": written}
+
+
 def test_seeded_runs_are_the_same_in_parallel(tmp_path):
     """A seed's run depends on the seed alone: two jobs give what one job gives."""
     traffic = load_traffic(_file(tmp_path, SHAREGPT_SHAPED))
@@ -439,3 +471,34 @@ def test_a_poisson_seeds_host_pool_refusal_names_the_seed():
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and ("may run short serving seed 0's traffic: by engine step "
                                     "110 its requests can hold 4754 blocks") in out.stderr
+
+
+# (--minutes, extra flags, the words naming what the suggested pool covers). The Azure
+# excerpt x6: 200 requests over 199 / 6.03 = 33 s of trace time, so --minutes 0.5 (30 s)
+# leaves rows unreplayed and --minutes 1 (60 s) replays them all; --from 0 reads it as a
+# stream (StreamedTraffic), the rest held whole. A 0.3 GiB pool (546 blocks) runs short by
+# engine step 563 in both (554 blocks held > 545).
+AZURE = os.path.join(os.path.dirname(__file__), "traces", "azure-code-2023-excerpt.csv")
+CUT_REPLAYS = [
+    (0.5, [], "serving the trace's first 0.5 min replayed (--minutes; the rows after them, "
+              "not replayed, may need more): by engine step 563"),
+    (0.5, ["--from", "0"], "serving the trace's first 0.5 min replayed (--minutes; the rows "
+                           "after them, not replayed, may need more): by engine step 563"),
+    (1, [], "serving the trace's replay: by engine step 563"),
+    (1, ["--from", "0"], "serving the trace's replay: by engine step 563"),
+]
+
+
+@pytest.mark.parametrize("minutes,extra,words", CUT_REPLAYS)
+def test_a_replays_host_pool_refusal_says_when_minutes_cut_the_trace(minutes, extra, words):
+    """The host pool a replay's refusal suggests is the peak of the rows replayed: where
+    --minutes stopped the replay with rows left, the refusal says so (held whole or streamed)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "hisparse_model", "simulate", "--vllm", "0.31.0",
+                          "--max-num-seqs", "128", "--max-model-len", "8192",
+                          "--max-num-batched-tokens", "8192", "--traffic", str(AZURE),
+                          "--host-pool-gib", "0.3", "--speed", "6", "--minutes", str(minutes),
+                          "--step-ms", "10", *extra], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and words in out.stderr, out.stderr

@@ -14,6 +14,22 @@ from ..schedule.workload import DistinctPrompt, Request, Workload
 REPLAY = "the trace's replay"  # what a refusal calls a trace replayed at its own times
 
 
+def served_what(traffic, minutes: float, seed: int) -> str:
+    """What a host pool's refusal calls the traffic one seed served: a Poisson seed's traffic,
+    a trace's replay, or (a replay stopped at ``--minutes`` with rows left) the trace's first
+    minutes, whose peak is all that the pool it suggests covers."""
+    if getattr(traffic, "what", None):  # Poisson traffic made as it is served (stream_replay)
+        return traffic.what
+    if not traffic.replayed:
+        return f"seed {seed}'s traffic"
+    cut = traffic.past_minutes if getattr(traffic, "streamed", False) else bool(
+        traffic.arrivals_s) and traffic.arrivals_s[-1] >= minutes * 60
+    if not cut:
+        return REPLAY
+    return (f"the trace's first {minutes:g} min replayed (--minutes; the rows after them, "
+            "not replayed, may need more)")
+
+
 @dataclass
 class SeedRun:
     """One seed's traffic, served until its first crash or its end."""

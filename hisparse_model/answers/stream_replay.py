@@ -26,7 +26,7 @@ from ..inputs.trace_stream import TraceStream
 from ..inputs.traffic_file import TrafficError
 from ..schedule.workload import PROMPT_IDS, Workload
 from .arrivals import _arrivals, refused_at_door, too_many
-from .seed_run import REPLAY, SeedRun, prompt_of
+from .seed_run import SeedRun, prompt_of, served_what
 from .stream_progress import Ticks, progress_line, span
 
 
@@ -82,9 +82,21 @@ class StreamedTraffic:
                else "to the trace's end")
         sought = (f", the {s.seeked_bytes / 1e6:,.1f} MB before the window found by "
                   "bisection, not read") if s.seeked_bytes else ""
+        counted = [f"to trace time {span(s.trace_s)}"]
+        if s.skipped:
+            counted.append(f"{s.skipped:,} before the window, skipped")
+        if self.read_ahead:
+            counted.append("the last read ahead of the clock, not served")
         return (f"Served: the trace as a stream{self.window_words()}, {s.rows:,} rows read "
-                f"(to trace time {span(s.trace_s)}){sought}, {why}; one replay (the trace fixes every "
+                f"({'; '.join(counted)}){sought}, {why}; one replay (the trace fixes every "
                 "arrival and length: a seed has nothing to vary)")
+
+    @property
+    def read_ahead(self) -> bool:
+        """The last row read was not served: the replay stopped before it (a crash, --minutes,
+        the window's end) having read it to know when the next request comes."""
+        s = self.stream
+        return s.rows > 0 and (not s.ended or s.past_window)
 
     def as_json(self) -> dict:
         s = self.stream
@@ -93,6 +105,8 @@ class StreamedTraffic:
                 "prompt_len": self.prompt_len.describe(),
                 "max_tokens": self.max_tokens.describe(),
                 "streamed": {"rows_read": s.rows, "rows_replayed": s.count,
+                             "rows_skipped_before_window": s.skipped,
+                             "last_row_read_ahead": self.read_ahead,
                              "trace_s": s.trace_s,
                              "read_to_end": s.ended and not s.past_window,
                              "stopped_at": "the window's end" if s.past_window else
@@ -271,7 +285,7 @@ def serve_stream(job: tuple) -> StreamedRun:
                            "is trace seconds after the trace's first row")
     run.refused, run.accepted = arrivals.refused, arrivals.accepted
     run.cached_from(sim.cache)
-    short = host.refusal(found[0] if found else None, getattr(traffic, "what", REPLAY))
+    short = host.refusal(found[0] if found else None, served_what(traffic, minutes, run.seed))
     if short:
         run.short = HostPoolShort(str(short), short.step, short.need, short.lay)
         return run

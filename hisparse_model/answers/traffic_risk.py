@@ -40,7 +40,7 @@ from ..model.knobs import Knobs
 from ..inputs.traffic_file import (  # noqa: F401 - the traffic a seed serves; re-exported for callers
     STEP_MS, Lengths, Traffic, TrafficError, load_traffic)
 from ..schedule.workload import PROMPT_IDS, Workload
-from .seed_run import REPLAY, SeedRun, prompt_of  # noqa: F401 - re-exported for callers
+from .seed_run import REPLAY, SeedRun, prompt_of, served_what  # noqa: F401 - REPLAY, prompt_of: re-exported
 
 SEEDS = 8  # seeds per estimate (8 seed-hours at 10 requests/s: about 9 s on 2 cores)
 CURVE_POINTS = 60  # times at which the crash probability curve is given
@@ -315,9 +315,9 @@ def serve_seed(job: tuple, seed: int) -> SeedRun:
         run.startup, run.error, run.kind = True, startup, "startup"
     elif not never and run.requests:  # never: no traffic crashes it, nothing to serve
         work = run.workload()
-        what = REPLAY if traffic.replayed else f"seed {seed}'s traffic"
         try:
-            found = first_crash(knobs, work, accepted, what=what, run=run)
+            found = first_crash(knobs, work, accepted, what=served_what(traffic, minutes, seed),
+                                run=run)
         except HostPoolShort as short:  # every seed is served: the pool for all is named
             run.short = short
             return run

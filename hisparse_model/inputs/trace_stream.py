@@ -52,7 +52,8 @@ class TraceStream:
     seconds after the first row read divided by ``speed``; with ``start_s``/``end_s`` (trace
     seconds after its first row, before ``speed``) only the rows in ``[start_s, end_s)``, those
     before read and dropped, reading stopped at the first past.  Iterate it once.  It counts as
-    it goes: :attr:`rows` read (dropped ones included), :attr:`trace_s` (the last row's trace
+    it goes: :attr:`rows` read (dropped ones included, :attr:`skipped` of them before the
+    window), :attr:`trace_s` (the last row's trace
     time), and of the rows handed on their number and lengths' range."""
 
     def __init__(self, path: str, speed: float = 1.0, start_s: float | None = None,
@@ -60,6 +61,7 @@ class TraceStream:
         self.source, self.speed, self.start_s, self.end_s = path, speed, start_s, end_s
         self.rows, self.line, self.trace_s, self.ended = 0, 0, 0.0, False
         self.past_window = False  # it stopped at a row past --to, not at the file's end
+        self.skipped = 0  # rows read before the window (--from), dropped
         self.count, self.prompt, self.output, self.last_s = 0, None, None, 0.0
         try:
             self._numbered = self._counted(text_lines(path, f"traffic {path}", TRACE_STREAM))
@@ -152,6 +154,7 @@ class TraceStream:
                     t0 = a
                 self.trace_s = (a - t0) * scale
                 if self.trace_s < start:
+                    self.skipped += 1
                     continue
                 if self.trace_s >= end:
                     self.ended = self.past_window = True

@@ -27,7 +27,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from ..answers.traffic_risk import REPLAY, crash_kind, first_crash, generate
+from ..answers.seed_run import served_what
+from ..answers.traffic_risk import crash_kind, first_crash, generate
 from ..boundary.files import InputError, read_bytes
 from ..boundary.json_file import loads
 from ..boundary.limits import JSON, LOG, METRICS, Bound
@@ -205,7 +206,7 @@ def estimate(run: ServeRun, step_ms: float) -> Estimate:
     seed = generate(traffic, minutes, 0, step_ms, run.knobs.max_model_len)
     work = seed.workload()
     try:
-        found = first_crash(run.knobs, work, what=REPLAY)
+        found = first_crash(run.knobs, work, what=served_what(traffic, minutes, 0))
     except HostPoolShort as exc:  # the host pool may run short first: no answer
         return Estimate(step_ms, None, {}, None, None, declined=str(exc),
                         declined_s=exc.step * step_ms / 1000)

@@ -98,8 +98,8 @@ def estimate_lines(est: Estimate, replay: str | None = None, served=None) -> lis
                 f"{r.tokens}-token {r.kind} step, after {r.arrived} requests)")
             lines.append(f"  seed {r.seed}: crashed {where}")
             lines.append(f"    {r.error}")
-        if replay:
-            lines.append(f"  {replay}")
+    if replay:
+        lines.append(f"  {replay}")
     lines += clock_lines(served)
     lines += ["", "Assumptions:"] + [f"  - {a}" for a in ASSUMPTIONS]
     return lines
