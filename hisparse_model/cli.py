@@ -244,7 +244,12 @@ def _fitted_replay(args, knobs: Knobs, traffic):
     if not traffic.replayed:
         raise TrafficError(f"{flag}: only with a trace replayed at its own times "
                            "(--traffic FILE without --rate)")
-    cost = from_log(path) if flag == "--step-cost-from-log" else from_calibration(path)
+    if flag == "--step-cost-from-log":
+        cost = from_log(path)
+    else:
+        from .model.plan import plan
+
+        cost = from_calibration(path, plan(knobs))
     return serve_on_clock(knobs, traffic, args.minutes, cost, args.seed, args.accepted)
 
 

@@ -224,8 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
     traffic.add_argument("--step-cost-from-calibration", metavar="FILE", default=None,
                          help="the same, with the cost fitted to batches measured in the "
                          "engine: a served replay's timed batches (serve_run --time-steps: its "
-                         "steps folder or steps-<pid>.jsonl) or a calibration sweep's JSON "
-                         "(python -m hisparse_model.engine.calibrate)")
+                         "steps folder or steps-<pid>.jsonl; each batch's CUDA-graph mode read "
+                         "with the knobs given, so fit to a run of this server) or a "
+                         "calibration sweep's JSON (python -m hisparse_model.engine.calibrate)")
     traffic.add_argument("--jobs", type=ranged(ranges["--jobs"]), default=None,
                          help="seeds served at once (default and most: one per CPU core)")
     traffic.add_argument("--plot", metavar="FILE.svg", default=None,

@@ -24,10 +24,14 @@ from hisparse_model.answers.finish_times import serve_on_clock
 from hisparse_model.inputs.iteration_log import Second, busy_seconds
 from hisparse_model.inputs.traffic_file import load_traffic
 from hisparse_model.model.knobs import Knobs
+from hisparse_model.model.plan import plan
 from hisparse_model.schedule.clock import StepCost, fixed
 
 HERE = pathlib.Path(__file__).parent
 SERVE = HERE / "recorded" / "serve"
+# the served timed runs' server at S 143 (x6t143): CUDA graphs of up to 286 tokens; a sweep's
+# rows and a refused file do not read it
+PLAN = plan(Knobs(max_num_seqs=143, max_model_len=8192, host_pool_gib=6))
 CALIBRATION = HERE / "recorded" / "calibration" / "h100-v034-2026-12-06.json"
 
 
@@ -295,7 +299,7 @@ def test_the_engine_calibrated_clock_is_not_yet_the_servers(runs, name):
     process, each batch's period holding the output processing the server does beside the
     engine (engine/calibrate.py), and a decode batch of 16 took 4.8 ms, of 64 12.6 ms, of 128
     12.2 ms (CUDA-graph sizes, not a line)."""
-    cost = from_calibration(str(CALIBRATION))
+    cost = from_calibration(str(CALIBRATION), PLAN)
     assert cost.source.startswith("fitted to 430 batches measured in the engine")
     served = _served(runs, name, cost)
     err, _ = _median_error(runs, name, served)
@@ -339,61 +343,101 @@ def test_a_calibration_row_that_is_no_batch_is_refused_in_one_line(tmp_path):
         "batch (phase, prefill, decode, context, ms)"]
 
 
-# The next batch's cost before it starts (schedule/clock.py): request 0 (100 tokens, 3 outputs)
-# at 0 s, request 1 (50 tokens, 1 output) at 0.005 s, 10 ms a batch of its own.  Async: batch
-# A (0-10 ms) prefills request 0; B, scheduled at 0, decodes it; C, scheduled as B starts
-# (10 ms), admits request 1 (50 prompt tokens) beside request 0's last decode; both finish at
-# C's end.  admit 40: B lasts max(10, 40) = 40 ms, C runs 50-60 ms: 0.06 s.  next prefill
-# 0.1 ms a token: B lasts 10 + 0.1 x 50 = 15 ms, C 25-35 ms: 0.035 s.  Both: max(15, 40) =
-# 40: 0.06 s.  admit 5 (under B's own 10 ms): nothing moves, 0.03 s.  A after the idle engine
-# has no batch before it: request 0's own admission stretches nothing.
-# (admit_ms, next_prefill_ms) -> finish of both requests
-AHEAD = [((40, 0), 0.06), ((0, 0.1), 0.035), ((40, 0.1), 0.06), ((5, 0), 0.03)]
+# Launching the next batch (schedule/clock.py): S 4 captures FULL graphs of up to 4 decode
+# tokens and PIECEWISE ones of up to 8, so a 100-token prompt batch runs eagerly (NONE), a
+# 6- or 7-token one PIECEWISE, a lone decode replays FULL (launched for nothing).  10 ms a batch
+# of its own; request 0 (3 outputs) at 0 s, request 1 (1 output) at 0.045 s; async: a batch
+# is scheduled as the one before it starts, an idle engine's batch pays its own launch.
+# Each row by hand:
+# * nothing launched: A 0-10 (r0's prompt), B 10-20, C 20-30 (its decodes): r0 at 0.030;
+#   idle until r1 at 45 ms, D 45-55: r1 at 0.055.
+# * eager 40: A after the idle engine starts at 40 (its own launch), ends 50; B, scheduled at
+#   40 (r1 not there yet), decodes r0 (FULL), 50-60; C, scheduled at 50, holds r1's prompt
+#   beside r0's last decode (101 tokens, eager): B lasts 40 ms more, to 100; C 100-110: both
+#   at 0.110.
+# * 0.1 ms a prompt token: A starts at 10 (100 x 0.1), 10-20, B 20-30, C 30-40: r0 at 0.040;
+#   idle until 45, r1's prompt pays its own 10 ms: 55-65: 0.065.
+# * 6-token prompts, PIECEWISE 20 (eager 40 unused): A starts at 20, 20-30, B 30-40, C 40-50:
+#   r0 at 0.050 (r1 arrives at 45, after C was scheduled at 40); idle to 50, r1's prompt
+#   (PIECEWISE) pays 20: 70-80: 0.080.
+# * eager 40, request 0 with 2 outputs: A 40-50, B (its last decode) 50-60, C scheduled at 50
+#   holds r1's prompt alone (eager): B, which finishes request 0, lasts to 100: r0 at 0.100,
+#   r1 at 0.110 (the launch is the batch before's, not a later start of C's).
+# The engine's busy time counts the launches: 4 batches x 10 = 40 ms; 3 x 10 + 2 x 40 = 110;
+# 4 x 10 + 10 + 10 = 60; 4 x 10 + 20 + 20 = 80 (-> mean_step_ms, the estimate's step time).
+# 3 x 10 + 40 + 40 = 110 for the last.
+# (prompt tokens, request 0's outputs, launch eager / PIECEWISE ms, ms per prompt token)
+LAUNCH = [
+    (100, 3, (0, 0, 0), {0: 0.030, 1: 0.055}, (4, 0.040)),
+    (100, 3, (40, 0, 0), {0: 0.110, 1: 0.110}, (3, 0.110)),
+    (100, 3, (0, 0, 0.1), {0: 0.040, 1: 0.065}, (4, 0.060)),
+    (6, 3, (40, 20, 0), {0: 0.050, 1: 0.080}, (4, 0.080)),
+    (100, 2, (40, 0, 0), {0: 0.100, 1: 0.110}, (3, 0.110)),
+]
 
 
 @pytest.mark.parametrize("version", ["0.31.0", "0.34.0"])
-@pytest.mark.parametrize("terms, finish", AHEAD)
-def test_a_batch_pays_for_the_next_ones_preparation(tmp_path, version, terms, finish):
-    """The batch before one that admits a request lasts at least admit_ms, and every batch
-    costs next_prefill_ms more per prompt token of the batch after it."""
+@pytest.mark.parametrize("prompt, outputs, launch, finish, busy", LAUNCH)
+def test_a_batch_pays_for_launching_the_next(tmp_path, version, prompt, outputs, launch, finish,
+                                             busy):
+    """A batch lasts its own cost plus launching the batch after it, by how that batch runs
+    (eager, PIECEWISE, a FULL replay for nothing); after an idle engine a batch pays its own."""
     traffic = _trace(tmp_path, [{"arrival_s": a, "prompt_len": n, "max_tokens": m}
-                                for a, n, m in [(0.0, 100, 3), (0.005, 50, 1)]])
-    admit, ahead = terms
+                                for a, n, m in [(0.0, prompt, outputs), (0.045, prompt, 1)]])
+    eager, piecewise, per = launch
     got = serve_on_clock(Knobs(vllm_version=version, max_num_seqs=4), traffic, 1,
-                         StepCost(10, admit_ms=admit, next_prefill_ms=ahead))
-    assert got.steps == 3
-    assert {i: round(f, 9) for i, f in got.finish_s.items()} == {0: finish, 1: finish}
+                         StepCost(10, launch_eager_ms=eager, launch_piecewise_ms=piecewise,
+                                  launch_prefill_ms=per))
+    assert {i: round(f, 9) for i, f in got.finish_s.items()} == finish
+    assert (got.steps, round(got.engine_s, 9)) == busy
 
 
-def _served_rows(cost, admit):
-    """Timed rows built from a known served cost: batches of (prefill, decode, context,
-    requests) in order, each period its own terms + the next batch's prompt tokens, at
-    least ``admit`` before a batch that schedules more requests."""
-    plan = [(0, 4, 4000, 4), (800, 4, 5000, 5), (0, 5, 5200, 5), (3000, 5, 9000, 5),
-            (0, 5, 9100, 5), (0, 4, 7000, 4), (500, 4, 7600, 5), (0, 5, 7700, 5),
-            (0, 5, 7800, 5), (2000, 0, 2000, 1), (0, 6, 9800, 6), (0, 6, 9900, 6)]
+# Timed rows of S 4 batches (prefill, decode, context, requests) and how each runs there:
+# FULL up to 4 decodes, PIECEWISE up to 8 tokens, else eager (NONE).
+SERVED = [(0, 4, 4000, 4, "FULL"), (800, 3, 5000, 4, "NONE"), (0, 4, 5200, 4, "FULL"),
+          (3000, 3, 9000, 4, "NONE"), (0, 4, 9100, 4, "FULL"), (0, 3, 7000, 3, "FULL"),
+          (5, 3, 7600, 4, "PIECEWISE"), (0, 4, 7700, 4, "FULL"), (0, 4, 7800, 4, "FULL"),
+          (2000, 0, 2000, 1, "NONE"), (0, 4, 9800, 4, "FULL"), (3, 2, 9900, 3, "PIECEWISE"),
+          (0, 3, 9950, 3, "FULL"), (0, 2, 5000, 2, "FULL"), (1200, 2, 8000, 3, "NONE"),
+          (0, 3, 8100, 3, "FULL")]
+
+
+def _served_rows(cost):
+    """Timed rows built from a known served cost: each period its own terms plus launching the
+    batch after it by how that one runs (the last batch's period is not measured)."""
     rows = [{"phase": "served", "prefill": 100, "decode": 0, "context": 100, "requests": 1,
              "ms": None, "after_idle": True}]  # the first batch: no period
-    for (p, d, c, n), nxt in zip(plan, plan[1:] + [(0, 1, 1, 1)]):
-        ms = cost.base_ms + cost.prefill_ms * p + cost.decode_ms * d + cost.context_ms * c \
-            + cost.next_prefill_ms * nxt[0]
-        if nxt[3] > n:
-            ms = max(ms, admit)
+    for (p, d, c, n, _), nxt in zip(SERVED, SERVED[1:] + [None]):
+        ms = None if nxt is None else cost.base_ms + cost.prefill_ms * p + cost.decode_ms * d \
+            + cost.context_ms * c + cost.launch_ms(nxt[4], nxt[0])
         rows.append({"phase": "served", "prefill": p, "decode": d, "context": c, "requests": n,
                      "ms": ms, "after_idle": False})
     return rows
 
 
+def test_each_served_row_is_classed_as_its_batch_ran():
+    """A timed row's CUDA-graph mode is the server's dispatch of its counts (the table's)."""
+    from hisparse_model.answers.clock_fit import _mode
+    from hisparse_model.model.plan import plan
+
+    p = plan(Knobs(max_num_seqs=4))
+    assert [_mode(p, r) for r in _served_rows(StepCost(1))[1:]] == [m for *_, m in SERVED]
+
+
 def test_a_fit_to_served_batches_gives_the_cost_back():
     """Periods built from 2 ms + 1 us a prompt token + 100 us a decode token + 0.1 us a context
-    token + 5 us a next prompt token, at least 40 ms before an admission, fit to that cost."""
+    token, + 35 ms to launch an eager batch, 14 ms a PIECEWISE one and 0.5 us a prompt token of
+    either, fit to that cost (15 periods, 7 terms)."""
     from hisparse_model.answers.clock_fit import fit_served
+    from hisparse_model.model.plan import plan
 
-    known = StepCost(2, 0.001, 0.1, 0.0001, next_prefill_ms=0.005)
-    got = fit_served(_served_rows(known, 40.0), "table")
-    assert (got.base_ms, got.prefill_ms, got.decode_ms, got.context_ms,
-            got.next_prefill_ms) == pytest.approx((2, 0.001, 0.1, 0.0001, 0.005), rel=1e-6)
-    assert got.admit_ms == pytest.approx(40.0)
+    known = StepCost(2, 0.001, 0.1, 0.0001, launch_eager_ms=35, launch_piecewise_ms=14,
+                     launch_prefill_ms=0.0005)
+    got = fit_served(_served_rows(known), "table", plan(Knobs(max_num_seqs=4)))
+    assert (got.base_ms, got.prefill_ms, got.decode_ms, got.context_ms, got.launch_eager_ms,
+            got.launch_piecewise_ms, got.launch_prefill_ms) == pytest.approx(
+        (2, 0.001, 0.1, 0.0001, 35, 14, 0.0005), rel=1e-6)
+    assert "(4 before an eager batch, 2 before a PIECEWISE one)" in got.source
 
 
 # a served steps file -> its refusal (one line, naming the option and the line)
@@ -405,7 +449,7 @@ BAD_STEPS = [
     (_ROW + "\n" + _ROW.replace('"decode": 0', '"decode": true') + "\n",
      r"line 2: decode True: not a count"),
     (_ROW + "\n" + _ROW.replace("false}", '"no"}') + "\n", r"line 2: after_idle 'no': not true"),
-    (_ROW + "\n" + _ROW + "\n", r"measured batches: 1, a fit needs 5"),
+    (_ROW + "\n" + _ROW + "\n", r"measured batches: 1, a fit needs 7"),
     ('{"rows": 3}', r'no "rows" list'),
 ]
 
@@ -417,7 +461,7 @@ def test_a_bad_steps_file_is_refused_in_one_line(tmp_path, text, said):
     path = tmp_path / "measured.txt"
     path.write_text(text)
     with pytest.raises(ClockFitError, match=r"^--step-cost-from-calibration .*" + said):
-        from_calibration(str(path))
+        from_calibration(str(path), PLAN)
 
 
 def test_steps_are_told_by_their_content_and_a_folder_names_its_file(tmp_path):
@@ -434,13 +478,13 @@ def test_steps_are_told_by_their_content_and_a_folder_names_its_file(tmp_path):
     shutil.copy(steps, renamed)
     import dataclasses
 
-    assert dataclasses.replace(from_calibration(str(renamed)), source="") == \
-        dataclasses.replace(from_calibration(str(run)), source="")
+    assert dataclasses.replace(from_calibration(str(renamed), PLAN), source="") == \
+        dataclasses.replace(from_calibration(str(run), PLAN), source="")
     shutil.copy(steps, run / "steps" / "steps-2.jsonl")
     with pytest.raises(ClockFitError, match=r"steps: 2 steps-<pid>\.jsonl files, one wanted"):
-        from_calibration(str(run))
+        from_calibration(str(run), PLAN)
     with pytest.raises(ClockFitError, match=r": 0 steps-<pid>\.jsonl files"):
-        from_calibration(str(tmp_path))
+        from_calibration(str(tmp_path), PLAN)
 
 
 def test_a_replay_whose_every_request_is_refused_says_so_on_the_clock(tmp_path):

@@ -1,10 +1,11 @@
 """The served replays timed batch by batch (tests/recorded/serve/h100-timed-2026-12-06/): what
 each run did, what its engine's batches cost, and the clock fitted to them
-(answers/clock_fit.py fit_served, schedule/clock.py admit_ms and next_prefill_ms).
+(answers/clock_fit.py fit_served, schedule/clock.py launching the next batch).
 
-Invariant: every statement of the folder's README holds of its files: the crashes where the
-model puts them within 1 %, the period before an admitting batch about 40 ms on every run, and
-the clock fitted to one run's batches within the stated median per-request error on each.
+Invariant: every statement of the folder's README holds of its files: a batch's period follows
+how the batch after it runs (a FULL replay: a few ms; PIECEWISE: about 19; eager: about 40),
+and the clock fitted to any one run's batches puts every run's requests within the stated
+median per-request error and its crash within 0.1 %.
 """
 
 import json
@@ -18,7 +19,9 @@ import pytest
 from hisparse_model.answers.clock_fit import from_calibration
 from hisparse_model.answers.finish_times import serve_on_clock
 from hisparse_model.inputs.traffic_file import load_traffic
+from hisparse_model.answers.clock_fit import _mode
 from hisparse_model.model.knobs import Knobs
+from hisparse_model.model.plan import plan
 
 HERE = pathlib.Path(__file__).parent
 FOLDER = HERE / "recorded" / "serve" / "h100-timed-2026-12-06"
@@ -69,56 +72,84 @@ def test_each_run_is_a_warm_timed_engine_and_did_what_the_readme_says(runs, name
     assert run["crash_logged_s"] == logged
 
 
-@pytest.mark.parametrize("name", sorted(OUTCOMES))
-def test_a_batch_before_an_admission_lasts_about_40_ms(runs, name):
-    """The median period of the batches before one that admits a request, among those whose
-    own terms say under 20 ms, is 39.6-41.6 ms on every run (README: 41.5, 40.1, 39.7, 40.4)."""
-    cost = from_calibration(str(runs / name / "steps"))
-    assert 39.6 <= cost.admit_ms <= 41.6
-    assert 4.9e-3 <= cost.next_prefill_ms  # us a prompt token of the next batch, ms here
+def _knobs(runs, name) -> Knobs:
+    return Knobs(**{k: v for k, v in _run(runs, name)["provenance"]["knobs"].items()
+                    if k in Knobs.__dataclass_fields__})
 
 
-# run -> the median per-request latency error bound with the clock fitted to x6s128t's
-# batches (measured: 3.1, 7.4, 10.6, 6.1 %), and the crash on it against the server's log
-LATENCY = {
-    "x6s128t": (0.05, None),
-    "x6t143": (0.10, 31.21),
-    "mc1620t": (0.12, 120.022),
-    "x3s128t": (0.10, None),
+# run -> (batches measured before a FULL replay, their median period ms), the same before a
+# PIECEWISE batch and before an eager one: the next batch is launched from Python within this
+# batch's period (schedule/clock.py), so the period follows how the next batch runs, whatever
+# this one computes. S 128 / 143 capture graphs of up to 256 / 286 tokens, S 1,620 up to 512.
+PERIODS = {
+    "x6s128t": ((1300, 3.1), (4, 20.0), (76, 42.7)),
+    "x6t143": ((454, 3.4), (4, 19.5), (39, 40.8)),
+    "x3s128t": ((1902, 3.0), (6, 18.3), (80, 41.3)),
+    "mc1620t": ((4574, 3.4), (1, 37.6), (6, 39.9)),  # its one PIECEWISE: as long as eager
 }
 
 
-@pytest.fixture(scope="module")
-def clock(runs):
-    return from_calibration(str(runs / "x6s128t" / "steps"))
+@pytest.mark.parametrize("name", sorted(PERIODS))
+def test_a_batchs_period_follows_how_the_next_one_runs(runs, name):
+    """The median period of the batches measured before a FULL replay, a PIECEWISE batch and
+    an eager one, each batch's mode read from its counts and the run's CUDA graphs."""
+    p = plan(_knobs(runs, name))
+    steps = next((runs / name / "steps").glob("steps-*.jsonl"))
+    rows = [json.loads(line) for line in steps.open()]
+    by = {"FULL": [], "PIECEWISE": [], "NONE": []}
+    for r, n in zip(rows, rows[1:]):
+        if r["ms"] is not None and not r["after_idle"] and not n["after_idle"]:
+            by[_mode(p, n)].append(r["ms"])
+    got = tuple((len(by[m]), round(statistics.median(by[m]), 1))
+                for m in ("FULL", "PIECEWISE", "NONE"))
+    assert got == PERIODS[name]
 
 
-def test_the_fit_to_one_run_reads_its_terms(clock):
-    """x6s128t's periods: 2.60 ms + 0.57 us a prompt token + 107 us a decode token + 0.07 us a
-    context token + 5.07 us a prompt token of the next batch, at least 41.5 ms before an
-    admission (README)."""
-    got = (clock.base_ms, clock.prefill_ms * 1e3, clock.decode_ms * 1e3, clock.context_ms * 1e3,
-           clock.next_prefill_ms * 1e3, clock.admit_ms)
-    assert got == pytest.approx((2.60, 0.57, 107, 0.071, 5.07, 41.5), rel=0.02)
-    assert "served engine" in clock.source
+# fitted to run (rows) -> the median per-request latency error on each run (columns: x6s128t,
+# x6t143, x3s128t, mc1620t), against client.jsonl, measured: every fit puts every run under
+# 10 % but x6s128t's on mc1620t (11.5 %: the Azure runs' batches say little of Mooncake's long
+# contexts); the crashes at 31.207 s (the server logged 31.21) and 120.034-120.039 s (120.022)
+# on every fit.  Before the launch of the next batch was modelled (an admission floor and a
+# per-token term instead), only x6s128t's fit held (3-11 %); the others gave 13-289 %.
+LATENCY = {
+    "x6s128t": (4.0, 5.6, 4.6, 11.5),
+    "x6t143": (5.9, 4.7, 2.8, 6.1),
+    "x3s128t": (7.8, 5.4, 2.6, 7.2),
+    "mc1620t": (4.0, 9.5, 8.1, 1.2),
+}
+CRASHES = {"x6t143": 31.21, "mc1620t": 120.022}  # as the servers logged them
 
 
-@pytest.mark.parametrize("name", sorted(LATENCY))
-def test_the_clock_fitted_to_one_run_puts_each_request_where_the_servers_did(runs, clock, name):
-    """On the clock fitted to x6s128t's batches the median per-request latency error is under
-    the bound on each run, and a crash is within 1 % of the server's."""
-    run = _run(runs, name)
-    knobs = Knobs(**{k: v for k, v in run["provenance"]["knobs"].items()
-                     if k in Knobs.__dataclass_fields__})
-    traffic = load_traffic(str(HERE / "traces" / run["trace"]), speed=float(run["speed"]))
-    served = serve_on_clock(knobs, traffic, float(run["replay_seconds"]) / 60, clock)
-    client = [json.loads(line) for line in (runs / name / "client.jsonl").open()]
-    errs = [abs(served.latency_s(r["i"]) - (r["done_s"] - r["due_s"])) / (r["done_s"] - r["due_s"])
-            for r in client if r["status"] == 200 and r["i"] in served.finish_s]
-    bound, crash = LATENCY[name]
-    assert len(errs) == OUTCOMES[name][0]
-    assert statistics.median(errs) < bound
-    if crash is None:
-        assert served.crash_s is None
-    else:
-        assert abs(served.crash_s - crash) / crash < 0.01
+def test_the_fit_to_one_run_reads_its_terms(runs):
+    """x6s128t's periods: 2.45 ms + 0.50 us a prompt token + 96.7 us a decode token + 0.083 us
+    a context token, + 34.0 ms to launch an eager batch, 13.5 ms a PIECEWISE one and 0.53 us
+    a prompt token of either (README)."""
+    clock = from_calibration(str(runs / "x6s128t" / "steps"), plan(_knobs(runs, "x6s128t")))
+    got = (clock.base_ms, clock.prefill_ms * 1e3, clock.decode_ms * 1e3,
+           clock.context_ms * 1e3, clock.launch_eager_ms, clock.launch_piecewise_ms,
+           clock.launch_prefill_ms * 1e3)
+    assert got == pytest.approx((2.45, 0.50, 96.7, 0.083, 34.0, 13.5, 0.53), rel=0.02)
+    assert "(76 before an eager batch, 4 before a PIECEWISE one)" in clock.source
+
+
+@pytest.mark.parametrize("fitted", sorted(LATENCY))
+def test_the_clock_fitted_to_one_run_puts_each_request_where_the_servers_did(runs, fitted):
+    """On the clock fitted to one run's batches, every run's median per-request latency error
+    is under 10 % (one, 12 %), and a crash within 0.1 % of the server's."""
+    clock = from_calibration(str(runs / fitted / "steps"), plan(_knobs(runs, fitted)))
+    for name, measured in zip(sorted(LATENCY, key=list(LATENCY).index), LATENCY[fitted]):
+        run = _run(runs, name)
+        traffic = load_traffic(str(HERE / "traces" / run["trace"]), speed=float(run["speed"]))
+        served = serve_on_clock(_knobs(runs, name), traffic, float(run["replay_seconds"]) / 60,
+                                clock)
+        client = [json.loads(line) for line in (runs / name / "client.jsonl").open()]
+        errs = [abs(served.latency_s(r["i"]) - (r["done_s"] - r["due_s"]))
+                / (r["done_s"] - r["due_s"])
+                for r in client if r["status"] == 200 and r["i"] in served.finish_s]
+        assert len(errs) == OUTCOMES[name][0]
+        bound = 12.0 if (fitted, name) == ("x6s128t", "mc1620t") else 10.0  # the goal: 10 %
+        assert 100 * statistics.median(errs) < bound, (name, measured)
+        if name in CRASHES:
+            assert abs(served.crash_s - CRASHES[name]) / CRASHES[name] < 0.001
+        else:
+            assert served.crash_s is None

@@ -75,6 +75,43 @@ def test_rows_say_what_each_batch_computed_and_took():
     assert got[3][:4] == (0, 1, 503, 1) and abs(got[3][4] - 970) < 1e-6 and got[3][5] is True
     assert [r["phase"] for r in timer.rows] == ["start"] * 4
     assert [r["admits"] for r in timer.rows] == [2, 0, 0, 0]  # a and b first in batch 1
+    assert [r["launch_ms"] for r in timer.rows] == [None] * 4  # no executor wrapped
+
+
+class FakeExecutor:
+    """A stand-in for vLLM's UniProcExecutor: hands a batch over, then samples it."""
+
+    def execute_model(self, scheduler_output, non_block=False):
+        return "future"
+
+    def sample_tokens(self, grammar_output, non_block=False):
+        return "sampled"
+
+
+def test_a_batchs_launch_is_the_executors_two_calls():
+    """Clock reads (s): schedule nothing; execute_model of batch 1 from 1.000 to 1.030, its
+    sample_tokens 1.030 to 1.032 (launch 30 + 2 = 32 ms), batch 2's from 1.040 to 1.041 and
+    1.041 to 1.0415 (1.5 ms); the outputs at 1.050 and 1.060 (periods: None, 10 ms)."""
+    from hisparse_model.engine.step_timer import install_launch
+
+    reads = iter([1.000, 1.030, 1.030, 1.032, 1.040, 1.041, 1.041, 1.0415, 1.050, 1.060])
+    timer = StepTimer(clock=lambda: next(reads))
+    cls = type("Sched", (FakeScheduler,), {})
+    ex = type("Executor", (FakeExecutor,), {})
+    install(timer, cls)
+    install_launch(timer, ex)
+    s, e = cls([{"a": 8}, {"a": 1}]), ex()
+    s.requests = {"a": NS(num_computed_tokens=0, num_prompt_tokens=8)}
+    s.left = 1
+    outs = []
+    for _ in range(2):
+        out = s.schedule()
+        assert e.execute_model(out, non_block=True) == "future"
+        assert e.sample_tokens(None, non_block=True) == "sampled"
+        outs.append(out)
+    for out in outs:
+        s.update_from_output(out)
+    assert [(r["launch_ms"], r["ms"]) for r in timer.rows] == [(32.0, None), (1.5, 10.0)]
 
 
 
@@ -82,18 +119,31 @@ SERVER = '''
 import sys
 from types import SimpleNamespace as NS
 from vllm.v1.core.sched.scheduler import Scheduler
+from vllm.v1.executor.uniproc_executor import UniProcExecutor
 s = Scheduler([{"a": 8}, {"a": 1}, {"a": 1}],
               {"a": NS(num_computed_tokens=0, num_prompt_tokens=8)})
+e = UniProcExecutor()
 for _ in range(3):
-    s.update_from_output(s.schedule())
+    out = s.schedule()
+    e.execute_model(out, non_block=True)
+    e.sample_tokens(None, non_block=True)
+    s.update_from_output(out)
 '''
+FAKE_EXECUTOR = """
+class UniProcExecutor:
+    def execute_model(self, scheduler_output, non_block=False):
+        return None
+
+    def sample_tokens(self, grammar_output, non_block=False):
+        return None
+"""
 
 
 def test_a_served_engine_core_times_its_batches_through_sitecustomize(tmp_path):
     """A process started as serve_run starts the server (the stack_dump folder first on
-    PYTHONPATH, HISPARSE_STEP_TIMES set) that imports vLLM's scheduler module (here a stand-in
-    package) writes one row per batch to steps-<pid>.jsonl: an 8-token prompt, then two
-    decodes (contexts 8 + 1 = 9 and 9 + 1 = 10)."""
+    PYTHONPATH, HISPARSE_STEP_TIMES set) that imports vLLM's scheduler and one-GPU executor
+    modules (here a stand-in package) writes one row per batch to steps-<pid>.jsonl, with its
+    launch: an 8-token prompt, then two decodes (contexts 8 + 1 = 9 and 9 + 1 = 10)."""
     import json
     import os
     import pathlib
@@ -108,6 +158,10 @@ def test_a_served_engine_core_times_its_batches_through_sitecustomize(tmp_path):
     for d in [pkg, *pkg.parents][:5]:
         (d / "__init__.py").write_text("")
     (pkg / "scheduler.py").write_text(FAKE_SCHEDULER)
+    executor = tmp_path / "fake" / "vllm" / "v1" / "executor"
+    executor.mkdir()
+    (executor / "__init__.py").write_text("")
+    (executor / "uniproc_executor.py").write_text(FAKE_EXECUTOR)
     root = pathlib.Path(__file__).parent.parent
     env = stack_dump_env({**os.environ, "HISPARSE_STEP_TIMES": str(tmp_path / "steps"),
                           "PYTHONPATH": os.pathsep.join([str(tmp_path / "fake"), str(root)])})
@@ -121,4 +175,5 @@ def test_a_served_engine_core_times_its_batches_through_sitecustomize(tmp_path):
     assert [(r["prefill"], r["decode"], r["context"], r["phase"]) for r in rows] == [
         (8, 0, 8, "served"), (0, 1, 9, "served"), (0, 1, 10, "served")]
     assert rows[0]["after_idle"] and rows[0]["ms"] is None and rows[1]["ms"] >= 0
+    assert all(r["launch_ms"] is not None and r["launch_ms"] >= 0 for r in rows)  # wrapped
     assert timed_rows(str(tmp_path / "steps")) == 3

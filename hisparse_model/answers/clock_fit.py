@@ -1,25 +1,29 @@
 """A step's cost fitted to what an engine measured: the clock's calibration
-(``schedule/clock.py`` :class:`StepCost`), from two measurements.
+(``schedule/clock.py`` :class:`StepCost`), from three measurements.
 
 * ``simulate --step-cost-from-log``: a server log's busy seconds (``inputs/iteration_log.py``
   :func:`busy_seconds`): in each, ``steps`` batches computing ``prefill`` prompt tokens and
   ``decode`` output tokens took 1,000 ms together, one equation
   ``base x steps + p x prefill + d x decode = 1000``. No context term: vLLM's step lines do
   not say how long each request's context is.
-* ``simulate --step-cost-from-calibration``: the calibration sweep's batches
-  (``engine/calibrate.py``, each batch's period and composition measured in the engine), one
-  equation a batch ``base + p x prefill + d x decode + c x context = ms``, from the second
-  pass of each phase (the first compiled kernels) and no batch after an idle engine.
+* ``simulate --step-cost-from-calibration`` of a calibration sweep (``engine/calibrate.py``,
+  each batch's period and composition measured in the engine): one equation a batch
+  ``base + p x prefill + d x decode + c x context = ms``, from the second pass of each phase
+  (the first compiled kernels) and no batch after an idle engine.
+* ``simulate --step-cost-from-calibration`` of a served replay's timed batches
+  (``engine/step_timer.py``, :func:`fit_served`): the same terms plus launching the batch
+  after each (``launch_eager_ms``, ``launch_piecewise_ms``, ``launch_prefill_ms``), each
+  batch's CUDA-graph mode read from its counts and the server's capture sizes (the knobs
+  ``simulate`` is given: fit to a run of the same server).
 
-Both are fitted by least squares with every coefficient at least 0 (every subset of the terms
+All are fitted by least squares with every coefficient at least 0 (every subset of the terms
 is tried, the largest that fits with none negative is kept). No vLLM import, no numpy: at most
-four unknowns, solved in closed form.
+seven unknowns, solved in closed form.
 """
 
 from __future__ import annotations
 
 import os
-import statistics
 from itertools import combinations
 
 from ..schedule.clock import StepCost
@@ -63,19 +67,24 @@ def _fit(rows, source: str, said: str) -> StepCost:
 
 def _nonnegative(rows, source: str) -> list[float]:
     """The coefficients of the terms ``row[:-1]`` that best give ``row[-1]``, none negative:
-    every subset of the terms is tried, the largest that fits with none negative kept."""
+    every subset of the terms is tried, the largest that fits with none negative kept.  The
+    sums of products are taken once; each subset is solved from them (a few thousand batches
+    and seven terms: 127 subsets)."""
     n = len(rows[0]) - 1
+    gram = [[sum(r[i] * r[j] for r in rows) for j in range(n + 1)] for i in range(n + 1)]
     best = None
     for k in range(n, 0, -1):  # every subset of the terms, largest first
         for used in combinations(range(n), k):
-            coef = _least_squares([[r[j] for j in used] for r in rows], [r[n] for r in rows])
+            coef = _solve([[gram[i][j] for j in used] + [gram[i][n]] for i in used])
             if coef is None or min(coef) < 0:
                 continue
-            full = [0.0] * n
-            for j, c in zip(used, coef):
-                full[j] = c
-            err = sum((sum(f * x for f, x in zip(full, r)) - r[n]) ** 2 for r in rows)
-            if best is None or err < best[0] - 1e-9:
+            # the squared residuals' sum: y.y - 2 c.(X.y) + c.(X.X) c
+            err = gram[n][n] - 2 * sum(c * gram[i][n] for c, i in zip(coef, used)) + sum(
+                ci * cj * gram[i][j] for ci, i in zip(coef, used) for cj, j in zip(coef, used))
+            if best is None or err < best[0] - 1e-9 * max(1.0, abs(best[0])):
+                full = [0.0] * n
+                for j, c in zip(used, coef):
+                    full[j] = c
                 best = (err, full)
         if best is not None:
             break
@@ -84,45 +93,46 @@ def _nonnegative(rows, source: str) -> list[float]:
     return best[1]
 
 
-ADMIT_GPU_MS = 20.0  # a batch whose own work is shorter shows the admission floor alone
-
-
-def _admits(row: dict, before: dict) -> bool:
-    """Whether batch ``row`` admitted a request: its ``admits`` count where the timer wrote
-    one, else whether it scheduled more requests than the batch before (a sure sign; an
-    admission beside a finish is missed)."""
-    if "admits" in row:
-        return row["admits"] > 0
-    return row["requests"] > before["requests"]
-
-
-def fit_served(rows, source: str) -> StepCost:
+def fit_served(rows, source: str, plan) -> StepCost:
     """The :class:`StepCost` of the served engine's batches (``engine/step_timer.py`` rows, in
-    the engine's order; ``schedule/clock.py`` says what the terms mean).  The linear terms and
-    the next batch's prompt tokens are fitted to every period measured after a busy batch and
-    followed by a busy batch that admits nothing; ``admit_ms`` is the median period of the
-    batches before an admitting one whose own terms say under ``ADMIT_GPU_MS``."""
-    pairs = [(r, n) for r, n in zip(rows, rows[1:])
-             if r.get("ms") is not None and not r["after_idle"] and not n["after_idle"]]
-    plain = [(1.0, float(r["prefill"]), float(r["decode"]), float(r["context"]),
-              float(n["prefill"]), float(r["ms"])) for r, n in pairs if not _admits(n, r)]
-    if len(plain) < MIN_SECONDS + 2:
-        raise ClockFitError(f"{source}: measured batches: {len(plain)}, a fit needs "
-                            f"{MIN_SECONDS + 2}")
-    base, p, d, c, q = _nonnegative(plain, source)
-    floors = [float(r["ms"]) for r, n in pairs if _admits(n, r)
-              and base + p * r["prefill"] + d * r["decode"] + c * r["context"] < ADMIT_GPU_MS]
-    admit = statistics.median(floors) if floors else 0.0
-    return StepCost(base, p, d, c, f"fitted to {len(plain)} batches measured in the served "
-                    f"engine and {len(floors)} before an admission, {source}", admit, q)
+    the engine's order; ``schedule/clock.py`` says what the terms mean), each period measured
+    after a busy batch and followed by one: its own terms plus launching the batch after it,
+    by how that batch runs on ``plan``'s CUDA graphs (:func:`_mode`), all fitted together."""
+    eqs = []
+    for r, n in zip(rows, rows[1:]):
+        if r.get("ms") is None or r["after_idle"] or n["after_idle"]:
+            continue
+        mode = _mode(plan, n)
+        eqs.append((1.0, float(r["prefill"]), float(r["decode"]), float(r["context"]),
+                    float(mode == "NONE"), float(mode == "PIECEWISE"),
+                    0.0 if mode == "FULL" else float(n["prefill"]), float(r["ms"])))
+    if len(eqs) < MIN_SECONDS + 4:
+        raise ClockFitError(f"{source}: measured batches: {len(eqs)}, a fit needs "
+                            f"{MIN_SECONDS + 4}")
+    base, p, d, c, eager, piecewise, per = _nonnegative(eqs, source)
+    before = {m: sum(1 for e in eqs if e[4 + i]) for i, m in enumerate(("eager", "PIECEWISE"))}
+    return StepCost(base, p, d, c, f"fitted to {len(eqs)} batches measured in the served "
+                    f"engine ({before['eager']} before an eager batch, {before['PIECEWISE']} "
+                    f"before a PIECEWISE one), {source}", eager, piecewise, per)
 
 
-def _least_squares(x: list[list[float]], y: list[float]) -> list[float] | None:
-    """The coefficients minimising sum((row . c - y_row)^2) over rows ``x``, or None when the
-    normal equations are singular (a term that is 0 in every row)."""
-    n = len(x[0])
-    a = [[sum(r[i] * r[j] for r in x) for j in range(n)] + [sum(r[i] * t for r, t in zip(x, y))]
-         for i in range(n)]
+def _mode(plan, row: dict) -> str:
+    """How the batch of timer row ``row`` ran (``model/dispatch.py graph``), from its counts:
+    one with no prompt token whose decode tokens split evenly over its requests is taken for a
+    uniform decode batch (a prompt extended by one token over its context, which may replay a
+    FULL graph too, is counted as a prompt batch)."""
+    from ..model.dispatch import graph
+
+    q, odd = divmod(row["decode"], row["requests"]) if row["requests"] else (0, 1)
+    uniform = q if not row["prefill"] and not odd and q else None
+    return graph(plan, row["prefill"] + row["decode"], row["requests"], uniform)[0]
+
+
+def _solve(a: list[list[float]]) -> list[float] | None:
+    """The solution of the augmented system ``a`` (n rows of n coefficients and the right-hand
+    side), or None when it is singular (a term that is 0 in every row)."""
+    n = len(a)
+    a = [list(r) for r in a]
     for i in range(n):  # Gauss-Jordan with partial pivoting
         piv = max(range(i, n), key=lambda k: abs(a[k][i]))
         if abs(a[piv][i]) < 1e-12 * max(1.0, max(abs(v) for v in a[piv][:n])):
@@ -151,13 +161,14 @@ def from_log(path: str) -> StepCost:
     return fit(busy_seconds(text), f"--step-cost-from-log {path}")
 
 
-def from_calibration(path: str) -> StepCost:
+def from_calibration(path: str, plan) -> StepCost:
     """The step cost fitted to batches measured in the engine, told apart by their content: a
     served replay's timed batches (JSON Lines, ``engine/step_timer.py``: :func:`fit_served`;
     ``path`` may be the run's folder or its ``steps`` folder) or a calibration sweep's JSON
     (``engine/calibrate.py``: the batches of each phase's second pass with a period measured
     after a busy one).  Read once through the input boundary (``limits.STEPS``: standard
-    input, a FIFO, gzip)."""
+    input, a FIFO, gzip).  ``plan``: the server's (its CUDA graphs tell how each served batch
+    ran)."""
     import json
 
     from ..boundary.files import InputError, read_bytes, within
@@ -196,7 +207,7 @@ def from_calibration(path: str) -> StepCost:
         if bad:
             raise ClockFitError(f"{what}: line {k}: {bad}")
         rows.append(r)
-    return fit_served(rows, what)
+    return fit_served(rows, what, plan)
 
 
 def _sweep(rows, what: str) -> StepCost:

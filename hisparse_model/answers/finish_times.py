@@ -53,6 +53,7 @@ class Served:
 def serve_on_clock(knobs: Knobs, traffic: Traffic, minutes: float, cost: StepCost,
                    seed: int = 0, accepted=None) -> Served:
     """Serve one seed of ``traffic`` over ``minutes`` on ``cost``'s clock (module docstring)."""
+    from ..model.dispatch import step_dispatch
     from ..model.host_pool import HostUse
     from ..model.plan import plan
     from ..model.step_record import step_error
@@ -70,12 +71,11 @@ def serve_on_clock(knobs: Knobs, traffic: Traffic, minutes: float, cost: StepCos
                    blocks=blocks).workload()
     p = plan(knobs)
     sim = _Sim(scheduler_config(knobs, p), work, acceptance(accepted))
-    clock = TimedArrivals([t for t, *_ in rows], cost)
+    clock = TimedArrivals([t for t, *_ in rows], cost, lambda st: step_dispatch(p, st).mode)
     host = HostUse(knobs, [r.prompt_len for r in work.requests], sim.evicting())  # evicts
-    crash_s, crash_scheduled, steps, engine_s = None, {}, 0, 0.0
+    crash_s, crash_scheduled, steps = None, {}, 0
     for st, start in clock.steps(sim, work):
         steps += 1
-        engine_s += clock.now_s - start
         del sim.steps[:]  # nothing reads the list: memory stays flat over a long replay
         host.step(st)
         if step_error(p, st):
@@ -85,4 +85,4 @@ def serve_on_clock(knobs: Knobs, traffic: Traffic, minutes: float, cost: StepCos
     if crash_s is not None:  # outputs of batches that ended after the crash never came back
         finish = {i: f for i, f in finish.items() if f <= crash_s}
     return Served(cost, tuple(t for t, *_ in rows), finish, crash_s, crash_scheduled, steps,
-                  engine_s)
+                  clock.busy_s)

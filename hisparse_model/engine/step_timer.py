@@ -18,9 +18,18 @@ that runs the engine core in-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``):
   model's clock puts on a batch (``schedule/clock.py``). A batch after the engine ran out of
   requests is marked ``after_idle`` (its period holds the idle time): a fit leaves it out.
 
+A third wrapper, on the one-GPU executor's ``execute_model`` and ``sample_tokens``
+(vllm/v1/executor/uniproc_executor.py:119 `def execute_model`, :134 `def sample_tokens`),
+times what the engine core spends handing each batch over: that executor runs the model
+runner there and then, in the engine core's thread
+(vllm/v1/executor/uniproc_executor.py:108-109 `run_method(self.driver_worker`), so this is
+the batch's launch, which the clock charges to the period before its output
+(``schedule/clock.py``; measured there from the periods, here directly).
+
 Every row: ``{"phase", "prefill", "decode", "context", "requests", "admits", "ms",
-"after_idle", "t"}`` (``admits``: requests scheduled for the first time; ``t``: the wall clock,
-seconds since the epoch, when the output came back).
+"after_idle", "t", "launch_ms"}`` (``admits``: requests scheduled for the first time; ``t``:
+the wall clock, seconds since the epoch, when the output came back; ``launch_ms``: the time in
+the executor's two calls for this batch, None where that executor was not wrapped).
 
 In a served replay (``serve_run.py --time-steps``) the engine core runs in its own process:
 :func:`time_steps_to`, called by the server's ``sitecustomize`` in every one of its Python
@@ -40,6 +49,7 @@ import sys
 import time
 
 SCHEDULER_MODULE = "vllm.v1.core.sched.scheduler"  # where vLLM's Scheduler class lives
+EXECUTOR_MODULE = "vllm.v1.executor.uniproc_executor"  # and its one-GPU executor
 
 
 class StepTimer:
@@ -54,6 +64,7 @@ class StepTimer:
         self._last: float | None = None  # when the previous output came back
         self._idle = True  # the engine had no request after the previous output
         self._seen: set = set()  # requests some batch scheduled (admits: the others)
+        self._handed: dict | None = None  # the row of the batch last handed to the executor
 
     def scheduled(self, scheduler, output) -> None:
         """After ``schedule``: the batch's composition, kept until its output is back."""
@@ -73,7 +84,18 @@ class StepTimer:
         if tokens:
             self._pending[id(output)] = {"phase": self.phase, "prefill": prefill,
                                          "decode": decode, "context": context,
-                                         "requests": len(tokens), "admits": admits}
+                                         "requests": len(tokens), "admits": admits,
+                                         "launch_ms": None}
+
+    def launched(self, output, ms: float | None) -> None:
+        """The executor took ``ms`` to hand over batch ``output`` (None: its sampling, added to
+        the batch last handed over)."""
+        if output is not None:
+            self._handed = self._pending.get(id(output))
+            if self._handed is not None:
+                self._handed["launch_ms"] = round(ms, 4)
+        elif self._handed is not None and self._handed["launch_ms"] is not None:
+            self._handed["launch_ms"] = round(self._handed["launch_ms"] + ms, 4)
 
     def returned(self, output) -> None:
         """At the entry of ``update_from_output``: the batch's period ends now."""
@@ -118,6 +140,31 @@ def install(timer: StepTimer, scheduler_cls) -> None:
     scheduler_cls.update_from_output = timed_update
 
 
+def install_launch(timer: StepTimer, executor_cls) -> None:
+    """Wrap ``executor_cls.execute_model`` and ``sample_tokens`` (vLLM's ``UniProcExecutor``)
+    to time each batch's hand-over for ``timer`` (module docstring)."""
+    execute, sample = executor_cls.execute_model, executor_cls.sample_tokens
+
+    @functools.wraps(execute)
+    def timed_execute(self, scheduler_output, *a, **k):
+        start = timer.clock()
+        try:
+            return execute(self, scheduler_output, *a, **k)
+        finally:
+            timer.launched(scheduler_output, (timer.clock() - start) * 1000)
+
+    @functools.wraps(sample)
+    def timed_sample(self, *a, **k):
+        start = timer.clock()
+        try:
+            return sample(self, *a, **k)
+        finally:
+            timer.launched(None, (timer.clock() - start) * 1000)
+
+    executor_cls.execute_model = timed_execute
+    executor_cls.sample_tokens = timed_sample
+
+
 class _AfterImport(importlib.abc.MetaPathFinder):
     """Runs ``then(module)`` once the module named ``name`` has been executed."""
 
@@ -141,20 +188,27 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         return spec
 
 
-def time_steps_to(folder: str, module: str = SCHEDULER_MODULE) -> None:
+def time_steps_to(folder: str, module: str = SCHEDULER_MODULE,
+                  executor: str = EXECUTOR_MODULE) -> None:
     """Wrap ``Scheduler`` when this process imports ``module`` (the served engine core does),
-    its rows appended to ``folder/steps-<pid>.jsonl`` (module docstring)."""
+    its rows appended to ``folder/steps-<pid>.jsonl``, and ``UniProcExecutor`` when it imports
+    ``executor`` (module docstring)."""
+    timer = StepTimer()
+    timer.phase = "served"
+
     def then(mod):
         os.makedirs(folder, exist_ok=True)
-        sink = open(os.path.join(folder, f"steps-{os.getpid()}.jsonl"), "a")
-        timer = StepTimer(sink=sink)
-        timer.phase = "served"
+        timer.sink = open(os.path.join(folder, f"steps-{os.getpid()}.jsonl"), "a")
         install(timer, mod.Scheduler)
 
-    if module in sys.modules:
-        then(sys.modules[module])
-    else:
-        sys.meta_path.insert(0, _AfterImport(module, then))
+    def then_executor(mod):
+        install_launch(timer, mod.UniProcExecutor)
+
+    for name, hook in ((module, then), (executor, then_executor)):
+        if name in sys.modules:
+            hook(sys.modules[name])
+        else:
+            sys.meta_path.insert(0, _AfterImport(name, hook))
 
 
 def timed_rows(folder: str) -> int:

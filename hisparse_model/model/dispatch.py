@@ -45,6 +45,13 @@ def dispatch(plan: Plan, num_tokens: int, num_reqs: int, max_query_len: int,
     return Dispatch(*graph(plan, num_tokens, num_reqs, uniform))
 
 
+def step_dispatch(plan: Plan, st) -> Dispatch:
+    """How a scheduler step (a :class:`~hisparse_model.schedule.step.Step`) runs on one rank:
+    its query lengths in the runner's order (Step.runner_query_lens)."""
+    qlens = st.runner_query_lens()
+    return dispatch(plan, sum(qlens), len(qlens), max(qlens), decode_graph_eligible(st))
+
+
 def uniform_len(num_tokens: int, num_reqs: int, max_query_len: int,
                 decode_graph_eligible: bool) -> int | None:
     """Tokens per request of a uniform decode batch (every request decodes, all of the same

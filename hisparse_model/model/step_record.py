@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .dispatch import decode_graph_eligible, dispatch
+from .dispatch import step_dispatch
 from .draft_steps import DraftSteps, draft_steps
 from .plan import Plan
 from .routing import route_batch
@@ -101,7 +101,7 @@ def route_step(p: Plan, st, rank: int = 0) -> RankStep:
     (a :class:`~hisparse_model.schedule.step.Step`) as rank ``rank``."""
     qlens = st.runner_query_lens()
     n = sum(qlens)
-    d = dispatch(p, n, len(qlens), max(qlens), decode_graph_eligible(st))
+    d = step_dispatch(p, st)
     dec, routed, path, error = route_batch(p, qlens, st.resident)
     if d.mode == "FULL":  # a replay: the routing of the capture is reused, nothing new
         routed, path, error = 0, None, None

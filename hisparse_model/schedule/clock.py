@@ -20,15 +20,24 @@ This module is the one place that turns the first into the second:
   arriving while a batch runs joins the batch after the next. Without it, a batch is scheduled as it starts.
   An idle engine waits for the next arrival and schedules at once. It keeps each step's
   start and end and each request's finish (the end of the batch whose output finishes it).
-* What the next batch costs before it starts.  With two batches in flight the period from one
-  batch's output to the next holds the host's preparation of the batch after it, so the served
-  engine's periods (``tests/recorded/serve/h100-timed-2026-12-06/``) follow the *next* batch's
-  prompt tokens (5-7 us each, against 0.6-1.7 us in their own batch) and a batch before one
-  that admits a request (schedules it for the first time) lasts about 40 ms where its own
-  composition says 3-15.  So a batch costs ``next_prefill_ms`` more per prompt token of the
-  batch after it, and at least ``admit_ms`` when that batch admits a request (both 0 unless
-  measured: :attr:`StepCost.next_prefill_ms`, :attr:`StepCost.admit_ms`); a batch after an
-  idle engine has no batch before it to stretch.
+* What launching the next batch costs.  vLLM's engine core with two batches in flight
+  schedules the next batch and hands it to the executor before it waits for the older one's
+  output (vllm/v1/engine/core.py:689 `Try to schedule a new batch`), and a one-GPU executor
+  runs the model runner's ``execute_model`` there and then, in the engine core's thread,
+  even when asked not to block
+  (vllm/v1/executor/uniproc_executor.py:108-109 `run_method(self.driver_worker`): the next
+  batch's forward is launched from Python within this batch's period.  A FULL CUDA-graph
+  replay launches in microseconds; a PIECEWISE graph runs its attention eagerly and an eager
+  batch (more tokens than any captured graph) launches every kernel from Python.  The served
+  engine's periods (``tests/recorded/serve/h100-timed-2026-12-06/``) show it: a batch followed
+  by a FULL replay lasts what it computes (3-5 ms), one followed by a PIECEWISE batch about
+  19 ms, one followed by an eager batch about 40 ms, whatever it computes.  So a batch costs
+  ``launch_eager_ms`` or ``launch_piecewise_ms`` more by how the batch after it runs
+  (``mode_of``: ``model/dispatch.py``), and ``launch_prefill_ms`` more per prompt token of
+  that batch when it is not a FULL replay; a batch after an idle engine has no batch before
+  it to pay its launch, so it pays it itself (its start moves by it).  All 0 unless measured
+  (:func:`~hisparse_model.answers.clock_fit.fit_served`); a prompt batch is never a FULL
+  replay, so this is what the engine spends before each admission.
 
 Assumed: the batches of the engine loop run one after another, each for its cost, with no
 gap while work is queued (async scheduling hides the scheduler's own time behind the GPU's:
@@ -51,8 +60,9 @@ class StepCost:
     decode_ms: float = 0.0  # per decode / verify token
     context_ms: float = 0.0  # per token attended to (computed before + new), all requests
     source: str = "fixed --step-ms"
-    admit_ms: float = 0.0  # the least period of a batch before one that admits a request
-    next_prefill_ms: float = 0.0  # per prompt token of the batch after it (its preparation)
+    launch_eager_ms: float = 0.0  # launching a batch that runs eagerly (module docstring)
+    launch_piecewise_ms: float = 0.0  # launching a batch that runs a PIECEWISE graph
+    launch_prefill_ms: float = 0.0  # per prompt token of a launched batch that is no replay
 
     def ms(self, step) -> float:
         """The cost of ``step`` (a scheduler ``Step``)."""
@@ -68,11 +78,25 @@ class StepCost:
                                          (self.context_ms, 1e6, "ns", "context token")):
             if value:
                 out.append(f"{value * scale:.3g} {unit} per {what}")
-        if self.next_prefill_ms:
-            out.append(f"{self.next_prefill_ms * 1e3:.3g} us per prefill token of the next batch")
-        floor = (f", at least {self.admit_ms:.3g} ms for the batch before one that admits a "
-                 "request") if self.admit_ms else ""
-        return " + ".join(out) + floor
+        launch = [f"{ms:.3g} ms {what}" for ms, what in (
+            (self.launch_eager_ms, "if it runs eagerly"),
+            (self.launch_piecewise_ms, "if it runs a PIECEWISE graph")) if ms]
+        if self.launch_prefill_ms:
+            launch.append(f"{self.launch_prefill_ms * 1e3:.3g} us per prompt token of it")
+        after = f", + launching the next batch: {', '.join(launch)}" if launch else ""
+        return " + ".join(out) + after
+
+    def launch_ms(self, mode: str, prefill: int) -> float:
+        """Launching a batch that runs in ``mode`` (FULL, PIECEWISE or NONE: eager) with
+        ``prefill`` prompt tokens (module docstring)."""
+        if mode == "FULL":
+            return 0.0
+        return (self.launch_eager_ms if mode == "NONE" else self.launch_piecewise_ms) \
+            + self.launch_prefill_ms * prefill
+
+    @property
+    def launches(self) -> bool:
+        return bool(self.launch_eager_ms or self.launch_piecewise_ms or self.launch_prefill_ms)
 
     def line(self) -> str:
         """One line for the command line: the formula and its source."""
@@ -81,7 +105,9 @@ class StepCost:
     def as_json(self) -> dict:
         return {"base_ms": self.base_ms, "prefill_ms_per_token": self.prefill_ms,
                 "decode_ms_per_token": self.decode_ms, "context_ms_per_token": self.context_ms,
-                "admit_ms": self.admit_ms, "next_prefill_ms_per_token": self.next_prefill_ms,
+                "launch_eager_ms": self.launch_eager_ms,
+                "launch_piecewise_ms": self.launch_piecewise_ms,
+                "launch_prefill_ms_per_token": self.launch_prefill_ms,
                 "source": self.source}
 
 
@@ -104,12 +130,15 @@ def features(step) -> tuple[int, int, int]:
 
 class TimedArrivals:
     """The scheduler's ``arrivals`` (``.get(step)``, ``.next_after(step)``) decided by time:
-    ``times_s[i]`` is request i's arrival (non-decreasing), ``cost`` a :class:`StepCost`.
-    Drive it with :meth:`steps`, which advances the clock by each scheduled batch."""
+    ``times_s[i]`` is request i's arrival (non-decreasing), ``cost`` a :class:`StepCost`,
+    ``mode_of`` how a scheduler step runs (FULL, PIECEWISE or NONE; None: every step a FULL
+    replay, nothing to launch).  Drive it with :meth:`steps`, which advances the clock by each
+    scheduled batch."""
 
-    def __init__(self, times_s, cost: StepCost):
+    def __init__(self, times_s, cost: StepCost, mode_of=None):
         self.times = list(times_s)
         self.cost = cost
+        self.mode_of = mode_of if cost.launches else None
         self.now_s = 0.0
         self.sched_s = 0.0  # when the engine schedules the next batch (module docstring)
         self.ahead = True  # async scheduling (set from the scheduler in steps)
@@ -117,8 +146,8 @@ class TimedArrivals:
         self.starts: dict[int, float] = {}  # engine step -> when its batch starts
         self.finish_s: dict[int, float] = {}  # request -> when the batch finishing it ends
         self._open: list = []  # (step, end_s) whose output is not processed yet
-        self._admitted = 0  # requests scheduled so far: the scheduler admits in arrival order
-        self._before = None  # the batch before the next one, (its start, its _open entry)
+        self._before = None  # the batch before the next one: its _open entry
+        self.busy_s = 0.0  # the batches' costs together, launches included
 
     def get(self, step, default=()):
         end = bisect.bisect_right(self.times, self.sched_s if self.ahead else self.now_s,
@@ -131,7 +160,7 @@ class TimedArrivals:
         """The engine is idle: wait for the next arrival (None: none left)."""
         if self.released >= len(self.times):
             return None
-        self._before = None  # nothing runs before the next batch: no floor to stretch
+        self._before = None  # nothing runs before the next batch: it pays its own launch
         self.now_s = max(self.now_s, self.times[self.released])
         self.sched_s = self.now_s
         return step + 1
@@ -140,31 +169,31 @@ class TimedArrivals:
         """``sim.lazily(workload)`` with the clock running: yields each step and its start."""
         self.ahead = sim.asyn
         for st in sim.lazily(workload, self):
-            top = max(st.scheduled, default=-1) + 1
-            admits = top > self._admitted  # the scheduler admits in arrival order
-            self._admitted = max(top, self._admitted)
-            self._stretch(st, admits)
+            if self.mode_of is not None:
+                self._launch(st)
             start = self.now_s
             self.sched_s = start  # the next batch is scheduled as this one starts (async)
             self.starts[st.index] = start
             self.now_s = start + self.cost.ms(st) / 1000.0
+            self.busy_s += self.now_s - start
             self._open.append([st, self.now_s])
-            self._before = (start, self._open[-1])
+            self._before = self._open[-1]
             self._harvest()
             yield st, start
         self._harvest(everything=True)
 
-    def _stretch(self, st, admits: bool) -> None:
-        """The batch before ``st`` pays for its preparation (module docstring)."""
-        cost = self.cost
-        if self._before is None or not (cost.admit_ms or cost.next_prefill_ms):
+    def _launch(self, st) -> None:
+        """Launching ``st`` lengthens the batch before it, or after an idle engine delays its
+        own start (module docstring)."""
+        ms = self.cost.launch_ms(self.mode_of(st), features(st)[0])
+        if not ms:
             return
-        start, entry = self._before
-        end = entry[1] + cost.next_prefill_ms * features(st)[0] / 1000.0
-        if admits:
-            end = max(end, start + cost.admit_ms / 1000.0)
-        if end > entry[1]:
-            entry[1] = self.now_s = end
+        self.busy_s += ms / 1000.0
+        if self._before is None:
+            self.now_s += ms / 1000.0
+        else:
+            self._before[1] += ms / 1000.0
+            self.now_s = self._before[1]
 
     def _harvest(self, everything: bool = False) -> None:
         keep = []
