@@ -424,6 +424,18 @@ def test_each_served_row_is_classed_as_its_batch_ran():
     assert [_mode(p, r) for r in _served_rows(StepCost(1))[1:]] == [m for *_, m in SERVED]
 
 
+def test_a_mode_the_timer_noted_is_taken_over_the_counts():
+    """A row whose runner noted its CUDA-graph mode (step_timer ``modes``) is classed by it:
+    the table's first FULL row noted NONE reads NONE, the rest as before."""
+    from hisparse_model.answers.clock_fit import _mode
+    from hisparse_model.model.plan import plan
+
+    p = plan(Knobs(max_num_seqs=4))
+    rows = _served_rows(StepCost(1))[1:]
+    rows[0]["modes"] = ["NONE", "FULL"]  # the target's forward first, then its drafter's
+    assert [_mode(p, r) for r in rows] == ["NONE"] + [m for *_, m in SERVED[1:]]
+
+
 def test_a_fit_to_served_batches_gives_the_cost_back():
     """Periods built from 2 ms + 1 us a prompt token + 100 us a decode token + 0.1 us a context
     token, + 35 ms to launch an eager batch, 14 ms a PIECEWISE one and 0.5 us a prompt token of
@@ -449,6 +461,8 @@ BAD_STEPS = [
     (_ROW + "\n" + _ROW.replace('"decode": 0', '"decode": true') + "\n",
      r"line 2: decode True: not a count"),
     (_ROW + "\n" + _ROW.replace("false}", '"no"}') + "\n", r"line 2: after_idle 'no': not true"),
+    (_ROW + "\n" + _ROW.replace("}", ', "modes": ["EAGER"]}') + "\n",
+     r"line 2: modes \['EAGER'\]: not a list of FULL, PIECEWISE, NONE"),
     (_ROW + "\n" + _ROW + "\n", r"measured batches: 1, a fit needs 7"),
     ('{"rows": 3}', r'no "rows" list'),
 ]

@@ -75,13 +75,27 @@ def test_rows_say_what_each_batch_computed_and_took():
     assert got[3][:4] == (0, 1, 503, 1) and abs(got[3][4] - 970) < 1e-6 and got[3][5] is True
     assert [r["phase"] for r in timer.rows] == ["start"] * 4
     assert [r["admits"] for r in timer.rows] == [2, 0, 0, 0]  # a and b first in batch 1
-    assert [r["launch_ms"] for r in timer.rows] == [None] * 4  # no executor wrapped
+    assert [(r["launch_ms"], r["modes"]) for r in timer.rows] == [(None, [])] * 4  # unwrapped
+
+
+class FakeGraphs:
+    """A stand-in for Model Runner V2's CudaGraphManager: the mode it is told to give."""
+
+    mode = "FULL"
+
+    def dispatch(self, num_reqs, num_tokens, uniform_token_count, num_active_loras):
+        return NS(cg_mode=NS(name=self.mode))
 
 
 class FakeExecutor:
-    """A stand-in for vLLM's UniProcExecutor: hands a batch over, then samples it."""
+    """A stand-in for vLLM's UniProcExecutor: hands a batch over (its forward dispatched on the
+    runner's CUDA graphs), then samples it."""
+
+    graphs = None
 
     def execute_model(self, scheduler_output, non_block=False):
+        if self.graphs is not None:
+            self.graphs.dispatch(1, 8, None, 0)
         return "future"
 
     def sample_tokens(self, grammar_output, non_block=False):
@@ -91,27 +105,33 @@ class FakeExecutor:
 def test_a_batchs_launch_is_the_executors_two_calls():
     """Clock reads (s): schedule nothing; execute_model of batch 1 from 1.000 to 1.030, its
     sample_tokens 1.030 to 1.032 (launch 30 + 2 = 32 ms), batch 2's from 1.040 to 1.041 and
-    1.041 to 1.0415 (1.5 ms); the outputs at 1.050 and 1.060 (periods: None, 10 ms)."""
-    from hisparse_model.engine.step_timer import install_launch
+    1.041 to 1.0415 (1.5 ms); the outputs at 1.050 and 1.060 (periods: None, 10 ms).  The
+    runner dispatches batch 1 eagerly (NONE), batch 2 on a FULL graph."""
+    from hisparse_model.engine.step_timer import install_dispatch, install_launch
 
     reads = iter([1.000, 1.030, 1.030, 1.032, 1.040, 1.041, 1.041, 1.0415, 1.050, 1.060])
     timer = StepTimer(clock=lambda: next(reads))
     cls = type("Sched", (FakeScheduler,), {})
     ex = type("Executor", (FakeExecutor,), {})
+    graphs = type("Graphs", (FakeGraphs,), {})
     install(timer, cls)
     install_launch(timer, ex)
+    install_dispatch(timer, graphs)
     s, e = cls([{"a": 8}, {"a": 1}]), ex()
+    e.graphs = graphs()
     s.requests = {"a": NS(num_computed_tokens=0, num_prompt_tokens=8)}
     s.left = 1
     outs = []
-    for _ in range(2):
+    for mode in ("NONE", "FULL"):
+        e.graphs.mode = mode
         out = s.schedule()
         assert e.execute_model(out, non_block=True) == "future"
         assert e.sample_tokens(None, non_block=True) == "sampled"
         outs.append(out)
     for out in outs:
         s.update_from_output(out)
-    assert [(r["launch_ms"], r["ms"]) for r in timer.rows] == [(32.0, None), (1.5, 10.0)]
+    assert [(r["launch_ms"], r["ms"], r["modes"]) for r in timer.rows] == [
+        (32.0, None, ["NONE"]), (1.5, 10.0, ["FULL"])]
 
 
 
@@ -129,9 +149,22 @@ for _ in range(3):
     e.sample_tokens(None, non_block=True)
     s.update_from_output(out)
 '''
+FAKE_GRAPHS = """
+from types import SimpleNamespace as NS
+
+
+class CudaGraphManager:
+    def dispatch(self, num_reqs, num_tokens, uniform_token_count, num_active_loras):
+        return NS(cg_mode=NS(name="NONE" if num_tokens > 4 else "FULL"))
+"""
 FAKE_EXECUTOR = """
+from vllm.v1.worker.gpu.cudagraph_utils import CudaGraphManager
+
+
 class UniProcExecutor:
     def execute_model(self, scheduler_output, non_block=False):
+        tokens = sum(scheduler_output.num_scheduled_tokens.values())
+        CudaGraphManager().dispatch(1, tokens, None, 0)
         return None
 
     def sample_tokens(self, grammar_output, non_block=False):
@@ -141,9 +174,10 @@ class UniProcExecutor:
 
 def test_a_served_engine_core_times_its_batches_through_sitecustomize(tmp_path):
     """A process started as serve_run starts the server (the stack_dump folder first on
-    PYTHONPATH, HISPARSE_STEP_TIMES set) that imports vLLM's scheduler and one-GPU executor
-    modules (here a stand-in package) writes one row per batch to steps-<pid>.jsonl, with its
-    launch: an 8-token prompt, then two decodes (contexts 8 + 1 = 9 and 9 + 1 = 10)."""
+    PYTHONPATH, HISPARSE_STEP_TIMES set) that imports vLLM's scheduler, one-GPU executor and
+    CUDA-graph modules (here a stand-in package) writes one row per batch to
+    steps-<pid>.jsonl, with its launch and modes: an 8-token prompt, then two decodes
+    (contexts 8 + 1 = 9 and 9 + 1 = 10)."""
     import json
     import os
     import pathlib
@@ -162,6 +196,11 @@ def test_a_served_engine_core_times_its_batches_through_sitecustomize(tmp_path):
     executor.mkdir()
     (executor / "__init__.py").write_text("")
     (executor / "uniproc_executor.py").write_text(FAKE_EXECUTOR)
+    gpu = tmp_path / "fake" / "vllm" / "v1" / "worker" / "gpu"
+    gpu.mkdir(parents=True)
+    for d in (gpu, gpu.parent):
+        (d / "__init__.py").write_text("")
+    (gpu / "cudagraph_utils.py").write_text(FAKE_GRAPHS)
     root = pathlib.Path(__file__).parent.parent
     env = stack_dump_env({**os.environ, "HISPARSE_STEP_TIMES": str(tmp_path / "steps"),
                           "PYTHONPATH": os.pathsep.join([str(tmp_path / "fake"), str(root)])})
@@ -176,4 +215,5 @@ def test_a_served_engine_core_times_its_batches_through_sitecustomize(tmp_path):
         (8, 0, 8, "served"), (0, 1, 9, "served"), (0, 1, 10, "served")]
     assert rows[0]["after_idle"] and rows[0]["ms"] is None and rows[1]["ms"] >= 0
     assert all(r["launch_ms"] is not None and r["launch_ms"] >= 0 for r in rows)  # wrapped
+    assert [r["modes"] for r in rows] == [["NONE"], ["FULL"], ["FULL"]]  # 8 tokens, then 1
     assert timed_rows(str(tmp_path / "steps")) == 3

@@ -117,11 +117,15 @@ def fit_served(rows, source: str, plan) -> StepCost:
 
 
 def _mode(plan, row: dict) -> str:
-    """How the batch of timer row ``row`` ran (``model/dispatch.py graph``), from its counts:
-    one with no prompt token whose decode tokens split evenly over its requests is taken for a
+    """How the batch of timer row ``row`` ran: the first mode the runner dispatched for it
+    where the timer noted it (``modes``), else ``model/dispatch.py graph`` of its counts: one
+    with no prompt token whose decode tokens split evenly over its requests is taken for a
     uniform decode batch (a prompt extended by one token over its context, which may replay a
     FULL graph too, is counted as a prompt batch)."""
     from ..model.dispatch import graph
+
+    if row.get("modes"):
+        return row["modes"][0]
 
     q, odd = divmod(row["decode"], row["requests"]) if row["requests"] else (0, 1)
     uniform = q if not row["prefill"] and not odd and q else None
@@ -263,4 +267,10 @@ def _not_a_timed_batch(r) -> str | None:
     ms = r.get("ms")
     if ms is not None and not (type(ms) in (int, float) and 0 < ms < 1e9):
         return f"ms {ms!r:.40}: not a period (milliseconds over 0, or null)"
+    modes = r.get("modes", [])
+    if not isinstance(modes, list) or not all(m in MODES for m in modes):
+        return f"modes {modes!r:.40}: not a list of {', '.join(MODES)}"
     return None
+
+
+MODES = ("FULL", "PIECEWISE", "NONE")  # a CUDA-graph mode the step timer may note

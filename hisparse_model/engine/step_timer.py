@@ -26,10 +26,17 @@ runner there and then, in the engine core's thread
 the batch's launch, which the clock charges to the period before its output
 (``schedule/clock.py``; measured there from the periods, here directly).
 
+A fourth, on Model Runner V2's ``CudaGraphManager.dispatch``
+(vllm/v1/worker/gpu/cudagraph_utils.py:499 `def dispatch`), notes how each batch ran: the
+mode of every descriptor dispatched while the executor handed it over (the target model's
+forward first), which the model's classification from the counts (``answers/clock_fit.py``)
+can then be checked against.
+
 Every row: ``{"phase", "prefill", "decode", "context", "requests", "admits", "ms",
-"after_idle", "t", "launch_ms"}`` (``admits``: requests scheduled for the first time; ``t``:
-the wall clock, seconds since the epoch, when the output came back; ``launch_ms``: the time in
-the executor's two calls for this batch, None where that executor was not wrapped).
+"after_idle", "t", "launch_ms", "modes"}`` (``admits``: requests scheduled for the first time;
+``t``: the wall clock, seconds since the epoch, when the output came back; ``launch_ms``: the
+time in the executor's two calls for this batch, None where that executor was not wrapped;
+``modes``: the CUDA-graph modes dispatched for it, FULL, PIECEWISE or NONE, in order).
 
 In a served replay (``serve_run.py --time-steps``) the engine core runs in its own process:
 :func:`time_steps_to`, called by the server's ``sitecustomize`` in every one of its Python
@@ -50,6 +57,7 @@ import time
 
 SCHEDULER_MODULE = "vllm.v1.core.sched.scheduler"  # where vLLM's Scheduler class lives
 EXECUTOR_MODULE = "vllm.v1.executor.uniproc_executor"  # and its one-GPU executor
+GRAPHS_MODULE = "vllm.v1.worker.gpu.cudagraph_utils"  # and Model Runner V2's CUDA graphs
 
 
 class StepTimer:
@@ -85,9 +93,19 @@ class StepTimer:
             self._pending[id(output)] = {"phase": self.phase, "prefill": prefill,
                                          "decode": decode, "context": context,
                                          "requests": len(tokens), "admits": admits,
-                                         "launch_ms": None}
+                                         "launch_ms": None, "modes": []}
 
-    def launched(self, output, ms: float | None) -> None:
+    def handing(self, output) -> None:
+        """The executor starts handing over batch ``output``: what it dispatches is this
+        batch's."""
+        self._handed = self._pending.get(id(output))
+
+    def dispatched(self, mode: str) -> None:
+        """A CUDA-graph descriptor of ``mode`` was dispatched for the batch being handed over."""
+        if self._handed is not None:
+            self._handed["modes"].append(mode)
+
+    def launched(self, output, ms: float) -> None:
         """The executor took ``ms`` to hand over batch ``output`` (None: its sampling, added to
         the batch last handed over)."""
         if output is not None:
@@ -147,6 +165,7 @@ def install_launch(timer: StepTimer, executor_cls) -> None:
 
     @functools.wraps(execute)
     def timed_execute(self, scheduler_output, *a, **k):
+        timer.handing(scheduler_output)
         start = timer.clock()
         try:
             return execute(self, scheduler_output, *a, **k)
@@ -163,6 +182,21 @@ def install_launch(timer: StepTimer, executor_cls) -> None:
 
     executor_cls.execute_model = timed_execute
     executor_cls.sample_tokens = timed_sample
+
+
+def install_dispatch(timer: StepTimer, manager_cls) -> None:
+    """Wrap ``manager_cls.dispatch`` (vLLM's ``CudaGraphManager``) to note each descriptor's
+    mode for ``timer`` (module docstring)."""
+    dispatch = manager_cls.dispatch
+
+    @functools.wraps(dispatch)
+    def noted_dispatch(self, *a, **k):
+        desc = dispatch(self, *a, **k)
+        mode = getattr(desc, "cg_mode", None)
+        timer.dispatched(getattr(mode, "name", str(mode)))
+        return desc
+
+    manager_cls.dispatch = noted_dispatch
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
@@ -189,10 +223,10 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
 
 def time_steps_to(folder: str, module: str = SCHEDULER_MODULE,
-                  executor: str = EXECUTOR_MODULE) -> None:
+                  executor: str = EXECUTOR_MODULE, graphs: str = GRAPHS_MODULE) -> None:
     """Wrap ``Scheduler`` when this process imports ``module`` (the served engine core does),
-    its rows appended to ``folder/steps-<pid>.jsonl``, and ``UniProcExecutor`` when it imports
-    ``executor`` (module docstring)."""
+    its rows appended to ``folder/steps-<pid>.jsonl``, ``UniProcExecutor`` when it imports
+    ``executor`` and ``CudaGraphManager`` when it imports ``graphs`` (module docstring)."""
     timer = StepTimer()
     timer.phase = "served"
 
@@ -204,7 +238,10 @@ def time_steps_to(folder: str, module: str = SCHEDULER_MODULE,
     def then_executor(mod):
         install_launch(timer, mod.UniProcExecutor)
 
-    for name, hook in ((module, then), (executor, then_executor)):
+    def then_graphs(mod):
+        install_dispatch(timer, mod.CudaGraphManager)
+
+    for name, hook in ((module, then), (executor, then_executor), (graphs, then_graphs)):
         if name in sys.modules:
             hook(sys.modules[name])
         else:
