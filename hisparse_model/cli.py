@@ -110,6 +110,7 @@ def _simulate(args) -> int:
     knobs = knobs_from_args(args)
     _check_accepted(args.accepted, knobs.num_speculative_tokens)
     if args.traffic is not None:
+        _traffic_defaults(args)
         return _simulate_traffic(args, knobs)
     _check_workload_options(args)
     work = load_workload(args.workload)
@@ -138,14 +139,32 @@ def _check_outputs(args) -> None:
         inputs[flag] = path  # the other output may not be this one either
 
 
+TRAFFIC_ONLY = (("--plot", "plot"), ("--crash-workload", "crash_workload"), ("--rate", "rate"),
+                ("--speed", "speed"), ("--from", "from_s"), ("--to", "to_s"),
+                ("--minutes", "minutes"), ("--seeds", "seeds"), ("--seed", "seed"),
+                ("--jobs", "jobs"), ("--step-ms", "step_ms"),
+                ("--step-ms-from-metrics", "step_ms_from_metrics"),
+                ("--step-ms-from-log", "step_ms_from_log"),
+                ("--step-cost-from-log", "step_cost_from_log"),
+                ("--step-cost-from-calibration", "step_cost_from_calibration"))
+
+
 def _check_workload_options(args) -> None:
     """Options that only a traffic estimate uses, refused with ``--workload`` rather than
-    ignored."""
-    for flag, value in (("--plot", args.plot), ("--crash-workload", args.crash_workload),
-                        ("--rate", args.rate), ("--speed", args.speed),
-                        ("--from", args.from_s), ("--to", args.to_s)):
-        if value is not None:
+    ignored (a workload counts engine steps, not seconds)."""
+    for flag, name in TRAFFIC_ONLY:
+        if getattr(args, name) is not None:
             raise ValueError(f"{flag}: only with --traffic (a --workload is served as it is)")
+
+
+def _traffic_defaults(args) -> None:
+    """The traffic options' defaults, where not given (None until here, so that a
+    ``--workload`` can tell a given one from a default)."""
+    from .answers.traffic_risk import SEEDS
+
+    for name, default in (("minutes", 60.0), ("seeds", SEEDS), ("seed", 0)):
+        if getattr(args, name) is None:
+            setattr(args, name, default)
 
 
 def _simulate_traffic(args, knobs: Knobs) -> int:

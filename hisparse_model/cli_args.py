@@ -184,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--full", action="store_true", help="do not fold similar steps")
     from .answers.traffic_risk import SEEDS, STEP_MS
     traffic = p.add_argument_group("with --traffic")
-    traffic.add_argument("--minutes", type=ranged(ranges["--minutes"]), default=60.0,
+    traffic.add_argument("--minutes", type=ranged(ranges["--minutes"]), default=None,
                          help="minutes of traffic per seed (default: 60); a trace replayed "
                          "at its own times: its first N minutes (of its sped-up time), served "
                          "once, every row that arrives in them")
@@ -201,9 +201,10 @@ def build_parser() -> argparse.ArgumentParser:
     traffic.add_argument("--to", dest="to_s", type=ranged(ranges["--to"]), default=None,
                          metavar="SECONDS", help="... up to this trace time (reading stops at the "
                          "first row past it); --minutes still stops the replay")
-    traffic.add_argument("--seeds", type=ranged(ranges["--seeds"]), default=SEEDS,
+    traffic.add_argument("--seeds", type=ranged(ranges["--seeds"]), default=None,
                          help=f"seeds to serve (default: {SEEDS})")
-    traffic.add_argument("--seed", type=ranged(ranges["--seed"]), default=0, help="the first seed (default: 0)")
+    traffic.add_argument("--seed", type=ranged(ranges["--seed"]), default=None,
+                         help="the first seed (default: 0)")
     traffic.add_argument("--step-ms", type=ranged(ranges["--step-ms"]), default=None,
                          help=f"time of one engine step (default: read from the server with "
                          f"the next two options, else {STEP_MS:g} ms, assumed)")

@@ -29,7 +29,7 @@ from hisparse_model.schedule.clock import StepCost, fixed
 
 HERE = pathlib.Path(__file__).parent
 SERVE = HERE / "recorded" / "serve"
-# the served timed runs' server at S 143 (x6t143): CUDA graphs of up to 286 tokens; a sweep's
+# the served timed runs' server at S 143 (x6t143): CUDA graphs of up to 272 tokens; a sweep's
 # rows and a refused file do not read it
 PLAN = plan(Knobs(max_num_seqs=143, max_model_len=8192, host_pool_gib=6))
 CALIBRATION = HERE / "recorded" / "calibration" / "h100-v034-2026-12-06.json"
@@ -449,7 +449,10 @@ def test_a_fit_to_served_batches_gives_the_cost_back():
     assert (got.base_ms, got.prefill_ms, got.decode_ms, got.context_ms, got.launch_eager_ms,
             got.launch_piecewise_ms, got.launch_prefill_ms) == pytest.approx(
         (2, 0.001, 0.1, 0.0001, 35, 14, 0.0005), rel=1e-6)
-    assert "(4 before an eager batch, 2 before a PIECEWISE one)" in got.source
+    assert ("fitted to 15 of 17 batches measured in the served engine, the others bordering an "
+            "idle engine; 4 before an eager batch; 2 before a PIECEWISE one (a price from so "
+            "few); each batch's mode read with the knobs given: S 4, graphs of up to 8 tokens"
+            ) in got.source
 
 
 # a served steps file -> its refusal (one line, naming the option and the line)
@@ -495,10 +498,46 @@ def test_steps_are_told_by_their_content_and_a_folder_names_its_file(tmp_path):
     assert dataclasses.replace(from_calibration(str(renamed), PLAN), source="") == \
         dataclasses.replace(from_calibration(str(run), PLAN), source="")
     shutil.copy(steps, run / "steps" / "steps-2.jsonl")
-    with pytest.raises(ClockFitError, match=r"steps: 2 steps-<pid>\.jsonl files, one wanted"):
+    with pytest.raises(ClockFitError, match=r"steps: 2 steps-<pid>\.jsonl files \(or "):
         from_calibration(str(run), PLAN)
     with pytest.raises(ClockFitError, match=r": 0 steps-<pid>\.jsonl files"):
         from_calibration(str(tmp_path), PLAN)
+
+
+def test_a_run_folder_reads_its_batches_with_its_own_knobs(tmp_path):
+    """A run's folder classes its batches with its run.json's knobs (x6t143: S 143, graphs of
+    up to 272 tokens) whatever knobs are given (S 1,024: up to 512), and says both; its steps
+    file alone is classed with the knobs given: more of its prompt batches (273-512 tokens)
+    are then PIECEWISE, not eager, so the fit differs."""
+    import dataclasses
+    import tarfile
+
+    with tarfile.open(SERVE / "h100-timed-2026-12-06" / "x6t143.tgz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    run = tmp_path / "x6t143"
+    steps = str(next((run / "steps").glob("steps-*.jsonl")))
+    other = plan(Knobs(max_num_seqs=1024, max_model_len=8192, host_pool_gib=6))
+    own = from_calibration(str(run), PLAN)
+    given = from_calibration(str(run), other)
+    assert dataclasses.replace(given, source="") == dataclasses.replace(own, source="")
+    assert ("each batch's mode read with the run's own knobs, from its run.json: S 143, graphs "
+            "of up to 272 tokens (the knobs given differ: S 1,024, graphs of up to 512 tokens)"
+            ) in given.source
+    alone = from_calibration(steps, other)
+    assert ("each batch's mode read with the knobs given: S 1,024, graphs of up to 512 tokens"
+            in alone.source) and alone.launch_eager_ms != own.launch_eager_ms
+    (run / "run.json").write_text("[]")
+    with pytest.raises(ClockFitError, match=r"run\.json: no provenance\.knobs"):
+        from_calibration(str(run), PLAN)
+
+
+def test_a_sweeps_clock_says_what_it_lacks(tmp_path):
+    """A calibration sweep ran in process, on its own vLLM: its clock says so (no launch
+    term; measured on vLLM 0.34.0 where the server is 0.31.0)."""
+    cost = from_calibration(str(CALIBRATION), PLAN)
+    assert "(an offline engine in process: no launch of the next batch" in cost.source
+    assert "measured on vLLM 0.34.0, this server is 0.31.0" in cost.source
+    assert not cost.launches
 
 
 def test_a_replay_whose_every_request_is_refused_says_so_on_the_clock(tmp_path):

@@ -80,7 +80,7 @@ def _knobs(runs, name) -> Knobs:
 # run -> (batches measured before a FULL replay, their median period ms), the same before a
 # PIECEWISE batch and before an eager one: the next batch is launched from Python within this
 # batch's period (schedule/clock.py), so the period follows how the next batch runs, whatever
-# this one computes. S 128 / 143 capture graphs of up to 256 / 286 tokens, S 1,620 up to 512.
+# this one computes. S 128 / 143 capture graphs of up to 256 / 272 tokens, S 1,620 up to 512.
 PERIODS = {
     "x6s128t": ((1300, 3.1), (4, 20.0), (76, 42.7)),
     "x6t143": ((454, 3.4), (4, 19.5), (39, 40.8)),
@@ -129,7 +129,10 @@ def test_the_fit_to_one_run_reads_its_terms(runs):
            clock.context_ms * 1e3, clock.launch_eager_ms, clock.launch_piecewise_ms,
            clock.launch_prefill_ms * 1e3)
     assert got == pytest.approx((2.45, 0.50, 96.7, 0.083, 34.0, 13.5, 0.53), rel=0.02)
-    assert "(76 before an eager batch, 4 before a PIECEWISE one)" in clock.source
+    assert ("fitted to 1380 of 1408 batches measured in the served engine, the others "
+            "bordering an idle engine; 76 before an eager batch; 4 before a PIECEWISE one; each "
+            "batch's mode read with the run's own knobs, from its run.json: S 128, graphs of up "
+            "to 256 tokens), ") in clock.source
 
 
 @pytest.mark.parametrize("fitted", sorted(LATENCY))

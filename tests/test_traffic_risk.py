@@ -442,10 +442,16 @@ def test_a_log_read_for_the_step_time_is_never_the_plot(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("option", [["--plot", "x.svg"], ["--crash-workload", "x.json"],
-                                    ["--rate", "2"], ["--speed", "2"]])
+                                    ["--rate", "2"], ["--speed", "2"], ["--from", "0"],
+                                    ["--to", "9"], ["--minutes", "60"], ["--seeds", "8"],
+                                    ["--seed", "0"], ["--jobs", "1"], ["--step-ms", "5"],
+                                    ["--step-ms-from-metrics", "http://localhost:8000"],
+                                    ["--step-ms-from-log", "serve.log"],
+                                    ["--step-cost-from-log", "serve.log"],
+                                    ["--step-cost-from-calibration", "steps"]])
 def test_traffic_options_with_a_workload_are_refused_not_ignored(tmp_path, capsys, option):
     """A --workload is served as it is: an option only a traffic estimate reads is one line
-    naming it (exit 2), never silently ignored."""
+    naming it (exit 2), never silently ignored, its default value given included."""
     work = tmp_path / "w.json"
     work.write_text(json.dumps({"requests": [{"prompt_len": 3, "max_tokens": 2}]}))
     argv = ["simulate", "--max-num-seqs", "4", "--workload", str(work), *option]

@@ -93,11 +93,12 @@ def _nonnegative(rows, source: str) -> list[float]:
     return best[1]
 
 
-def fit_served(rows, source: str, plan) -> StepCost:
+def fit_served(rows, source: str, plan, graphs: str | None = None) -> StepCost:
     """The :class:`StepCost` of the served engine's batches (``engine/step_timer.py`` rows, in
     the engine's order; ``schedule/clock.py`` says what the terms mean), each period measured
     after a busy batch and followed by one: its own terms plus launching the batch after it,
-    by how that batch runs on ``plan``'s CUDA graphs (:func:`_mode`), all fitted together."""
+    by how that batch runs on ``plan``'s CUDA graphs (:func:`_mode`), all fitted together.
+    ``graphs``: whose knobs ``plan`` is (said in the cost's source)."""
     eqs = []
     for r, n in zip(rows, rows[1:]):
         if r.get("ms") is None or r["after_idle"] or n["after_idle"]:
@@ -108,12 +109,64 @@ def fit_served(rows, source: str, plan) -> StepCost:
                     0.0 if mode == "FULL" else float(n["prefill"]), float(r["ms"])))
     if len(eqs) < MIN_SECONDS + 4:
         raise ClockFitError(f"{source}: measured batches: {len(eqs)}, a fit needs "
-                            f"{MIN_SECONDS + 4}")
+                            f"{MIN_SECONDS + 4} (a period is measured between two busy "
+                            "batches: not the first, nor one next to an idle engine)")
     base, p, d, c, eager, piecewise, per = _nonnegative(eqs, source)
-    before = {m: sum(1 for e in eqs if e[4 + i]) for i, m in enumerate(("eager", "PIECEWISE"))}
-    return StepCost(base, p, d, c, f"fitted to {len(eqs)} batches measured in the served "
-                    f"engine ({before['eager']} before an eager batch, {before['PIECEWISE']} "
-                    f"before a PIECEWISE one), {source}", eager, piecewise, per)
+    said = [_launches_said(sum(1 for e in eqs if e[4 + i]), what)
+            for i, what in enumerate(("an eager batch", "a PIECEWISE one"))]
+    return StepCost(base, p, d, c, f"fitted to {len(eqs)} of {len(rows)} batches measured in "
+                    f"the served engine, the others bordering an idle engine; {'; '.join(said)}; "
+                    "each batch's mode read with " + (graphs or (
+                        f"the knobs given: {_graphs_said(plan)} (a run's folder with its run.json "
+                        "reads its own)")) + f"), {source}", eager, piecewise, per)
+
+
+def _launches_said(n: int, what: str) -> str:
+    """How many periods priced launching ``what``, and what a few of them mean."""
+    if n == 0:
+        return f"none before {what}: launching one is charged nothing"
+    return f"{n:,} before {what}" + (" (a price from so few)" if n < 3 else "")
+
+
+def _graphs_said(plan) -> str:
+    """A server's knobs as the CUDA graphs they capture: ``S 143, graphs of up to 272
+    tokens``."""
+    sizes = plan.capture_sizes if plan.cudagraph_mode != "NONE" else ()
+    graphs = f"graphs of up to {sizes[-1]:,} tokens" if sizes else "no CUDA graph"
+    return f"S {plan.knobs.max_num_seqs:,}, {graphs}"
+
+
+def _run_plan(folder: str, given):
+    """The plan of the server that made a run (its ``run.json`` ``provenance.knobs``, in the
+    run's folder or beside its steps folder) and the words for it, else ``(given, None)``."""
+    from ..boundary.files import InputError
+    from ..boundary.json_file import load
+    from ..model.knobs import Knobs
+    from ..model.plan import plan as plan_of
+
+    folder = os.path.abspath(folder)
+    found = [p for p in (os.path.join(folder, "run.json"),
+                         os.path.join(os.path.dirname(folder), "run.json")) if os.path.isfile(p)]
+    if not found:
+        return given, None
+    what = f"--step-cost-from-calibration {found[0]}"
+    try:
+        data = load(found[0], what)
+    except InputError as exc:
+        raise ClockFitError(str(exc)) from None
+    knobs = data.get("provenance", {}).get("knobs") if isinstance(data, dict) and isinstance(
+        data.get("provenance"), dict) else None
+    if not isinstance(knobs, dict):
+        raise ClockFitError(f"{what}: no provenance.knobs (a run.json of serve_run); give the "
+                            "steps file alone to read its batches with the knobs given")
+    try:
+        own = plan_of(Knobs(**{k: v for k, v in knobs.items() if k in Knobs.__dataclass_fields__}))
+    except (TypeError, ValueError) as exc:
+        raise ClockFitError(f"{what}: provenance.knobs: {exc}") from None
+    said = f"the run's own knobs, from its run.json: {_graphs_said(own)}"
+    if (own.cudagraph_mode, own.capture_sizes) != (given.cudagraph_mode, given.capture_sizes):
+        said += f" (the knobs given differ: {_graphs_said(given)})"
+    return own, said
 
 
 def _mode(plan, row: dict) -> str:
@@ -178,7 +231,9 @@ def from_calibration(path: str, plan) -> StepCost:
     from ..boundary.files import InputError, read_bytes, within
     from ..boundary.limits import STEPS
 
+    graphs = None
     if os.path.isdir(path):
+        plan, graphs = _run_plan(path, plan)
         path = _steps_file(path)
     what = f"--step-cost-from-calibration {path}"
     try:
@@ -192,7 +247,7 @@ def from_calibration(path: str, plan) -> StepCost:
     except ValueError:
         whole = None  # JSON Lines: a served replay's batches
     if isinstance(whole, dict) and "rows" in whole:
-        return _sweep(whole["rows"], what)
+        return _sweep(whole, what, plan)
     lines = text.splitlines()
     try:
         within(STEPS, what, len(lines))
@@ -211,11 +266,15 @@ def from_calibration(path: str, plan) -> StepCost:
         if bad:
             raise ClockFitError(f"{what}: line {k}: {bad}")
         rows.append(r)
-    return fit_served(rows, what, plan)
+    return fit_served(rows, what, plan, graphs)
 
 
-def _sweep(rows, what: str) -> StepCost:
-    """:func:`fit_batches` of a calibration sweep's rows (``from_calibration``)."""
+def _sweep(whole: dict, what: str, plan) -> StepCost:
+    """:func:`fit_batches` of a calibration sweep's rows (``from_calibration``), its source
+    saying what such a fit lacks and the vLLM the sweep ran, where not the server's."""
+    import dataclasses
+
+    rows = whole["rows"]
     if not isinstance(rows, list):
         raise ClockFitError(f"{what}: no \"rows\" list (a file written by python -m "
                             "hisparse_model.engine.calibrate)")
@@ -231,7 +290,14 @@ def _sweep(rows, what: str) -> StepCost:
         if r["phase"].endswith(":2") and r.get("after_idle") is False and \
                 isinstance(ms, (int, float)) and 0 < ms < 1e7:
             chosen.append(r)
-    return fit_batches(chosen, what)
+    cost = fit_batches(chosen, what)
+    prov = whole.get("provenance")
+    ran = prov.get("vllm") if isinstance(prov, dict) else None
+    other = f"; measured on vLLM {ran:.20}, this server is {plan.knobs.vllm_version}" if (
+        isinstance(ran, str) and ran != plan.knobs.vllm_version) else ""
+    return dataclasses.replace(cost, source=f"{cost.source} (an offline engine in process: no "
+                               f"launch of the next batch, its periods hold the output "
+                               f"processing a server does beside it{other})")
 
 
 def _steps_file(folder: str) -> str:
@@ -245,11 +311,11 @@ def _steps_file(folder: str) -> str:
         raise ClockFitError(f"--step-cost-from-calibration {folder}: "
                             f"{exc.strerror or exc}") from None
     files = sorted(os.path.join(folder, f) for f in names
-                   if f.startswith("steps-") and f.endswith(".jsonl"))
+                   if f.startswith("steps-") and f.endswith((".jsonl", ".jsonl.gz", ".jsonl.zst")))
     if len(files) != 1:
         raise ClockFitError(f"--step-cost-from-calibration {folder}: {len(files)} "
-                            "steps-<pid>.jsonl files, one wanted (one engine's batches, in its "
-                            "order)")
+                            "steps-<pid>.jsonl files (or .jsonl.gz, .jsonl.zst), one wanted (one "
+                            "engine's batches, in its order)")
     return files[0]
 
 

@@ -86,17 +86,19 @@ class StreamedTraffic:
         if s.skipped:
             counted.append(f"{s.skipped:,} before the window, skipped")
         if self.read_ahead:
-            counted.append("the last read ahead of the clock, not served")
+            counted.append("the last read ahead of the clock, not served" if self.read_ahead == 1
+                           else f"the last {self.read_ahead:,} read ahead of the clock, not "
+                           "served")
         return (f"Served: the trace as a stream{self.window_words()}, {s.rows:,} rows read "
                 f"({'; '.join(counted)}){sought}, {why}; one replay (the trace fixes every "
                 "arrival and length: a seed has nothing to vary)")
 
     @property
-    def read_ahead(self) -> bool:
-        """The last row read was not served: the replay stopped before it (a crash, --minutes,
-        the window's end) having read it to know when the next request comes."""
+    def read_ahead(self) -> int:
+        """Rows read and not served: the one the replay stopped before (a crash, --minutes,
+        the window's end), read to know when the next request comes."""
         s = self.stream
-        return s.rows > 0 and (not s.ended or s.past_window)
+        return s.rows - s.skipped - s.count
 
     def as_json(self) -> dict:
         s = self.stream
@@ -106,7 +108,7 @@ class StreamedTraffic:
                 "max_tokens": self.max_tokens.describe(),
                 "streamed": {"rows_read": s.rows, "rows_replayed": s.count,
                              "rows_skipped_before_window": s.skipped,
-                             "last_row_read_ahead": self.read_ahead,
+                             "rows_read_ahead": self.read_ahead,
                              "trace_s": s.trace_s,
                              "read_to_end": s.ended and not s.past_window,
                              "stopped_at": "the window's end" if s.past_window else
@@ -168,6 +170,8 @@ class StreamArrivals:
         self.prompts: dict = {}  # each live request's prompt (the host pool's admission)
         self.live: dict = {}  # request -> (its scheduler state, a prompt of its own)
         self.next = None
+        # a trace's stream counts the rows served (not one read ahead); Poisson rows: nothing
+        self._served = getattr(traffic.stream, "served", None) or (lambda t, n, m: None)
         self._pull()
 
     def _pull(self) -> None:
@@ -179,6 +183,7 @@ class StreamArrivals:
                 return
             if refused_at_door(n, m, self.limit):
                 self.refused += 1
+                self._served(t, n, m)
                 continue
             self.next, self.next_s = (int(t / self.per_step), n, m, b), t
             return
@@ -188,6 +193,7 @@ class StreamArrivals:
         out = []
         while self.next is not None and self.next[0] <= step:
             a, n, m, b = self.next
+            self._served(self.next_s, n, m)
             i = self.accepted
             self.accepted += 1
             prompt = prompt_of(i, n, b)
@@ -277,7 +283,7 @@ def serve_stream(job: tuple) -> StreamedRun:
     finally:
         ticks.done()
     stream = traffic.stream  # a trace's rows, or Poisson arrivals made as they come
-    if isinstance(stream, TraceStream) and stream.count == 0 and (
+    if isinstance(stream, TraceStream) and stream.handed == 0 and (
             stream.start_s is not None or stream.end_s is not None):
         # as the same (no) rows cut into their own file: "no requests", not "no crash"
         raise TrafficError(f"--from/--to: no row of traffic {traffic.source} in the window "

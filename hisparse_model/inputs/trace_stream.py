@@ -53,8 +53,9 @@ class TraceStream:
     seconds after its first row, before ``speed``) only the rows in ``[start_s, end_s)``, those
     before read and dropped, reading stopped at the first past.  Iterate it once.  It counts as
     it goes: :attr:`rows` read (dropped ones included, :attr:`skipped` of them before the
-    window), :attr:`trace_s` (the last row's trace
-    time), and of the rows handed on their number and lengths' range."""
+    window), :attr:`trace_s` (the last row's trace time), :attr:`handed` (the rows in the
+    window handed on), and of the rows the replay served (:meth:`served`) their number and
+    lengths' range."""
 
     def __init__(self, path: str, speed: float = 1.0, start_s: float | None = None,
                  end_s: float | None = None):
@@ -63,6 +64,7 @@ class TraceStream:
         self.past_window = False  # it stopped at a row past --to, not at the file's end
         self.skipped = 0  # rows read before the window (--from), dropped
         self.count, self.prompt, self.output, self.last_s = 0, None, None, 0.0
+        self.handed = 0  # rows in the window handed on (count: those the replay served)
         try:
             self._numbered = self._counted(text_lines(path, f"traffic {path}", TRACE_STREAM))
             first = next((line for _, line in self._numbered if line.strip()), None)
@@ -162,13 +164,15 @@ class TraceStream:
                 if base is None:
                     base = a
                 t = (a - base) * scale / self.speed
-                self._seen(t, r.prompt_len, r.output_len)
+                self.handed += 1
                 yield t, r.prompt_len, r.output_len, r.hash_ids
         except InputError as exc:
             raise TraceError(str(exc)) from None
         self.ended = True
 
-    def _seen(self, t: float, n: int, m: int) -> None:
+    def served(self, t: float, n: int, m: int) -> None:
+        """The replay served (or its door refused) a row handed on: counted in :attr:`count`,
+        the lengths' ranges and :attr:`last_s` (a row read ahead and never served is not)."""
         self.count += 1
         self.last_s = t
         self.prompt = (n, n) if self.prompt is None else (min(self.prompt[0], n),

@@ -126,5 +126,8 @@ def clock_lines(served) -> list[str]:
                 "the batch that finishes it" if done else "")
              + " (each request's finish: --json, on_the_clock)",
              "  assumed: the batches run back to back, each for its cost, while work is "
-             "queued; a request is done when its last batch ends (HTTP not counted)"]
+             "queued; a request is done when its last batch ends (HTTP not counted)"
+             + ("; one GPU, whose engine core launches each next batch itself (its launch "
+                "priced by how that batch runs on this server's CUDA graphs)"
+                if served.cost.launches else "")]
     return lines
