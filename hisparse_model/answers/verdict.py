@@ -164,6 +164,7 @@ class _Run:
         self.bounds: list[int] = []
         self.states: dict[int, tuple] = {}  # engine step -> (index in steps, _state after it)
         self.crash_scan: dict[tuple, list] = {}  # route key -> [steps scanned, crashes found]
+        self.over: dict[int, list] = {}  # B -> [steps of more tokens than B, steps scanned]
 
     def extend(self) -> bool:
         """Schedule one more step; False when the workload is done."""
@@ -191,16 +192,32 @@ class _Run:
 
     def shared_after(self, m: int, b: int) -> int:
         """Rule 7: how far (exclusive index) the steps after step ``m`` stand for a schedule
-        under B = ``b`` (same S) whose state after step ``m`` is this one's; schedules on."""
-        own = self.cfg.max_num_batched_tokens
-        i, j = m + 1, bisect.bisect_right(self.bounds, m)
-        while True:
-            if i == len(self.steps) and (self.done or not self.extend()):
+        under B = ``b`` (same S) whose state after step ``m`` is this one's: the first later
+        step of more tokens than ``b`` or whose budget may have decided it (``bounds``), else
+        the schedule's end (it schedules on).  The steps over each B are listed once, so a
+        query is a bisection, not a walk."""
+        if b == self.cfg.max_num_batched_tokens:  # every later step stands for it
+            while not self.done and self.extend():
+                pass
+            return len(self.steps)
+        over = self.over.setdefault(b, [[], 0])
+        steps_over, tokens = over[0], self.tokens
+        steps_over.extend(i for i in range(over[1], len(tokens)) if tokens[i] > b)
+        over[1] = len(tokens)
+        k, j = bisect.bisect_right(steps_over, m), bisect.bisect_right(self.bounds, m)
+        ends = [x[y] for x, y in ((steps_over, k), (self.bounds, j)) if y < len(x)]
+        if ends:
+            return min(ends)
+        while True:  # no such step yet: schedule on to the first
+            i = len(self.steps)
+            if self.done or not self.extend():
                 return i
-            if b != own and (self.tokens[i] > b or (j < len(self.bounds)
-                                                    and self.bounds[j] == i)):
+            over[1] = i + 1
+            if tokens[i] > b:
+                steps_over.append(i)
                 return i
-            i += 1
+            if self.bounds and self.bounds[-1] == i:
+                return i
 
     def usable(self, s: int, b: int) -> int:
         """How many of the steps scheduled so far the schedule under (s, b) shares."""
