@@ -37,6 +37,7 @@ AZURE = ROOT / "tests" / "traces" / "azure-code-2023-excerpt.csv"
 MOONCAKE = ROOT / "tests" / "traces" / "mooncake-conversation-excerpt.jsonl"
 MODEL = "deepseek-ai/DeepSeek-V3.2"
 SIM = ["simulate", "--max-num-seqs", "64", "--seeds", "1", "--jobs", "1"]
+WORK = ["simulate", "--max-num-seqs", "64"]  # a --workload takes no traffic option
 
 
 # A child forked from this (large) pytest process inherits its RSS high-water mark in
@@ -107,7 +108,7 @@ READERS = [
     ("--step-ms-from-log /dev/zero", [*SIM, "--traffic", AZURE, "--step-ms-from-log",
                                        "/dev/zero"], LINE, 200, 3),
     # a JSON file is read whole: at most its 16 MiB bound, then refused
-    ("simulate --workload /dev/zero", [*SIM, "--workload", "/dev/zero"],
+    ("simulate --workload /dev/zero", [*WORK, "--workload", "/dev/zero"],
      "more than 16 MiB, the bound on a JSON file", 200, 3),
     ("check --engine-args /dev/zero", ["check", "--engine-args", "/dev/zero"],
      "more than 16 MiB, the bound on a JSON file", 200, 3),
@@ -137,7 +138,7 @@ READERS = [
      "a zstd stream of more than 32,768 frames", 200, 3),
     ("zstd frames as traffic", [*SIM, "--traffic", "{zempty}"],
      "a zstd stream of more than 16,384 frames", 200, 3),
-    ("a gzip header that never ends", [*SIM, "--workload", "{header}"],
+    ("a gzip header that never ends", [*WORK, "--workload", "{header}"],
      "more than 16 MiB of gzip data read, the bound on a JSON file", 200, 3),
     # a FIFO with no writer is read as empty at once (no wait for a writer that never comes)
     # waited for FIFO_WAIT_S (10 s) of wall time, not CPU: then refused, no hang
