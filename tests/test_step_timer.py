@@ -217,3 +217,25 @@ def test_a_served_engine_core_times_its_batches_through_sitecustomize(tmp_path):
     assert all(r["launch_ms"] is not None and r["launch_ms"] >= 0 for r in rows)  # wrapped
     assert [r["modes"] for r in rows] == [["NONE"], ["FULL"], ["FULL"]]  # 8 tokens, then 1
     assert timed_rows(str(tmp_path / "steps")) == 3
+
+
+def test_what_the_timer_wraps_is_in_every_modelled_vllm(vllm_sources):
+    """The classes and methods the served engine's wrappers replace exist, by these names and
+    modules, in each vLLM the project models (read from its sources: a rename in a later vLLM
+    would leave a run silently untimed)."""
+    import ast
+
+    from hisparse_model.engine.step_timer import EXECUTOR_MODULE, GRAPHS_MODULE, SCHEDULER_MODULE
+    from hisparse_model.model.versions import COVERED
+
+    wrapped = {SCHEDULER_MODULE: ("Scheduler", {"schedule", "update_from_output"}),
+               EXECUTOR_MODULE: ("UniProcExecutor", {"execute_model", "sample_tokens"}),
+               GRAPHS_MODULE: ("CudaGraphManager", {"dispatch"})}
+    for version in COVERED:
+        for module, (cls, methods) in wrapped.items():
+            src = vllm_sources / version / (module.replace(".", "/") + ".py")
+            tree = ast.parse(src.read_text())
+            found = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls]
+            assert found, (version, module, cls)
+            defined = {n.name for n in found[0].body if isinstance(n, ast.FunctionDef)}
+            assert methods <= defined, (version, module, cls, methods - defined)
