@@ -108,12 +108,13 @@ class StepTimer:
     def launched(self, output, ms: float) -> None:
         """The executor took ``ms`` to hand over batch ``output`` (None: its sampling, added to
         the batch last handed over)."""
+        row = self._handed  # (handing: set as the executor took the batch)
+        if row is None:
+            return
         if output is not None:
-            self._handed = self._pending.get(id(output))
-            if self._handed is not None:
-                self._handed["launch_ms"] = round(ms, 4)
-        elif self._handed is not None and self._handed["launch_ms"] is not None:
-            self._handed["launch_ms"] = round(self._handed["launch_ms"] + ms, 4)
+            row["launch_ms"] = round(ms, 4)
+        elif row["launch_ms"] is not None:
+            row["launch_ms"] = round(row["launch_ms"] + ms, 4)
 
     def returned(self, output) -> None:
         """At the entry of ``update_from_output``: the batch's period ends now."""
