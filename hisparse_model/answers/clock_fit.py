@@ -171,18 +171,17 @@ def _run_plan(folder: str, given):
 
 def _mode(plan, row: dict) -> str:
     """How the batch of timer row ``row`` ran: the first mode the runner dispatched for it
-    where the timer noted it (``modes``), else ``model/dispatch.py graph`` of its counts: one
+    where the timer noted it (``modes``), else ``model/dispatch.py dispatch`` of its counts: one
     with no prompt token whose decode tokens split evenly over its requests is taken for a
     uniform decode batch (a prompt extended by one token over its context, which may replay a
     FULL graph too, is counted as a prompt batch)."""
-    from ..model.dispatch import graph
+    from ..model.dispatch import dispatch
 
     if row.get("modes"):
         return row["modes"][0]
-
-    q, odd = divmod(row["decode"], row["requests"]) if row["requests"] else (0, 1)
-    uniform = q if not row["prefill"] and not odd and q else None
-    return graph(plan, row["prefill"] + row["decode"], row["requests"], uniform)[0]
+    n = row["requests"]
+    longest = -(-row["decode"] // n) if n else 0  # even decodes: each of this many tokens
+    return dispatch(plan, row["prefill"] + row["decode"], n, longest, not row["prefill"]).mode
 
 
 def _solve(a: list[list[float]]) -> list[float] | None:
