@@ -298,6 +298,9 @@ MUTATIONS: list[Mutation] = [
     M("predict advice: a prompt's predecessor done one step earlier (the one run gives up)",
       "hisparse_model/schedule/serving.py", "return steps[j].index + 2", "return steps[j].index + 1",
       ("tests/test_advice_speed.py",)),
+    M("notebooks 2 and 3: a lone prompt's last chunk miscounted at a multiple of B",
+      "hisparse_model/schedule/serving.py", "full = (n - 1) // b", "full = n // b",
+      ("tests/test_prompt_walk.py",)),
     # -- simulate --traffic (traffic_risk.py) ------------------------------------------------
     # every serving loop's crash test (first_crash, serve_stream, serve_on_clock): one rule
     M("serving: a step of C + 1 tokens skipped as one that cannot raise",

@@ -47,32 +47,61 @@ class PromptWalk:
         # its dispatch and routing are the same for every prompt
         self.decode_mode = graph(plan, q, 1, q)[0]
         self.decode_outcome = self.route(q, q)
+        self._chunks: dict[tuple[int, bool], tuple] = {}
+
+    def chunk(self, c: int, extends: bool) -> tuple:
+        """(mode, decode tokens, routed, path, error) of a prefill chunk of ``c`` tokens;
+        ``extends``: it is one token over existing context, which may replay a decode graph.
+        The same for every prompt that has such a chunk: worked out once per walk."""
+        hit = self._chunks.get((c, extends))
+        if hit is None:
+            mode = graph(self.plan, c, 1, c if extends else None)[0]
+            dec = c if c <= self.plan.max_decode_query_len else 0  # computes like a decode
+            hit = self._chunks[(c, extends)] = (mode, dec, *self.route(c, dec))
+        return hit
+
+    def decodes(self, n: int) -> int:
+        """Decode forwards after a prompt of ``n`` tokens: 7, fewer near max_model_len."""
+        return min(MAX_TOKENS - 1, self.plan.knobs.max_model_len - n - 1)
 
     def batches(self, index: int, n: int, cached: int = 0) -> list[Batch]:
         """The steps of prompt ``index``: ``n`` tokens, the first ``cached`` a prefix-cache hit."""
-        plan, route, runner = self.plan, self.route, self.runner
-        b, q = plan.max_num_batched_tokens, plan.max_decode_query_len
+        b, q = self.plan.max_num_batched_tokens, self.plan.max_decode_query_len
+        runner = self.runner
         num_chunks = -(-(n - cached) // b)  # prefill steps of at most B tokens
         out = []
         for i, start in enumerate(range(cached, n, b)):
             c = n - start if n - start < b else b  # tokens of this step: the rest, at most B
             label = f"prefill chunk {i + 1}/{num_chunks}" if num_chunks > 1 else "prefill"
-            # A one-token chunk over existing context may replay a decode graph.
-            extends = c == 1 and (i > 0 or cached > 0)  # one token over existing context
-            mode = graph(plan, c, 1, c if extends else None)[0]
-            dec = c if c <= q else 0  # a chunk of at most q tokens computes like a decode
-            routed, path, error = route(c, dec)
+            mode, dec, routed, path, error = self.chunk(c, c == 1 and (i > 0 or cached > 0))
             out.append(new_batch(("prompt", label, c, 1, dec, mode, routed, path, error, 1, index,
                                   runner)))
-        steps = min(MAX_TOKENS - 1, plan.knobs.max_model_len - n - 1)  # decode forwards
+        steps = self.decodes(n)
         if steps > 0:
             # Under MTP the number of verify steps depends on how many drafts the
             # (dummy-weight) target accepts, so it is not a fixed number.
-            forwards = None if plan.knobs.num_speculative_tokens else steps
+            forwards = None if self.plan.knobs.num_speculative_tokens else steps
             routed, path, error = self.decode_outcome
             out.append(new_batch(("prompt", "decode", q, 1, q, self.decode_mode, routed, path,
                                   error, forwards, index, runner)))
         return out
+
+    def ends(self, n: int) -> tuple[bool, str | None]:
+        """(whether a step of a lone ``n``-token prompt errs, the route of its last prefill
+        chunk): what :meth:`batches` says of it, read from its distinct steps only.  Its
+        chunks are ``(n - 1) // B`` of B tokens (a one-token one after the first extends)
+        and then the rest; the decode steps share one outcome."""
+        b = self.plan.max_num_batched_tokens
+        full = (n - 1) // b  # chunks of B tokens before the last
+        last = self.chunk(n - full * b, n - full * b == 1 and full > 0)
+        steps = [last]
+        if full:
+            steps.append(self.chunk(b, False))  # the first chunk
+        if full > 1:
+            steps.append(self.chunk(b, b == 1))  # the chunks after it
+        if self.decodes(n) > 0:
+            steps.append((None, None, *self.decode_outcome))
+        return any(step[4] for step in steps), last[3]
 
 
 def prompt_batches(plan: Plan, index: int, n: int, cached: int = 0) -> list[Batch]:

@@ -27,11 +27,10 @@ import functools
 
 import numpy as np
 
-from ..model.batches import last_prefill_route
 from ..model.knobs import DEFAULT_ATTENTION_BACKEND, VLLM_VERSIONS, Knobs
 from ..model.plan import default_max_num_batched_tokens, plan, refusal
 from ..answers.predict import Prediction, predict
-from ..schedule.serving import prompt_batches
+from ..schedule.serving import PromptWalk
 from ..model.startup import startup_batches
 from ..answers.sweep import sweep
 from ..model.versions import ERROR_TEMPLATE, RULES, rules_for
@@ -314,16 +313,16 @@ def _prompt_lane(knobs: Knobs) -> tuple[tuple, tuple, bool | None]:
     except ValueError:  # vLLM refuses these knobs in this version
         return (), (), None
     alive = not any(b.error for b in startup_batches(p))
-    lane, crashes = [], []
+    lane, crashes, walk = [], [], PromptWalk(p)
     for n in range(1, knobs.max_model_len):
-        batches = prompt_batches(p, 0, n)
+        errs, route = walk.ends(n)  # what prompt_batches(p, 0, n) says, from its distinct steps
         if not alive:
             lane.append(NOT_RUN)
-        elif any(b.error for b in batches):
+        elif errs:
             lane.append(CRASH)
             crashes.append(n)
         else:
-            lane.append(last_prefill_route(batches) or NOT_ROUTED)  # predict()'s prefill_route
+            lane.append(route or NOT_ROUTED)  # predict()'s prefill_route
     return tuple(lane), tuple(crashes), alive
 
 
