@@ -139,14 +139,14 @@ def _check_outputs(args) -> None:
         inputs[flag] = path  # the other output may not be this one either
 
 
+STEP_TIMES = (("--step-ms", "step_ms"), ("--step-ms-from-metrics", "step_ms_from_metrics"),
+              ("--step-ms-from-log", "step_ms_from_log"),
+              ("--step-cost-from-log", "step_cost_from_log"),
+              ("--step-cost-from-calibration", "step_cost_from_calibration"))
 TRAFFIC_ONLY = (("--plot", "plot"), ("--crash-workload", "crash_workload"), ("--rate", "rate"),
                 ("--speed", "speed"), ("--from", "from_s"), ("--to", "to_s"),
                 ("--minutes", "minutes"), ("--seeds", "seeds"), ("--seed", "seed"),
-                ("--jobs", "jobs"), ("--step-ms", "step_ms"),
-                ("--step-ms-from-metrics", "step_ms_from_metrics"),
-                ("--step-ms-from-log", "step_ms_from_log"),
-                ("--step-cost-from-log", "step_cost_from_log"),
-                ("--step-cost-from-calibration", "step_cost_from_calibration"))
+                ("--jobs", "jobs"), *STEP_TIMES)
 
 
 def _check_workload_options(args) -> None:
@@ -239,11 +239,8 @@ def _step_times_given(args) -> list[tuple[str, object]]:
     """The step-time options given, ``[(flag, value)]``; more than one is refused."""
     from .answers.traffic_risk import TrafficError
 
-    given = [(flag, value) for flag, value in (
-        ("--step-ms", args.step_ms), ("--step-ms-from-metrics", args.step_ms_from_metrics),
-        ("--step-ms-from-log", args.step_ms_from_log),
-        ("--step-cost-from-log", args.step_cost_from_log),
-        ("--step-cost-from-calibration", args.step_cost_from_calibration)) if value is not None]
+    given = [(flag, getattr(args, name)) for flag, name in STEP_TIMES
+             if getattr(args, name) is not None]
     if len(given) > 1:
         raise TrafficError(f"{' and '.join(flag for flag, _ in given)}: give one step time")
     return given
