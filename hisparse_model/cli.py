@@ -277,7 +277,7 @@ def _step_time(args, on_clock=None):
 
     given = [flag for flag, _ in _step_times_given(args)]
     if on_clock is not None:
-        if not on_clock.steps:
+        if not on_clock.batches:
             raise TrafficError(f"{given[0]}: the replay schedules no batch (every request "
                                "refused at the server's door)")
         return _read_step(StepTime(

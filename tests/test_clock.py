@@ -68,7 +68,7 @@ def test_a_fixed_clock_counts_batches(tmp_path, version, requests, step_ms, batc
                                 for a, n, m in requests])
     got = serve_on_clock(Knobs(vllm_version=version, max_num_seqs=4), traffic, 1,
                          fixed(step_ms))
-    assert got.steps == batches and got.crash_s is None
+    assert got.batches == batches and got.crash_s is None
     assert {i: round(f, 9) for i, f in got.finish_s.items()} == finish
     assert got.mean_step_ms == pytest.approx(step_ms)
 
@@ -250,6 +250,7 @@ def test_simulate_lists_each_requests_finish_on_the_fitted_clock(runs):
     assert got.returncode == 0, got.stderr
     clock = json.loads(got.stdout)["on_the_clock"]
     assert clock["crash_scheduled"] == {"72": 144} and len(clock["requests"]) == 200
+    assert clock["batches"] > 72 and "steps" not in clock  # batches, not engine step numbers
     assert sum(r["finish_s"] is not None for r in clock["requests"]) == 72
     assert clock["clock"]["source"].startswith("fitted to 10 busy seconds of")
     text = _simulate(*args).stdout
@@ -389,7 +390,7 @@ def test_a_batch_pays_for_launching_the_next(tmp_path, version, prompt, outputs,
                          StepCost(10, launch_eager_ms=eager, launch_piecewise_ms=piecewise,
                                   launch_prefill_ms=per))
     assert {i: round(f, 9) for i, f in got.finish_s.items()} == finish
-    assert (got.steps, round(got.engine_s, 9)) == busy
+    assert (got.batches, round(got.engine_s, 9)) == busy
 
 
 # Timed rows of S 4 batches (prefill, decode, context, requests) and how each runs there:

@@ -28,7 +28,7 @@ class Served:
     finish_s: dict  # request -> finish (absent: not finished by the crash or the end)
     crash_s: float | None  # when the crash step started (None: no crash)
     crash_scheduled: dict  # request -> tokens of the crash step
-    steps: int  # batches scheduled (the crash step included)
+    batches: int  # batches scheduled (the crash step included; not engine step numbers)
     engine_s: float  # the batches' costs together (the clock's busy time)
 
     def latency_s(self, i: int) -> float | None:
@@ -38,11 +38,11 @@ class Served:
     @property
     def mean_step_ms(self) -> float | None:
         """The mean cost of a batch over the replay (None: no batch)."""
-        return self.engine_s * 1000 / self.steps if self.steps else None
+        return self.engine_s * 1000 / self.batches if self.batches else None
 
     def as_json(self) -> dict:
         return {"clock": self.cost.as_json(), "clock_line": self.cost.line(),
-                "crash_s": self.crash_s, "steps": self.steps,
+                "crash_s": self.crash_s, "batches": self.batches,
                 "crash_scheduled": {str(i): n for i, n in self.crash_scheduled.items()},
                 "requests": [{"i": i, "arrival_s": round(a, 6),
                               "finish_s": None if i not in self.finish_s
@@ -73,9 +73,9 @@ def serve_on_clock(knobs: Knobs, traffic: Traffic, minutes: float, cost: StepCos
     sim = _Sim(scheduler_config(knobs, p), work, acceptance(accepted))
     clock = TimedArrivals([t for t, *_ in rows], cost, lambda st: step_dispatch(p, st).mode)
     host = HostUse(knobs, [r.prompt_len for r in work.requests], sim.evicting())  # evicts
-    crash_s, crash_scheduled, steps = None, {}, 0
+    crash_s, crash_scheduled, batches = None, {}, 0
     for st, start in clock.steps(sim, work):
-        steps += 1
+        batches += 1
         del sim.steps[:]  # nothing reads the list: memory stays flat over a long replay
         host.step(st)
         if step_error(p, st):
@@ -84,5 +84,5 @@ def serve_on_clock(knobs: Knobs, traffic: Traffic, minutes: float, cost: StepCos
     finish = clock.finish_s
     if crash_s is not None:  # outputs of batches that ended after the crash never came back
         finish = {i: f for i, f in finish.items() if f <= crash_s}
-    return Served(cost, tuple(t for t, *_ in rows), finish, crash_s, crash_scheduled, steps,
+    return Served(cost, tuple(t for t, *_ in rows), finish, crash_s, crash_scheduled, batches,
                   clock.busy_s)
