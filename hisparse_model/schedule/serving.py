@@ -104,11 +104,6 @@ class PromptWalk:
         return any(step[4] for step in steps), last[3]
 
 
-def prompt_batches(plan: Plan, index: int, n: int, cached: int = 0) -> list[Batch]:
-    """The steps of one prompt of ``n`` tokens whose first ``cached`` are a prefix-cache hit."""
-    return PromptWalk(plan).batches(index, n, cached)
-
-
 def cached_prefixes(plan: Plan, lens: list[int]) -> list[int]:
     """Prefix-cache hit, in tokens, of each prompt when they are served one after another."""
     knobs = plan.knobs

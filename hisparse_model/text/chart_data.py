@@ -315,7 +315,7 @@ def _prompt_lane(knobs: Knobs) -> tuple[tuple, tuple, bool | None]:
     alive = not any(b.error for b in startup_batches(p))
     lane, crashes, walk = [], [], PromptWalk(p)
     for n in range(1, knobs.max_model_len):
-        errs, route = walk.ends(n)  # what prompt_batches(p, 0, n) says, from its distinct steps
+        errs, route = walk.ends(n)  # what walk.batches(0, n) says, from its distinct steps
         if not alive:
             lane.append(NOT_RUN)
         elif errs:
