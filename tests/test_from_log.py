@@ -28,6 +28,7 @@ NOT_ENGINE_LOGS = {
     "full-check-5x-2026-12-04.log": "the full check 5 times beside a CPU hog: a test-run log",
     "full-check-5x-2026-12-04-second.log": "the second series (5 of 5 passed): a test-run log",
     "ci-clean-clone-2026-12-04.log": ".ci/run on a clean clone, caches cold: a test-run log",
+    "full-check-2026-12-06.log": "the full check in a fresh clone: a test-run log",
     "full-check-5x-2026-12-04.attempt1.log": "that series' first attempt (stopped by a failing "
                                              "citation test): a test-run log",
     "gpu-pytest-2026-12-01/0.31.0/test_live_gpu.log": "a pytest session's console (its engines "
