@@ -313,12 +313,12 @@ def _prompt_lane(knobs: Knobs) -> tuple[tuple, tuple, bool | None]:
     except ValueError:  # vLLM refuses these knobs in this version
         return (), (), None
     alive = not any(b.error for b in startup_batches(p))
+    if not alive:  # no prompt is served by a server that dies at start-up
+        return (NOT_RUN,) * (knobs.max_model_len - 1), (), alive
     lane, crashes, walk = [], [], PromptWalk(p)
     for n in range(1, knobs.max_model_len):
         errs, route = walk.ends(n)  # what walk.batches(0, n) says, from its distinct steps
-        if not alive:
-            lane.append(NOT_RUN)
-        elif errs:
+        if errs:
             lane.append(CRASH)
             crashes.append(n)
         else:
