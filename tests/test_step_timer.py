@@ -172,6 +172,57 @@ class UniProcExecutor:
 """
 
 
+def _fake_vllm(tmp_path) -> str:
+    """A stand-in vLLM package of the three modules the timer wraps; its folder."""
+    pkg = tmp_path / "fake" / "vllm" / "v1" / "core" / "sched"
+    pkg.mkdir(parents=True)
+    for d in [pkg, *pkg.parents][:5]:
+        (d / "__init__.py").write_text("")
+    (pkg / "scheduler.py").write_text(FAKE_SCHEDULER)
+    executor = tmp_path / "fake" / "vllm" / "v1" / "executor"
+    executor.mkdir()
+    (executor / "__init__.py").write_text("")
+    (executor / "uniproc_executor.py").write_text(FAKE_EXECUTOR)
+    gpu = tmp_path / "fake" / "vllm" / "v1" / "worker" / "gpu"
+    gpu.mkdir(parents=True)
+    for d in (gpu, gpu.parent):
+        (d / "__init__.py").write_text("")
+    (gpu / "cudagraph_utils.py").write_text(FAKE_GRAPHS)
+    return str(tmp_path / "fake")
+
+
+IN_PROCESS = """
+import json
+from hisparse_model.engine.step_timer import StepTimer, install_in_process
+timer = StepTimer()
+install_in_process(timer)
+""" + SERVER + """
+print(json.dumps(timer.rows))
+"""
+
+
+def test_the_calibration_sweep_times_launches_and_notes_modes_in_its_own_process(tmp_path):
+    """The calibration sweep runs the engine core in its own process
+    (engine/calibrate.py): ``install_in_process`` wraps the scheduler, the one-GPU executor
+    and the CUDA-graph manager there, so its rows carry each batch's launch and modes too: an
+    8-token prompt (eager: NONE), then two decodes (contexts 9 and 10, FULL)."""
+    import json
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([_fake_vllm(tmp_path), str(root)])}
+    got = subprocess.run([sys.executable, "-c", IN_PROCESS], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert got.returncode == 0, got.stderr
+    rows = json.loads(got.stdout)
+    assert [(r["prefill"], r["decode"], r["context"], r["modes"]) for r in rows] == [
+        (8, 0, 8, ["NONE"]), (0, 1, 9, ["FULL"]), (0, 1, 10, ["FULL"])]
+    assert all(r["launch_ms"] is not None and r["launch_ms"] >= 0 for r in rows)
+
+
 def test_a_served_engine_core_times_its_batches_through_sitecustomize(tmp_path):
     """A process started as serve_run starts the server (the stack_dump folder first on
     PYTHONPATH, HISPARSE_STEP_TIMES set) that imports vLLM's scheduler, one-GPU executor and
@@ -187,23 +238,9 @@ def test_a_served_engine_core_times_its_batches_through_sitecustomize(tmp_path):
     from hisparse_model.engine.serve_process import STACK_DUMP_DIR, stack_dump_env
     from hisparse_model.engine.step_timer import timed_rows
 
-    pkg = tmp_path / "fake" / "vllm" / "v1" / "core" / "sched"
-    pkg.mkdir(parents=True)
-    for d in [pkg, *pkg.parents][:5]:
-        (d / "__init__.py").write_text("")
-    (pkg / "scheduler.py").write_text(FAKE_SCHEDULER)
-    executor = tmp_path / "fake" / "vllm" / "v1" / "executor"
-    executor.mkdir()
-    (executor / "__init__.py").write_text("")
-    (executor / "uniproc_executor.py").write_text(FAKE_EXECUTOR)
-    gpu = tmp_path / "fake" / "vllm" / "v1" / "worker" / "gpu"
-    gpu.mkdir(parents=True)
-    for d in (gpu, gpu.parent):
-        (d / "__init__.py").write_text("")
-    (gpu / "cudagraph_utils.py").write_text(FAKE_GRAPHS)
     root = pathlib.Path(__file__).parent.parent
     env = stack_dump_env({**os.environ, "HISPARSE_STEP_TIMES": str(tmp_path / "steps"),
-                          "PYTHONPATH": os.pathsep.join([str(tmp_path / "fake"), str(root)])})
+                          "PYTHONPATH": os.pathsep.join([_fake_vllm(tmp_path), str(root)])})
     assert env["PYTHONPATH"].startswith(STACK_DUMP_DIR)
     got = subprocess.run([sys.executable, "-c", SERVER], env=env, capture_output=True,
                          text=True, timeout=60)

@@ -9,7 +9,10 @@ Each phase of :data:`SWEEP` is one ``LLM.generate`` call of ``n`` distinct promp
 tokens asking ``max_tokens`` tokens each (``ignore_eos``), run twice with fresh prompts (no
 prefix-cache hit): the first pass compiles what the GPU has not seen (DeepGEMM's kernels are
 compiled on first use here, ``VLLM_DEEP_GEMM_WARMUP=skip``, as the live runner starts), the
-second is the measurement (``pass`` 2 in each row). The file is rewritten after every phase,
+second is the measurement (``pass`` 2 in each row). Each row also carries the batch's launch
+(``launch_ms``) and the CUDA-graph modes the runner dispatched for it (``modes``): the engine core
+runs in this process, so all three of the step timer's wrappers are installed here
+(``step_timer.install_in_process``). The file is rewritten after every phase,
 so a run cut short keeps what it measured. ``answers/clock_fit.py`` fits a step's cost to it.
 
 What a period holds here that it does not under ``vllm serve``: in process, ``LLM.generate``
@@ -61,15 +64,14 @@ def main(argv=None) -> int:
     from ..model.knobs import Knobs
     from ..schedule.workload import DistinctPrompt
     from . import llm_args
-    from .step_timer import StepTimer, install
+    from .step_timer import StepTimer, install_in_process
 
     import torch
     import vllm
     from vllm import SamplingParams
-    from vllm.v1.core.sched.scheduler import Scheduler
 
     timer = StepTimer()
-    install(timer, Scheduler)
+    install_in_process(timer)
     knobs = Knobs(vllm_version=args.vllm_version, max_num_seqs=args.max_num_seqs,
                   max_model_len=8192, max_num_batched_tokens=8192,
                   host_pool_gib=args.host_pool_gib)
@@ -87,7 +89,9 @@ def main(argv=None) -> int:
         "env": {k: os.environ[k] for k in ("VLLM_ENABLE_V1_MULTIPROCESSING",
                                            "VLLM_DEEP_GEMM_WARMUP")},
         "run_time_patches": "Scheduler.schedule and Scheduler.update_from_output wrapped to "
-                            "time each batch (engine/step_timer.py); nothing else",
+                            "time each batch, UniProcExecutor.execute_model and sample_tokens "
+                            "to time its launch, CudaGraphManager.dispatch to note its modes "
+                            "(engine/step_timer.py); nothing else",
         "engine_start_s": round(time.time() - started, 1)},
         "sweep": [list(s) for s in SWEEP], "rows": timer.rows}
     next_id = 0

@@ -223,6 +223,16 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         return spec
 
 
+def install_in_process(timer: StepTimer) -> None:
+    """All three wrappers, in a process that runs the engine core itself
+    (``VLLM_ENABLE_V1_MULTIPROCESSING=0``: the calibration sweep): vLLM's modules imported now."""
+    import importlib
+
+    install(timer, importlib.import_module(SCHEDULER_MODULE).Scheduler)
+    install_launch(timer, importlib.import_module(EXECUTOR_MODULE).UniProcExecutor)
+    install_dispatch(timer, importlib.import_module(GRAPHS_MODULE).CudaGraphManager)
+
+
 def time_steps_to(folder: str, module: str = SCHEDULER_MODULE,
                   executor: str = EXECUTOR_MODULE, graphs: str = GRAPHS_MODULE) -> None:
     """Wrap ``Scheduler`` when this process imports ``module`` (the served engine core does),
