@@ -18,8 +18,9 @@
 # CUDA, cuDNN, NCCL, cuBLAS and the rest of CUDA come from the device image (torch 2.11 +
 # CUDA 13.0); libncclstub.so fills the NCCL entry points the newer torch links.
 #
-# Output (git-ignored): .gpu/NN/ chunk folders of at most 62 MiB each (one remote command
-# carries at most 64 MiB, the working tree included) and .gpu/run/ (the device scripts,
+# Output (git-ignored): .gpu/NN/ chunk folders (one remote command carries at most 64 MiB,
+# the working tree included, so a chunk is 64 MiB less the checkout's files and 3 MiB of
+# room, unless HISPARSE_GPU_CHUNK_MIB says otherwise) and .gpu/run/ (the device scripts,
 # the stub library and the manifest).  The downloads are cached in
 # ${HISPARSE_GPU_CACHE:-~/.cache/hisparse-gpu} (about 3.5 GB for the three versions).
 # At the end it prints the remote commands, in order.
@@ -30,7 +31,15 @@ ROOT=$(cd "$HERE/../.." && pwd)
 OUT=$ROOT/.gpu
 CACHE=${HISPARSE_GPU_CACHE:-$HOME/.cache/hisparse-gpu}
 CPU_CACHE=${HISPARSE_CACHE_DIR:-$HOME/.cache/hisparse-lab}   # the CPU cross-check's vLLM wheels
-CHUNK_MIB=${HISPARSE_GPU_CHUNK_MIB:-62}
+CARRY_MIB=64  # what one remote command may carry, the working tree included
+# the working tree a remote command carries: tracked files and untracked ones git does not ignore
+tree_bytes=$(cd "$ROOT" && { git ls-files -z; git ls-files -z --others --exclude-standard; } 2>/dev/null \
+  | xargs -0 -r stat -c %s -- 2>/dev/null | awk '{s += $1} END {print s + 0}')
+CHUNK_MIB=${HISPARSE_GPU_CHUNK_MIB:-$((CARRY_MIB - (tree_bytes >> 20) - 3))}
+if [ "$CHUNK_MIB" -lt 8 ]; then
+  echo "[offline_gpu] the checkout's files take $((tree_bytes >> 20)) MiB of the $CARRY_MIB MiB a remote command carries: chunks of $CHUNK_MIB MiB are too small (8 at least; HISPARSE_GPU_CHUNK_MIB sets the size)" >&2
+  exit 2
+fi
 IMAGE_NCCL=${HISPARSE_DEVICE_NCCL:-2.28.9}   # the device image's NCCL (torch 2.11.0+cu130's pin)
 # torch versions verified to run with the device image's own triton (3.6.0); any other
 # torch gets its pinned triton carried.
@@ -233,7 +242,7 @@ PYTHON=$PY bash "$HERE/notebook_kernel.sh"
 total=$(du -cb "$OUT"/[0-9]*/* | tail -1 | cut -f1)
 n=$(ls -d "$OUT"/[0-9]* | wc -l)
 echo
-echo "$n chunk folders, $((total >> 20)) MiB in all (.gpu/01 .. .gpu/$(printf %02d "$n")); .gpu/run: $(du -sh "$OUT/run" | cut -f1)"
+echo "$n chunk folders of at most $CHUNK_MIB MiB (the checkout carried beside each: $((tree_bytes >> 20)) MiB), $((total >> 20)) MiB in all (.gpu/01 .. .gpu/$(printf %02d "$n")); .gpu/run: $(du -sh "$OUT/run" | cut -f1)"
 for v in "${VERSIONS[@]}"; do
   tv=$(awk -F'\t' -v v="$v" '$1=="V" && $2==v {print $3}' "$MANIFEST")
   need=$(awk -F'\t' -v v="$v" -v t="$tv" '$1=="P" && ($2=="vllm-" v || $2=="torch-" t || $2=="common") {print $4}' "$MANIFEST" \
