@@ -36,6 +36,16 @@ CARRY_MIB=64  # what one remote command may carry, the working tree included
 tree_bytes=$(cd "$ROOT" && { git ls-files -z; git ls-files -z --others --exclude-standard; } 2>/dev/null \
   | xargs -0 -r stat -c %s -- 2>/dev/null | awk '{s += $1} END {print s + 0}')
 CHUNK_MIB=${HISPARSE_GPU_CHUNK_MIB:-$((CARRY_MIB - (tree_bytes >> 20) - 3))}
+case "$CHUNK_MIB" in
+  ''|*[!0-9]*|0*) echo "[offline_gpu] HISPARSE_GPU_CHUNK_MIB $CHUNK_MIB: not a size in MiB (a whole number, 8 to $((CARRY_MIB - 1)))" >&2; exit 2 ;;
+esac
+if [ "${#CHUNK_MIB}" -gt 3 ] || [ "$CHUNK_MIB" -gt $((CARRY_MIB - 1)) ]; then
+  echo "[offline_gpu] chunks of $CHUNK_MIB MiB: over the $CARRY_MIB MiB a remote command carries" >&2
+  exit 2
+fi
+if [ $((CHUNK_MIB + (tree_bytes >> 20))) -ge "$CARRY_MIB" ]; then
+  echo "[offline_gpu] warning: chunks of $CHUNK_MIB MiB and the checkout's $((tree_bytes >> 20)) MiB exceed the $CARRY_MIB MiB a remote command carries" >&2
+fi
 if [ "$CHUNK_MIB" -lt 8 ]; then
   echo "[offline_gpu] the checkout's files take $((tree_bytes >> 20)) MiB of the $CARRY_MIB MiB a remote command carries: chunks of $CHUNK_MIB MiB are too small (8 at least; HISPARSE_GPU_CHUNK_MIB sets the size)" >&2
   exit 2
