@@ -36,19 +36,18 @@ CARRY_MIB=64  # what one remote command may carry, the working tree included
 tree_bytes=$(cd "$ROOT" && { git ls-files -z; git ls-files -z --others --exclude-standard; } 2>/dev/null \
   | xargs -0 -r stat -c %s -- 2>/dev/null | awk '{s += $1} END {print s + 0}')
 CHUNK_MIB=${HISPARSE_GPU_CHUNK_MIB:-$((CARRY_MIB - (tree_bytes >> 20) - 3))}
-case "$CHUNK_MIB" in
-  ''|*[!0-9]*|0*) echo "[offline_gpu] HISPARSE_GPU_CHUNK_MIB $CHUNK_MIB: not a size in MiB (a whole number, 8 to $((CARRY_MIB - 1)))" >&2; exit 2 ;;
+tree_mib=$((tree_bytes >> 20))
+case "$CHUNK_MIB" in  # a whole number from 8 to 63 (at most 2 digits: no overflow below)
+  [89]|[1-5][0-9]|6[0-3]) ;;
+  *) if [ -n "${HISPARSE_GPU_CHUNK_MIB:-}" ]; then
+       echo "[offline_gpu] HISPARSE_GPU_CHUNK_MIB $CHUNK_MIB: not a size in MiB (a whole number, 8 to $((CARRY_MIB - 1)))" >&2
+     else
+       echo "[offline_gpu] the checkout's files take $tree_mib MiB of the $CARRY_MIB MiB a remote command carries: chunks of $CHUNK_MIB MiB are too small (8 at least; HISPARSE_GPU_CHUNK_MIB sets the size)" >&2
+     fi
+     exit 2 ;;
 esac
-if [ "${#CHUNK_MIB}" -gt 3 ] || [ "$CHUNK_MIB" -gt $((CARRY_MIB - 1)) ]; then
-  echo "[offline_gpu] chunks of $CHUNK_MIB MiB: over the $CARRY_MIB MiB a remote command carries" >&2
-  exit 2
-fi
-if [ $((CHUNK_MIB + (tree_bytes >> 20))) -ge "$CARRY_MIB" ]; then
-  echo "[offline_gpu] warning: chunks of $CHUNK_MIB MiB and the checkout's $((tree_bytes >> 20)) MiB exceed the $CARRY_MIB MiB a remote command carries" >&2
-fi
-if [ "$CHUNK_MIB" -lt 8 ]; then
-  echo "[offline_gpu] the checkout's files take $((tree_bytes >> 20)) MiB of the $CARRY_MIB MiB a remote command carries: chunks of $CHUNK_MIB MiB are too small (8 at least; HISPARSE_GPU_CHUNK_MIB sets the size)" >&2
-  exit 2
+if [ $((CHUNK_MIB + tree_mib)) -ge "$CARRY_MIB" ]; then
+  echo "[offline_gpu] warning: chunks of $CHUNK_MIB MiB and the checkout's $tree_mib MiB exceed the $CARRY_MIB MiB a remote command carries" >&2
 fi
 IMAGE_NCCL=${HISPARSE_DEVICE_NCCL:-2.28.9}   # the device image's NCCL (torch 2.11.0+cu130's pin)
 # torch versions verified to run with the device image's own triton (3.6.0); any other
@@ -252,7 +251,7 @@ PYTHON=$PY bash "$HERE/notebook_kernel.sh"
 total=$(du -cb "$OUT"/[0-9]*/* | tail -1 | cut -f1)
 n=$(ls -d "$OUT"/[0-9]* | wc -l)
 echo
-echo "$n chunk folders of at most $CHUNK_MIB MiB (the checkout carried beside each: $((tree_bytes >> 20)) MiB), $((total >> 20)) MiB in all (.gpu/01 .. .gpu/$(printf %02d "$n")); .gpu/run: $(du -sh "$OUT/run" | cut -f1)"
+echo "$n chunk folders of at most $CHUNK_MIB MiB (the checkout carried beside each: $tree_mib MiB), $((total >> 20)) MiB in all (.gpu/01 .. .gpu/$(printf %02d "$n")); .gpu/run: $(du -sh "$OUT/run" | cut -f1)"
 for v in "${VERSIONS[@]}"; do
   tv=$(awk -F'\t' -v v="$v" '$1=="V" && $2==v {print $3}' "$MANIFEST")
   need=$(awk -F'\t' -v v="$v" -v t="$tv" '$1=="P" && ($2=="vllm-" v || $2=="torch-" t || $2=="common") {print $4}' "$MANIFEST" \
