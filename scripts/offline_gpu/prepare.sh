@@ -35,8 +35,8 @@ CARRY_MIB=64  # what one remote command may carry, the working tree included
 # the working tree a remote command carries: tracked files and untracked ones git does not ignore
 tree_bytes=$(cd "$ROOT" && { git ls-files -z; git ls-files -z --others --exclude-standard; } 2>/dev/null \
   | xargs -0 -r stat -c %s -- 2>/dev/null | awk '{s += $1} END {print s + 0}')
-CHUNK_MIB=${HISPARSE_GPU_CHUNK_MIB:-$((CARRY_MIB - (tree_bytes >> 20) - 3))}
 tree_mib=$((tree_bytes >> 20))
+CHUNK_MIB=${HISPARSE_GPU_CHUNK_MIB:-$((CARRY_MIB - tree_mib - 3))}
 case "$CHUNK_MIB" in  # a whole number from 8 to 63 (at most 2 digits: no overflow below)
   [89]|[1-5][0-9]|6[0-3]) ;;
   *) if [ -n "${HISPARSE_GPU_CHUNK_MIB:-}" ]; then
