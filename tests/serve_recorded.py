@@ -20,3 +20,14 @@ def sample(text: str, name: str) -> float:
              if l.startswith(name + "{") or l.startswith(name + " ")]
     assert lines, name
     return sum(float(line.rsplit(" ", 1)[1]) for line in lines)
+
+
+def unpack(folders, out: pathlib.Path) -> pathlib.Path:
+    """The runner's packed run folders (``*.tgz`` in ``folders``, as ``gpu_serve.sh`` packed
+    them) unpacked into ``out``: one folder a run, named as the runner named it."""
+    import tarfile
+
+    for packed in sorted(p for folder in folders for p in pathlib.Path(folder).glob("*.tgz")):
+        with tarfile.open(packed) as tar:
+            tar.extractall(out, filter="data")
+    return out

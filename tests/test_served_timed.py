@@ -12,7 +12,6 @@ import json
 import pathlib
 import re
 import statistics
-import tarfile
 
 import pytest
 
@@ -22,6 +21,7 @@ from hisparse_model.inputs.traffic_file import load_traffic
 from hisparse_model.answers.clock_fit import _mode
 from hisparse_model.model.knobs import Knobs
 from hisparse_model.model.plan import plan
+from serve_recorded import unpack
 
 HERE = pathlib.Path(__file__).parent
 FOLDER = HERE / "recorded" / "serve" / "h100-timed-2026-12-06"
@@ -29,11 +29,7 @@ FOLDER = HERE / "recorded" / "serve" / "h100-timed-2026-12-06"
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    out = tmp_path_factory.mktemp("timed")
-    for packed in sorted(FOLDER.glob("*.tgz")):
-        with tarfile.open(packed) as tar:
-            tar.extractall(out, filter="data")
-    return out
+    return unpack([FOLDER], tmp_path_factory.mktemp("timed"))
 
 
 def _run(runs, name) -> dict:

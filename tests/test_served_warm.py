@@ -13,7 +13,6 @@ is one the model's door refuses.
 
 import json
 import pathlib
-import tarfile
 
 import pytest
 
@@ -21,6 +20,7 @@ from hisparse_model.answers.arrivals import refused_at_door
 from hisparse_model.inputs.iteration_log import count_iterations, read_iterations
 from hisparse_model.inputs.stall_stacks import jit_warnings
 from hisparse_model.recorded.serve_recordings import compare, read_run
+from serve_recorded import unpack
 
 HERE = pathlib.Path(__file__).parent
 PACKED = [HERE / "recorded" / "serve" / "h100-warm-2026-12-06",
@@ -31,11 +31,7 @@ TRACES = str(HERE / "traces")
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """The runner's packed folders, unpacked once."""
-    out = tmp_path_factory.mktemp("warm")
-    for packed in sorted(p for folder in PACKED for p in folder.glob("*.tgz")):
-        with tarfile.open(packed) as tar:
-            tar.extractall(out, filter="data")
-    return out
+    return unpack(PACKED, tmp_path_factory.mktemp("warm"))
 
 
 # run -> (server ready after s, HiSparse error logged at s, requests sent, S,

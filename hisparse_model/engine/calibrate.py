@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     from ..model.knobs import Knobs
     from ..schedule.workload import DistinctPrompt
     from . import llm_args
-    from .step_timer import StepTimer, install_in_process
+    from .step_timer import PATCHES, StepTimer, install_in_process
 
     import torch
     import vllm
@@ -88,10 +88,7 @@ def main(argv=None) -> int:
         "llm_kwargs": kw, "async_scheduling": bool(config.async_scheduling),
         "env": {k: os.environ[k] for k in ("VLLM_ENABLE_V1_MULTIPROCESSING",
                                            "VLLM_DEEP_GEMM_WARMUP")},
-        "run_time_patches": "Scheduler.schedule and Scheduler.update_from_output wrapped to "
-                            "time each batch, UniProcExecutor.execute_model and sample_tokens "
-                            "to time its launch, CudaGraphManager.dispatch to note its modes "
-                            "(engine/step_timer.py); nothing else",
+        "run_time_patches": PATCHES + "; nothing else",
         "engine_start_s": round(time.time() - started, 1)},
         "sweep": [list(s) for s in SWEEP], "rows": timer.rows}
     next_id = 0

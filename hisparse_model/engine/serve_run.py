@@ -47,7 +47,7 @@ from .jit_window import (CACHE_ENV, cache_files, deep_gemm_cache_dir, log_betwee
                          window_verdict)
 from ..inputs.iteration_log import ITERATION_LOG_FLAG, count_iterations
 from .serve_warm import WARM_PASS_IDS, WARM_TOKENS, warm, warm_requests
-from .step_timer import timed_rows
+from .step_timer import PATCHES, timed_rows
 from .serve_process import (dump_stacks, http, stack_dump_env, start_server, stop_server,
                             versions, wait_healthy)
 
@@ -249,9 +249,8 @@ def main(argv=None) -> int:
             "run_time_patches": "none to vLLM; the server's Python processes load "
                                 "hisparse_model/engine/stack_dump/sitecustomize.py (SIGUSR2 "
                                 "prints their stacks)" + (
-                                    "; the engine core's Scheduler.schedule and "
-                                    "update_from_output wrapped to time each batch "
-                                    "(engine/step_timer.py)" if args.time_steps else ""),
+                                    "; in the engine core, " + PATCHES if args.time_steps
+                                    else ""),
             "knobs": knobs.as_dict(), "host_pool_gib": pool},
         "trace": os.path.basename(args.trace), "speed": args.speed,
         "replay_seconds": args.seconds, "requests_in_replay": len(requests),

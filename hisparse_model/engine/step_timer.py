@@ -58,6 +58,10 @@ import time
 SCHEDULER_MODULE = "vllm.v1.core.sched.scheduler"  # where vLLM's Scheduler class lives
 EXECUTOR_MODULE = "vllm.v1.executor.uniproc_executor"  # and its one-GPU executor
 GRAPHS_MODULE = "vllm.v1.worker.gpu.cudagraph_utils"  # and Model Runner V2's CUDA graphs
+# what the wrappers change, in a run's provenance (run_time_patches)
+PATCHES = ("Scheduler.schedule and Scheduler.update_from_output wrapped to time each batch, "
+           "UniProcExecutor.execute_model and sample_tokens to time its launch, "
+           "CudaGraphManager.dispatch to note its modes (engine/step_timer.py)")
 
 
 class StepTimer:

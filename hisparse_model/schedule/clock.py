@@ -26,12 +26,18 @@ This module is the one place that turns the first into the second:
   runs the model runner's ``execute_model`` there and then, in the engine core's thread,
   even when asked not to block
   (vllm/v1/executor/uniproc_executor.py:108-109 `run_method(self.driver_worker`): the next
-  batch's forward is launched from Python within this batch's period.  A FULL CUDA-graph
-  replay launches in microseconds; a PIECEWISE graph runs its attention eagerly and an eager
-  batch (more tokens than any captured graph) launches every kernel from Python.  The served
-  engine's periods (``tests/recorded/serve/h100-timed-2026-12-06/``) show it: a batch followed
-  by a FULL replay lasts what it computes (3-5 ms), one followed by a PIECEWISE batch about
-  19 ms, one followed by an eager batch about 40 ms, whatever it computes.  So a batch costs
+  batch's forward is launched from Python within this batch's period.  A PIECEWISE graph
+  runs its attention eagerly and an eager batch (more tokens than any captured graph)
+  launches every kernel from Python.  The served engine's periods
+  (``tests/recorded/serve/h100-timed-2026-12-06/``) show it: a batch followed by a FULL
+  replay lasts 3-5 ms, one followed by a PIECEWISE batch about 19 ms, one followed by an
+  eager batch about 40 ms, whatever it computes; the hand-overs measured directly on a second
+  H100 (``h100-timed-2026-12-07/``: the executor's ``execute_model`` and ``sample_tokens``)
+  are 2.6-3.3 ms for a FULL replay (input preparation, the replay, sampling: not
+  microseconds; every period holds one, so ``base_ms`` takes it), 16-23 ms for a PIECEWISE
+  batch and 41-53 ms for an eager one, and a batch followed by a FULL replay lasts that
+  replay's hand-over and about 1 ms more: at these sizes the engine core's thread, not the
+  GPU, sets the pace of decoding.  So a batch costs
   ``launch_eager_ms`` or ``launch_piecewise_ms`` more by how the batch after it runs
   (``mode_of``: ``model/dispatch.py``), and ``launch_prefill_ms`` more per prompt token of
   that batch when it is not a FULL replay; a batch after an idle engine has no batch before
