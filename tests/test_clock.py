@@ -253,9 +253,26 @@ def test_simulate_lists_each_requests_finish_on_the_fitted_clock(runs):
     assert clock["batches"] > 72 and "steps" not in clock  # batches, not engine step numbers
     assert sum(r["finish_s"] is not None for r in clock["requests"]) == 72
     assert clock["clock"]["source"].startswith("fitted to 10 busy seconds of")
+    # a measured clock assumes the host as fast as when it was measured, in both outputs
+    host = "the host as fast as when the batches were measured"
+    assert clock["clock"]["measured"] is True and host in clock["assumed"]
     text = _simulate(*args).stdout
     assert text.count("On the engine's clock: step time ") == 1
     assert "72 of 200 requests finished, crash at 31.193 s on the clock" in text
+    assert f"  assumed: {clock['assumed']}" in text
+
+
+def test_a_fixed_clock_assumes_nothing_of_a_host():
+    """A fixed --step-ms measured nothing: its replay assumes no host speed."""
+    from hisparse_model.answers.finish_times import serve_on_clock
+    from hisparse_model.inputs.traffic_file import load_traffic
+    from hisparse_model.schedule.clock import fixed
+
+    traffic = load_traffic(str(HERE / "traces" / "azure-code-2023-excerpt.csv"), speed=6.0)
+    knobs = Knobs(max_num_seqs=143, max_model_len=8192, host_pool_gib=6)
+    served = serve_on_clock(knobs, traffic, 0.2, fixed(5.0))
+    assert served.as_json()["clock"]["measured"] is False
+    assert "host" not in served.assumed() and "HTTP not counted" in served.assumed()
 
 
 # what the calibration sweep measured in the engine (vLLM 0.34.0, H100): phase -> (batches
@@ -524,6 +541,14 @@ def test_a_run_folder_reads_its_batches_with_its_own_knobs(tmp_path):
     assert ("each batch's mode read with the run's own knobs, from its run.json: S 143, graphs "
             "of up to 272 tokens (the knobs given differ: S 1,024, graphs of up to 512 tokens)"
             ) in given.source
+    # the replay's knobs beside the run's server's: S and B (given 1,024 and the derived
+    # min(1,024 x 8,192, 16,384) = 16,384, the LLM class's default cap; the server ran 143
+    # and 8,192), said; none when the run's own are given
+    assert ("this replay's knobs are not the run's server's: max_num_seqs 1024 (the run's "
+            "143), max_num_batched_tokens 16384 (the run's 8192): give the run's") in given.source
+    same = plan(Knobs(max_num_seqs=143, max_model_len=8192, max_num_batched_tokens=8192,
+                      host_pool_gib=6))
+    assert "not the run's server's" not in from_calibration(str(run), same).source
     alone = from_calibration(steps, other)
     assert ("each batch's mode read with the knobs given: S 1,024, graphs of up to 512 tokens"
             in alone.source) and alone.launch_eager_ms != own.launch_eager_ms

@@ -295,6 +295,18 @@ def _metric(path: pathlib.Path, name: str) -> float:
     return sample(path.read_text(), name)
 
 
+def test_a_run_says_which_machine_made_it():
+    """run.json's provenance.host: the machine's name, this boot's id, its CPU model and count,
+    and GPU UUIDs where nvidia-smi answers (None here, on a CPU machine), so that two runs can
+    be shown to share a machine (or not) from their files."""
+    from hisparse_model.engine.serve_process import host
+
+    got = host()
+    assert set(got) == {"name", "boot_id", "cpu", "cpus", "gpu_uuids"}
+    assert got["cpus"] >= 1 and got["boot_id"] and len(got["boot_id"]) == 36  # a UUID
+    assert got["boot_id"] == host()["boot_id"]  # the same boot, the same id
+
+
 def test_the_served_log_reads_as_the_knobs_it_was_started_with():
     """check --from-log reads the real vllm serve log as the run's knobs (B from vllm serve's
     own line, not the offline default)."""

@@ -1,13 +1,15 @@
-"""Five served replays timed batch by batch on a second H100 (2026-12-07,
-tests/recorded/serve/h100-timed-2026-12-07/): the crash again on time, the first direct
+"""Five served replays timed batch by batch on the H100 of 2026-12-07
+(tests/recorded/serve/h100-timed-2026-12-07/): the crash again on time, the first direct
 measurement of each batch's launch and CUDA-graph mode in the served engine, and why the clock
-fitted on the first H100 (tests/test_served_timed.py) does not carry to this one.
+fitted on the first timed H100 (tests/test_served_timed.py) does not carry to this one.
 
 Invariant: what each run's files say is what the tables below state; the model's crash for each
 crashed run is the server's step and within 1 % of its time; every batch's CUDA-graph mode as
 vLLM's runner dispatched it is the mode the model reads from the batch's counts; and this
 machine's own replays differ from each other by more than the issue's 10 % goal, so a clock
-fitted to one of them misses another by more than 10 %, while its crash stays within 1 %.
+fitted to one of them misses another by more than 10 %, while its crash stays within 1 %; the
+batches of one run took up to twice what the run's own clock says for them in one window, where
+on the first timed H100 every window was within 5 %.
 """
 
 import json
@@ -204,7 +206,7 @@ def test_the_same_replay_twice_differs_by_more_than_the_clocks_goal(runs, first)
     """No model involved: two runs of one replay on this machine differ by a median 14.1 %
     per request (x6t143c faster: -9.0 % signed), more than the 10 % a clock is to meet; the
     first H100 served every replay 21-50 % faster than this one. A FULL decode's hand-over
-    here drifts within a run too (mc1620t: 2.7 ms in its first minute, 5.3 ms at 105-110 s)."""
+    here drifts within a run too (mc1620t: 2.8 ms in its first 5 s, 5.3 ms at 105-110 s)."""
     where = {"first": first}
     for (a, b), measured in SPREAD.items():
         la, lb = (_latency(where[x.split("/")[0]] / x.split("/")[1] if "/" in x else runs / x)
@@ -250,3 +252,49 @@ def test_a_clock_fitted_here_misses_one_of_its_own_replays_yet_crashes_on_time(r
         else:
             assert abs(served.crash_s - logged) / logged < 0.01
     assert worst > 0.10
+
+
+def _windows(folder) -> dict[int, float]:
+    """Each 5 s window of a run's measured periods (at least 100 batches) as a ratio to what
+    the run's own fitted clock charges the same batches: its own terms, plus launching the
+    next batch where that one is no FULL replay (``fit_served``'s equation, written out)."""
+    p = plan(_knobs(folder))
+    clock = from_calibration(str(folder / "steps"), p)
+    rows = _rows(folder)
+    t0 = rows[0]["t"]
+    sums = defaultdict(lambda: [0, 0.0, 0.0])  # window -> batches, measured ms, clock ms
+    for r, n in zip(rows, rows[1:]):
+        if r["ms"] is None or r["after_idle"] or n["after_idle"]:
+            continue
+        mode = _mode(p, n)
+        ms = (clock.base_ms + clock.prefill_ms * r["prefill"] + clock.decode_ms * r["decode"]
+              + clock.context_ms * r["context"]
+              + (0.0 if mode == "FULL" else clock.launch_ms(mode, n["prefill"])))
+        w = sums[int((r["t"] - t0) // 5) * 5]
+        w[0] += 1
+        w[1] += r["ms"]
+        w[2] += ms
+    return {k: m / c - 1 for k, (n, m, c) in sums.items() if n >= 100}
+
+
+# run -> its worst 5 s window, |measured / its own clock - 1| in %, as measured: on the first
+# timed H100 every window of every run is within 3.4 %; here x6s128tb's 5-10 s ran 42 % over
+# and mc1620t's 105-115 s 89-93 % over what the same fit charges the rest of the run
+WORST_WINDOW = {
+    "first/x6s128t": 2.5, "first/x6t143": 1.3, "first/x3s128t": 3.4, "first/mc1620t": 2.3,
+    "x6s128tb": 41.9, "x6t143b": 11.9, "x3s128tb": 5.4, "mc1620t": 93.4, "x6t143c": 4.5,
+}
+
+
+def test_a_runs_own_clock_follows_each_minute_there_but_not_here(runs, first):
+    """A fitted clock's terms are fixed: on a steady host each window of a run sums to what the
+    run's own fit charges it (first timed H100: within 5 %); on this host two runs have windows
+    far over it (x6s128tb 5-10 s, mc1620t from 105 s), which no fixed terms can follow."""
+    where = {"first": first}
+    for name, worst in WORST_WINDOW.items():
+        folder = where[name.split("/")[0]] / name.split("/")[1] if "/" in name else runs / name
+        got = max(abs(d) for d in _windows(folder).values())
+        assert round(100 * got, 1) == worst, name
+        if name.startswith("first/"):
+            assert got < 0.05
+    assert _windows(runs / "mc1620t")[105] > 0.9 and _windows(runs / "x6s128tb")[5] > 0.4

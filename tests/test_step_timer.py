@@ -276,3 +276,8 @@ def test_what_the_timer_wraps_is_in_every_modelled_vllm(vllm_sources):
             assert found, (version, module, cls)
             defined = {n.name for n in found[0].body if isinstance(n, ast.FunctionDef)}
             assert methods <= defined, (version, module, cls, methods - defined)
+    # and a run's provenance names every one of them (run_time_patches)
+    from hisparse_model.engine.step_timer import PATCHES
+
+    for cls, methods in wrapped.values():
+        assert cls in PATCHES and all(m in PATCHES for m in methods), (cls, PATCHES)

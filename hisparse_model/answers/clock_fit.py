@@ -62,7 +62,7 @@ def _fit(rows, source: str, said: str) -> StepCost:
     """Least squares over rows ``(count, prefill, decode, context, target)`` with no negative
     coefficient (module docstring)."""
     base, p, d, c = _nonnegative(rows, source)
-    return StepCost(base, p, d, c, said)
+    return StepCost(base, p, d, c, said, measured=True)
 
 
 def _nonnegative(rows, source: str) -> list[float]:
@@ -118,7 +118,7 @@ def fit_served(rows, source: str, plan, graphs: str | None = None) -> StepCost:
                     f"the served engine, the others bordering an idle engine; {'; '.join(said)}; "
                     "each batch's mode read with " + (graphs or (
                         f"the knobs given: {_graphs_said(plan)} (a run's folder with its run.json "
-                        "reads its own)")) + f"), {source}", eager, piecewise, per)
+                        "reads its own)")) + f"), {source}", eager, piecewise, per, measured=True)
 
 
 def _launches_said(n: int, what: str) -> str:
@@ -134,6 +134,12 @@ def _graphs_said(plan) -> str:
     sizes = plan.capture_sizes if plan.cudagraph_mode != "NONE" else ()
     graphs = f"graphs of up to {sizes[-1]:,} tokens" if sizes else "no CUDA graph"
     return f"S {plan.knobs.max_num_seqs:,}, {graphs}"
+
+
+# the knobs that shape a replay beside its CUDA graphs: where a run's server had others, the
+# replay is not that server's (said in the clock's source)
+REPLAY_KNOBS = ("vllm_version", "max_num_seqs", "max_model_len", "max_num_batched_tokens",
+                "host_pool_gib", "enable_prefix_caching", "num_speculative_tokens")
 
 
 def _run_plan(folder: str, given):
@@ -166,6 +172,14 @@ def _run_plan(folder: str, given):
     said = f"the run's own knobs, from its run.json: {_graphs_said(own)}"
     if (own.cudagraph_mode, own.capture_sizes) != (given.cudagraph_mode, given.capture_sizes):
         said += f" (the knobs given differ: {_graphs_said(given)})"
+    def value(p, k):  # B as the plan derives it where not given
+        return p.max_num_batched_tokens if k == "max_num_batched_tokens" else getattr(p.knobs, k)
+
+    differ = [f"{k} {value(given, k)} (the run's {value(own, k)})"
+              for k in REPLAY_KNOBS if value(own, k) != value(given, k)]
+    if differ:
+        said += ("; this replay's knobs are not the run's server's: " + ", ".join(differ)
+                 + ": give the run's to compare with it")
     return own, said
 
 

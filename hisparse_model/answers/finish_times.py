@@ -40,8 +40,21 @@ class Served:
         """The mean cost of a batch over the replay (None: no batch)."""
         return self.engine_s * 1000 / self.batches if self.batches else None
 
+    def assumed(self) -> str:
+        """What the replay on this clock assumes, in words (the text's ``assumed:`` line and
+        ``--json``'s ``on_the_clock.assumed``)."""
+        return ("the batches run back to back, each for its cost, while work is queued; a "
+                "request is done when its last batch ends (HTTP not counted)"
+                + ("; one GPU, whose engine core launches each next batch itself (its launch "
+                   "priced by how that batch runs on this server's CUDA graphs)"
+                   if self.cost.launches else "")
+                + ("; the host as fast as when the batches were measured (on the H100 of "
+                   "2026-12-07 the same replay run twice differed by a median 14 % a request: "
+                   "docs/simulate.md)" if self.cost.measured else ""))
+
     def as_json(self) -> dict:
         return {"clock": self.cost.as_json(), "clock_line": self.cost.line(),
+                "assumed": self.assumed(),
                 "crash_s": self.crash_s, "batches": self.batches,
                 "crash_scheduled": {str(i): n for i, n in self.crash_scheduled.items()},
                 "requests": [{"i": i, "arrival_s": round(a, 6),

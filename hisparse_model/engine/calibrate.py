@@ -64,6 +64,7 @@ def main(argv=None) -> int:
     from ..model.knobs import Knobs
     from ..schedule.workload import DistinctPrompt
     from . import llm_args
+    from .serve_process import host
     from .step_timer import PATCHES, StepTimer, install_in_process
 
     import torch
@@ -81,7 +82,7 @@ def main(argv=None) -> int:
     config = llm.llm_engine.vllm_config.scheduler_config
     out = {"provenance": {
         "vllm": vllm.__version__, "torch": torch.__version__,
-        "gpu": torch.cuda.get_device_name(0), "python": sys.version.split()[0],
+        "gpu": torch.cuda.get_device_name(0), "host": host(), "python": sys.version.split()[0],
         "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)),
         "command": " ".join([sys.executable, "-m", "hisparse_model.engine.calibrate",
                              *(argv if argv is not None else sys.argv[1:])]),

@@ -50,6 +50,34 @@ def versions() -> dict:
     return out
 
 
+def host() -> dict:
+    """Which machine a run was made on, so that runs can be told to share one: its name, this
+    boot's id (Linux: /proc/sys/kernel/random/boot_id), its CPU model and count, and each GPU's
+    UUID (nvidia-smi); a field that cannot be read is None."""
+    import platform
+
+    def read(path: str, pick=lambda text: text.strip()):
+        try:
+            with open(path) as f:
+                return pick(f.read()) or None
+        except OSError:
+            return None
+
+    def cpu_model(text: str):
+        return next((line.split(":", 1)[1].strip() for line in text.splitlines()
+                     if line.startswith("model name")), None)
+
+    try:
+        uuids = subprocess.run(["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"],
+                               capture_output=True, text=True, timeout=20).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        uuids = []
+    return {"name": platform.node() or None,
+            "boot_id": read("/proc/sys/kernel/random/boot_id"),
+            "cpu": read("/proc/cpuinfo", cpu_model), "cpus": os.cpu_count(),
+            "gpu_uuids": uuids or None}
+
+
 def start_server(argv: list[str], log_path: str, env: dict) -> subprocess.Popen:
     log = open(log_path, "w")
     return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,

@@ -49,7 +49,7 @@ from ..inputs.iteration_log import ITERATION_LOG_FLAG, count_iterations
 from .serve_warm import WARM_PASS_IDS, WARM_TOKENS, warm, warm_requests
 from .step_timer import PATCHES, timed_rows
 from .serve_process import (dump_stacks, http, stack_dump_env, start_server, stop_server,
-                            versions, wait_healthy)
+                            host, versions, wait_healthy)
 
 CRASH_TEXT = "HiSparse swap rows exceed"  # the ValueError's text (the fix PR's)
 
@@ -239,7 +239,7 @@ def main(argv=None) -> int:
     base = f"http://127.0.0.1:{args.port}"
     run = {
         "provenance": {
-            **versions(), "python": platform.python_version(),
+            **versions(), "host": host(), "python": platform.python_version(),
             "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
             "command": " ".join([sys.executable, "-m", "hisparse_model.engine.serve_run",
                                  *(argv if argv is not None else sys.argv[1:])]),

@@ -69,6 +69,7 @@ class StepCost:
     launch_eager_ms: float = 0.0  # launching a batch that runs eagerly (module docstring)
     launch_piecewise_ms: float = 0.0  # launching a batch that runs a PIECEWISE graph
     launch_prefill_ms: float = 0.0  # per prompt token of a launched batch that is no replay
+    measured: bool = False  # fitted to what an engine measured (answers/clock_fit.py)
 
     def ms(self, step) -> float:
         """The cost of ``step`` (a scheduler ``Step``)."""
@@ -114,7 +115,7 @@ class StepCost:
                 "launch_eager_ms": self.launch_eager_ms,
                 "launch_piecewise_ms": self.launch_piecewise_ms,
                 "launch_prefill_ms_per_token": self.launch_prefill_ms,
-                "source": self.source}
+                "source": self.source, "measured": self.measured}
 
 
 def fixed(step_ms: float, source: str = "fixed --step-ms") -> StepCost:

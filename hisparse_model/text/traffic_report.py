@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ..answers.simulate import SIMULATE_ASSUMPTIONS
 from .plural import count
-from ..schedule.clock import StepCost
 from ..answers.traffic_risk import TRAFFIC_ASSUMPTIONS, Estimate
 
 KIND_WORDS = {  # exposure.py's kinds, and the two a served step adds
@@ -126,12 +125,5 @@ def clock_lines(served) -> list[str]:
              + (f"; median latency {statistics.median(done):.3f} s, arrival to the end of "
                 "the batch that finishes it" if done else "")
              + " (each request's finish: --json, on_the_clock)",
-             "  assumed: the batches run back to back, each for its cost, while work is "
-             "queued; a request is done when its last batch ends (HTTP not counted)"
-             + ("; one GPU, whose engine core launches each next batch itself (its launch "
-                "priced by how that batch runs on this server's CUDA graphs)"
-                if served.cost.launches else "")
-             + ("; the host as fast as when the batches were measured (on one H100 the same "
-                "replay run twice differed by a median 14 % a request: docs/simulate.md)"
-                if served.cost.source != StepCost.source else "")]
+             "  assumed: " + served.assumed()]
     return lines
