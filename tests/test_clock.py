@@ -545,10 +545,19 @@ def test_a_run_folder_reads_its_batches_with_its_own_knobs(tmp_path):
     # min(1,024 x 8,192, 16,384) = 16,384, the LLM class's default cap; the server ran 143
     # and 8,192), said; none when the run's own are given
     assert ("this replay's knobs are not the run's server's: max_num_seqs 1024 (the run's "
-            "143), max_num_batched_tokens 16384 (the run's 8192): give the run's") in given.source
-    same = plan(Knobs(max_num_seqs=143, max_model_len=8192, max_num_batched_tokens=8192,
-                      host_pool_gib=6))
-    assert "not the run's server's" not in from_calibration(str(run), same).source
+            "143), max_num_batched_tokens 16384 (derived) (the run's 8192): give the run's"
+            ) in given.source
+    same = Knobs(max_num_seqs=143, max_model_len=8192, max_num_batched_tokens=8192,
+                 host_pool_gib=6)
+    assert "not the run's server's" not in from_calibration(str(run), plan(same)).source
+    # any knob of the run's server, not only the sizes: the routing, the KV cache's dtype
+    # (which picks another attention backend too)
+    for other_knobs, said in (
+            (dataclasses.replace(same, routing="fix"), "routing fix (the run's stock)"),
+            (dataclasses.replace(same, kv_cache_dtype="fp8", attention_backend="FLASHMLA_SPARSE"),
+             "attention_backend FLASHMLA_SPARSE (the run's FLASH_ATTN_MLA_SPARSE), "
+             "kv_cache_dtype fp8 (the run's auto)")):
+        assert said in from_calibration(str(run), plan(other_knobs)).source
     alone = from_calibration(steps, other)
     assert ("each batch's mode read with the knobs given: S 1,024, graphs of up to 512 tokens"
             in alone.source) and alone.launch_eager_ms != own.launch_eager_ms

@@ -307,6 +307,25 @@ def test_a_run_says_which_machine_made_it():
     assert got["boot_id"] == host()["boot_id"]  # the same boot, the same id
 
 
+@pytest.mark.parametrize("script, uuids", [
+    # a failing nvidia-smi prints its complaint on stdout and exits 9: no UUID
+    ("echo \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\"; "
+     "exit 9", None),
+    ("echo GPU-0a1b; echo GPU-2c3d", ["GPU-0a1b", "GPU-2c3d"]),  # one UUID a line
+])
+def test_the_hosts_gpus_are_what_nvidia_smi_answered(tmp_path, monkeypatch, script, uuids):
+    """provenance.host.gpu_uuids: nvidia-smi's UUID lines when it succeeds, else None."""
+    import os
+
+    from hisparse_model.engine.serve_process import host
+
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/sh\n" + script + "\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert host()["gpu_uuids"] == uuids
+
+
 def test_the_served_log_reads_as_the_knobs_it_was_started_with():
     """check --from-log reads the real vllm serve log as the run's knobs (B from vllm serve's
     own line, not the offline default)."""

@@ -279,7 +279,8 @@ def _windows(folder) -> dict[int, float]:
 
 # run -> its worst 5 s window, |measured / its own clock - 1| in %, as measured: on the first
 # timed H100 every window of every run is within 3.4 %; here x6s128tb's 5-10 s ran 42 % over
-# and mc1620t's 105-115 s 89-93 % over what the same fit charges the rest of the run
+# and mc1620t's 105-115 s 89-93 % over what the run's own fit charges those same batches
+# (mc1620t's windows before 75 s ran 8-20 % under it)
 WORST_WINDOW = {
     "first/x6s128t": 2.5, "first/x6t143": 1.3, "first/x3s128t": 3.4, "first/mc1620t": 2.3,
     "x6s128tb": 41.9, "x6t143b": 11.9, "x3s128tb": 5.4, "mc1620t": 93.4, "x6t143c": 4.5,

@@ -136,12 +136,6 @@ def _graphs_said(plan) -> str:
     return f"S {plan.knobs.max_num_seqs:,}, {graphs}"
 
 
-# the knobs that shape a replay beside its CUDA graphs: where a run's server had others, the
-# replay is not that server's (said in the clock's source)
-REPLAY_KNOBS = ("vllm_version", "max_num_seqs", "max_model_len", "max_num_batched_tokens",
-                "host_pool_gib", "enable_prefix_caching", "num_speculative_tokens")
-
-
 def _run_plan(folder: str, given):
     """The plan of the server that made a run (its ``run.json`` ``provenance.knobs``, in the
     run's folder or beside its steps folder) and the words for it, else ``(given, None)``."""
@@ -175,8 +169,11 @@ def _run_plan(folder: str, given):
     def value(p, k):  # B as the plan derives it where not given
         return p.max_num_batched_tokens if k == "max_num_batched_tokens" else getattr(p.knobs, k)
 
-    differ = [f"{k} {value(given, k)} (the run's {value(own, k)})"
-              for k in REPLAY_KNOBS if value(own, k) != value(given, k)]
+    differ = [f"{k} {value(given, k)}"
+              + (" (derived)" if k == "max_num_batched_tokens"
+                 and given.knobs.max_num_batched_tokens is None else "")
+              + f" (the run's {value(own, k)})"
+              for k in Knobs.__dataclass_fields__ if value(own, k) != value(given, k)]
     if differ:
         said += ("; this replay's knobs are not the run's server's: " + ", ".join(differ)
                  + ": give the run's to compare with it")

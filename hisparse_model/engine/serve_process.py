@@ -68,8 +68,10 @@ def host() -> dict:
                      if line.startswith("model name")), None)
 
     try:
-        uuids = subprocess.run(["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"],
-                               capture_output=True, text=True, timeout=20).stdout.split()
+        got = subprocess.run(["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+        uuids = [u for u in got.stdout.split() if u.startswith("GPU-")] if got.returncode == 0 \
+            else []  # a failing nvidia-smi prints its complaint on stdout
     except (OSError, subprocess.SubprocessError):
         uuids = []
     return {"name": platform.node() or None,
