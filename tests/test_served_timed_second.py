@@ -133,18 +133,21 @@ def test_the_model_crashes_on_the_servers_step_within_one_percent(runs, name):
         0.01 * got["observed"]["crash_s"]
 
 
-# run -> batches the runner dispatched (FULL, PIECEWISE, NONE = eager), as CudaGraphManager
-# noted them; S 128 / 143 capture graphs of up to 256 / 272 tokens, S 1,620 up to 512
-MODES = {
-    "x6t143b": (429, 4, 52),
-    "x3s128tb": (1854, 11, 112),
-    "x6s128tb": (1220, 2, 89),
-    "mc1620t": (4581, 1, 35),
-    "x6t143c": (448, 1, 58),
+# run -> by the batch's own mode (FULL, PIECEWISE, NONE = eager): the batches the runner
+# dispatched so, as CudaGraphManager noted them (S 128 / 143 capture graphs of up to 256 / 272
+# tokens, S 1,620 up to 512), and their median launch_ms: the time the engine core spent in the
+# one-GPU executor's execute_model and sample_tokens for each (input preparation, the
+# forward's launch or graph replay, sampling), in the engine core's thread
+BY_MODE = {
+    "x6t143b": ((429, 4, 52), (3.3, 22.6, 53.2)),
+    "x3s128tb": ((1854, 11, 112), (2.6, 17.7, 41.2)),
+    "x6s128tb": ((1220, 2, 89), (3.0, 23.4, 49.0)),
+    "mc1620t": ((4581, 1, 35), (2.9, 15.9, 53.2)),
+    "x6t143c": ((448, 1, 58), (3.2, 20.2, 45.4)),
 }
 
 
-@pytest.mark.parametrize("name", sorted(MODES))
+@pytest.mark.parametrize("name", sorted(BY_MODE))
 def test_every_batchs_dispatched_mode_is_the_one_the_model_reads_from_its_counts(runs, name):
     """The first check of ``model/dispatch.py`` against vLLM's own dispatcher in a served
     engine: for each of the 8,897 batches, the mode vLLM 0.31.0's runner dispatched is the
@@ -157,23 +160,11 @@ def test_every_batchs_dispatched_mode_is_the_one_the_model_reads_from_its_counts
         mode = _mode(p, {**r, "modes": []})  # the counts alone: model/dispatch.py
         noted[r["modes"][0]] += 1
         counted[(r["modes"][0], mode)] += 1
-    assert tuple(noted[m] for m in ("FULL", "PIECEWISE", "NONE")) == MODES[name]
+    assert tuple(noted[m] for m in ("FULL", "PIECEWISE", "NONE")) == BY_MODE[name][0]
     assert all(a == b for a, b in counted), counted
 
 
-# run -> median launch_ms of a batch by its own mode (FULL, PIECEWISE, NONE): the time the
-# engine core spent in the one-GPU executor's execute_model and sample_tokens for it (input
-# preparation, the forward's launch or graph replay, sampling), in the engine core's thread
-LAUNCH = {
-    "x6t143b": (3.3, 22.6, 53.2),
-    "x3s128tb": (2.6, 17.7, 41.2),
-    "x6s128tb": (3.0, 23.4, 49.0),
-    "mc1620t": (2.9, 15.9, 53.2),
-    "x6t143c": (3.2, 20.2, 45.4),
-}
-
-
-@pytest.mark.parametrize("name", sorted(LAUNCH))
+@pytest.mark.parametrize("name", sorted(BY_MODE))
 def test_a_batchs_launch_is_milliseconds_even_for_a_full_replay(runs, name):
     """A FULL replay's hand-over is 2.6-3.3 ms, not microseconds (what the clock first
     assumed: the base term holds it), a PIECEWISE one 16-23 ms, an eager one 41-53 ms; and a
@@ -183,7 +174,7 @@ def test_a_batchs_launch_is_milliseconds_even_for_a_full_replay(runs, name):
     for r in rows:
         by[r["modes"][0]].append(r["launch_ms"])
     got = tuple(round(statistics.median(by[m]), 1) for m in ("FULL", "PIECEWISE", "NONE"))
-    assert got == LAUNCH[name]
+    assert got == BY_MODE[name][1]
     over = [r["ms"] - n["launch_ms"] for r, n in zip(rows, rows[1:])
             if r["ms"] is not None and not r["after_idle"] and not n["after_idle"]
             and n["modes"] == ["FULL"]]
