@@ -166,6 +166,7 @@ def _run_plan(folder: str, given):
     said = f"the run's own knobs, from its run.json: {_graphs_said(own)}"
     if (own.cudagraph_mode, own.capture_sizes) != (given.cudagraph_mode, given.capture_sizes):
         said += f" (the knobs given differ: {_graphs_said(given)})"
+
     def value(p, k):  # B as the plan derives it where not given
         return p.max_num_batched_tokens if k == "max_num_batched_tokens" else getattr(p.knobs, k)
 

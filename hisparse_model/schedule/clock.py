@@ -31,8 +31,8 @@ This module is the one place that turns the first into the second:
   launches every kernel from Python.  The served engine's periods
   (``tests/recorded/serve/h100-timed-2026-12-06/``) show it: a batch followed by a FULL
   replay lasts 3-5 ms, one followed by a PIECEWISE batch about 19 ms, one followed by an
-  eager batch about 40 ms, whatever it computes; the hand-overs measured directly on a second
-  H100 (``h100-timed-2026-12-07/``: the executor's ``execute_model`` and ``sample_tokens``)
+  eager batch about 40 ms, whatever it computes; the hand-overs measured directly on the H100
+  of 2026-12-07 (``h100-timed-2026-12-07/``: the executor's ``execute_model`` and ``sample_tokens``)
   are 2.6-3.3 ms for a FULL replay (input preparation, the replay, sampling: not
   microseconds; every period holds one, so ``base_ms`` takes it), 16-23 ms for a PIECEWISE
   batch and 41-53 ms for an eager one, and a batch followed by a FULL replay lasts that
