@@ -168,8 +168,7 @@ def runs(tmp_path_factory):
 
 def _served(runs, name, cost):
     run = json.loads((runs / name / "run.json").read_text())
-    knobs = Knobs(**{k: v for k, v in run["provenance"]["knobs"].items()
-                     if k in Knobs.__dataclass_fields__})
+    knobs = Knobs.from_dict(run["provenance"]["knobs"])
     traffic = load_traffic(str(HERE / "traces" / run["trace"]), speed=float(run["speed"]))
     return serve_on_clock(knobs, traffic, float(run["replay_seconds"]) / 60, cost)
 

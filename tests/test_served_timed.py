@@ -69,8 +69,7 @@ def test_each_run_is_a_warm_timed_engine_and_did_what_the_readme_says(runs, name
 
 
 def _knobs(runs, name) -> Knobs:
-    return Knobs(**{k: v for k, v in _run(runs, name)["provenance"]["knobs"].items()
-                    if k in Knobs.__dataclass_fields__})
+    return Knobs.from_dict(_run(runs, name)["provenance"]["knobs"])
 
 
 # run -> (batches measured before a FULL replay, their median period ms), the same before a

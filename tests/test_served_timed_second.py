@@ -52,8 +52,7 @@ def _rows(folder) -> list[dict]:
 
 
 def _knobs(folder) -> Knobs:
-    return Knobs(**{k: v for k, v in _run(folder)["provenance"]["knobs"].items()
-                    if k in Knobs.__dataclass_fields__})
+    return Knobs.from_dict(_run(folder)["provenance"]["knobs"])
 
 
 def _latency(folder) -> dict[int, float]:

@@ -160,7 +160,7 @@ def _run_plan(folder: str, given):
         raise ClockFitError(f"{what}: no provenance.knobs (a run.json of serve_run); give the "
                             "steps file alone to read its batches with the knobs given")
     try:
-        own = plan_of(Knobs(**{k: v for k, v in knobs.items() if k in Knobs.__dataclass_fields__}))
+        own = plan_of(Knobs.from_dict(knobs))
     except (TypeError, ValueError) as exc:
         raise ClockFitError(f"{what}: provenance.knobs: {exc}") from None
     said = f"the run's own knobs, from its run.json: {_graphs_said(own)}"
